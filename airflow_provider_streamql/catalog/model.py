@@ -1,0 +1,90 @@
+"""What the catalog holds, as plain objects (no SQLAlchemy outside :mod:`.store`)."""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..language.statements import Column
+
+DESIRED_STATES = ("RUNNING", "PAUSED", "TERMINATED")
+OBSERVED_STATES = ("PENDING", "STARTING", "RUNNING", "PAUSING", "PAUSED", "UPGRADING",
+                   "ROLLING_BACK", "ERROR", "TERMINATED", "UNASSIGNED")
+# Observed states that mean "a runtime is (or should be) running it now".
+ACTIVE_STATES = ("STARTING", "RUNNING", "PAUSING", "UPGRADING", "ROLLING_BACK")
+
+
+@dataclass
+class SourceInfo:
+    """A stream or table: declared with columns, or written by a query."""
+
+    name: str
+    kind: str
+    columns: list[Column]
+    properties: dict[str, Any]
+    format: str
+    path: str
+    writer_query: str | None = None
+
+    @property
+    def key_columns(self) -> list[str]:
+        return [c.name for c in self.columns if c.key]
+
+    def column_json(self) -> str:
+        return json.dumps([asdict(c) for c in self.columns])
+
+    @classmethod
+    def from_row(cls, row: Any) -> "SourceInfo":
+        return cls(row.name, row.kind, [Column(**c) for c in json.loads(row.columns)],
+                   json.loads(row.properties), row.format, row.path, row.writer_query)
+
+
+@dataclass
+class QueryInfo:
+    """A persistent query and its desired and observed state."""
+
+    id: str
+    seq: int
+    pipeline: str
+    kind: str
+    sink: str
+    sources: list[str]
+    sql: str
+    select_sql: str
+    properties: dict[str, Any]
+    version: int
+    checkpoint: str
+    desired_state: str
+    observed_state: str
+    error: str | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+    @classmethod
+    def from_row(cls, row: Any) -> "QueryInfo":
+        data = dict(row._mapping)
+        data["sources"] = json.loads(data["sources"])
+        data["properties"] = json.loads(data["properties"])
+        return cls(**data)
+
+
+@dataclass
+class Progress:
+    """The last micro-batch a query committed, as its runtime's listener reported it."""
+
+    query_id: str
+    batch_id: int
+    input_rows: int
+    total_input_rows: int
+    rows_per_second: float
+    source_offsets: Any
+    last_batch_at: float
+
+
+@dataclass
+class Snapshot:
+    """The catalog as statements see it; validation applies statements to a copy of it."""
+
+    sources: dict[str, SourceInfo] = field(default_factory=dict)
+    queries: dict[str, QueryInfo] = field(default_factory=dict)
+    next_seq: int = 1

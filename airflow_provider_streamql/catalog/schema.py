@@ -1,0 +1,97 @@
+"""Catalog tables (SQLAlchemy Core). Each table names the migration that created it."""
+from __future__ import annotations
+
+from sqlalchemy import Column, Float, Integer, MetaData, String, Table, Text
+
+metadata = MetaData()
+NAME = String(255)
+
+schema_version = Table(
+    "streamql_schema_version", metadata,
+    Column("version", Integer, nullable=False),
+)
+
+# -- migration 1: the language's objects and the command log ----------------------
+sources = Table(
+    "sources", metadata,
+    Column("name", NAME, primary_key=True),
+    Column("kind", String(16), nullable=False),            # STREAM | TABLE
+    Column("columns", Text, nullable=False),                # JSON [{name, type, key}]
+    Column("properties", Text, nullable=False),             # JSON WITH (...) as given
+    Column("format", String(16), nullable=False),           # JSON | CSV | PARQUET
+    Column("path", Text, nullable=False),                   # absolute directory
+    Column("writer_query", NAME),                           # query that writes it, if any
+    Column("created_at", Float, nullable=False),
+)
+
+queries = Table(
+    "queries", metadata,
+    Column("id", NAME, primary_key=True),                   # CSAS_X_1, CTAS_T_2, INSERTQUERY_3
+    Column("seq", Integer, nullable=False, unique=True),
+    Column("pipeline", NAME, nullable=False, index=True),
+    Column("kind", String(16), nullable=False),             # CSAS | CTAS | INSERT
+    Column("sink", NAME, nullable=False),
+    Column("sources", Text, nullable=False),                # JSON [name]
+    Column("sql", Text, nullable=False),                    # the statement as written
+    Column("select_sql", Text, nullable=False),             # the SELECT Spark runs
+    Column("properties", Text, nullable=False),             # JSON: SET values in force
+    Column("version", Integer, nullable=False),
+    Column("checkpoint", Text, nullable=False),
+    Column("desired_state", String(16), nullable=False),
+    Column("observed_state", String(16), nullable=False),
+    Column("error", Text),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+)
+
+query_versions = Table(
+    "query_versions", metadata,
+    Column("query_id", NAME, primary_key=True),
+    Column("version", Integer, primary_key=True),
+    Column("sql", Text, nullable=False),
+    Column("checkpoint", Text, nullable=False),
+    Column("created_at", Float, nullable=False),
+)
+
+commands = Table(
+    "commands", metadata,
+    Column("seq", Integer, primary_key=True, autoincrement=True),
+    Column("statement", Text, nullable=False),
+    Column("pipeline", NAME, nullable=False),
+    Column("issuer", String(512), nullable=False),
+    Column("issued_at", Float, nullable=False),
+)
+
+# -- migration 2: runtimes, leases and progress -----------------------------------
+runtimes = Table(
+    "runtimes", metadata,
+    Column("id", NAME, primary_key=True),
+    Column("pipeline", NAME, nullable=False, index=True),
+    Column("host", String(255), nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("started_at", Float, nullable=False),
+    Column("heartbeat_at", Float, nullable=False),
+    Column("stopped_at", Float),
+)
+
+leases = Table(
+    "leases", metadata,
+    Column("query_id", NAME, primary_key=True),
+    Column("runtime_id", NAME, nullable=False),
+    Column("epoch", Integer, nullable=False),
+    Column("expires_at", Float, nullable=False),
+)
+
+progress = Table(
+    "progress", metadata,
+    Column("query_id", NAME, primary_key=True),
+    Column("batch_id", Integer, nullable=False),
+    Column("input_rows", Integer, nullable=False),
+    Column("total_input_rows", Integer, nullable=False),
+    Column("rows_per_second", Float, nullable=False),
+    Column("source_offsets", Text, nullable=False),         # JSON, as Spark reports them
+    Column("last_batch_at", Float, nullable=False),
+)
+
+MIGRATION_1_TABLES = (sources, queries, query_versions, commands)
+MIGRATION_2_TABLES = (runtimes, leases, progress)

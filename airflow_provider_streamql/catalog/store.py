@@ -1,0 +1,233 @@
+"""The catalog database: the control plane's source of truth and command channel."""
+from __future__ import annotations
+
+import json
+import os
+import time
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+from sqlalchemy import Connection, create_engine, delete, func, insert, select, update
+from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
+from sqlalchemy.pool import NullPool
+
+from ..errors import CatalogError
+from . import schema as s
+from .connections import serialise_sqlite, write_connection
+from .migrations import LATEST, migrate
+from .model import Progress, QueryInfo, Snapshot, SourceInfo
+
+
+def default_home() -> str:
+    """``$STREAMQL_HOME``, default ``./.streamql``, as an absolute path."""
+    return os.path.abspath(os.environ.get("STREAMQL_HOME", ".streamql"))
+
+
+def default_url(home: str | None = None) -> str:
+    """``$STREAMQL_CATALOG``, else a SQLite file under the home directory."""
+    url = os.environ.get("STREAMQL_CATALOG")
+    if url:
+        return url
+    home = home or default_home()
+    os.makedirs(home, exist_ok=True)
+    return f"sqlite:///{os.path.join(home, 'catalog.db')}"
+
+
+class Catalog:
+    """Access to one catalog database (SQLite or PostgreSQL), migrated to the latest schema."""
+
+    def __init__(self, url: str | None = None, *, home: str | None = None, migrate_to: int = LATEST):
+        self.url = url or default_url(home)
+        try:
+            if self.url.startswith("sqlite"):
+                self.engine = create_engine(self.url, poolclass=NullPool,
+                                            connect_args={"timeout": 60, "check_same_thread": False})
+                serialise_sqlite(self.engine)
+            else:
+                if self.url.startswith("postgresql://"):
+                    self.url = "postgresql+psycopg://" + self.url[len("postgresql://"):]
+                self.engine = create_engine(self.url, pool_pre_ping=True)
+            self.dialect = self.engine.dialect.name
+            migrate(self.engine, migrate_to) if migrate_to else None
+        except (ArgumentError, OperationalError) as e:
+            raise CatalogError(f"cannot open catalog {self.url!r}: {str(e).splitlines()[0]}") from None
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    @contextmanager
+    def transaction(self) -> Iterator[Connection]:
+        """One serialised read-write transaction: statements are applied one script at a time."""
+        with write_connection(self.engine, exclusive=True) as conn:
+            yield conn
+
+    # -- statements -----------------------------------------------------------------
+    def snapshot(self, conn: Connection) -> Snapshot:
+        sources = {r.name: SourceInfo.from_row(r) for r in conn.execute(select(s.sources))}
+        queries = {r.id: QueryInfo.from_row(r) for r in conn.execute(select(s.queries))}
+        next_seq = (conn.execute(select(func.max(s.queries.c.seq))).scalar() or 0) + 1
+        return Snapshot(sources, queries, next_seq)
+
+    def insert_source(self, conn: Connection, src: SourceInfo) -> None:
+        conn.execute(insert(s.sources).values(
+            name=src.name, kind=src.kind, columns=src.column_json(),
+            properties=json.dumps(src.properties), format=src.format, path=src.path,
+            writer_query=src.writer_query, created_at=time.time()))
+
+    def update_source(self, conn: Connection, src: SourceInfo) -> None:
+        conn.execute(update(s.sources).where(s.sources.c.name == src.name).values(
+            columns=src.column_json(), writer_query=src.writer_query))
+
+    def delete_source(self, conn: Connection, name: str) -> None:
+        conn.execute(delete(s.sources).where(s.sources.c.name == name))
+
+    def insert_query(self, conn: Connection, q: QueryInfo) -> None:
+        now = time.time()
+        conn.execute(insert(s.queries).values(
+            id=q.id, seq=q.seq, pipeline=q.pipeline, kind=q.kind, sink=q.sink,
+            sources=json.dumps(q.sources), sql=q.sql, select_sql=q.select_sql,
+            properties=json.dumps(q.properties), version=q.version, checkpoint=q.checkpoint,
+            desired_state=q.desired_state, observed_state=q.observed_state, error=None,
+            created_at=now, updated_at=now))
+        conn.execute(insert(s.query_versions).values(
+            query_id=q.id, version=q.version, sql=q.sql, checkpoint=q.checkpoint, created_at=now))
+
+    def set_desired(self, conn: Connection, query_id: str, state: str) -> None:
+        conn.execute(update(s.queries).where(s.queries.c.id == query_id).values(
+            desired_state=state, updated_at=time.time()))
+
+    def log_command(self, conn: Connection, statement: str, pipeline: str, issuer: str) -> int:
+        result = conn.execute(insert(s.commands).values(
+            statement=statement, pipeline=pipeline, issuer=issuer, issued_at=time.time()))
+        return result.inserted_primary_key[0]
+
+    # -- reads (pass ``conn`` to read inside an open transaction) ---------------------------
+    @contextmanager
+    def _reading(self, conn: Connection | None) -> Iterator[Connection]:
+        if conn is not None:
+            yield conn
+        else:
+            with self.engine.connect() as fresh:
+                yield fresh
+    def queries(self, pipeline: str | None = None, conn: Connection | None = None) -> list[QueryInfo]:
+        stmt = select(s.queries).order_by(s.queries.c.seq)
+        if pipeline is not None:
+            stmt = stmt.where(s.queries.c.pipeline == pipeline)
+        with self._reading(conn) as conn:
+            return [QueryInfo.from_row(r) for r in conn.execute(stmt)]
+
+    def query(self, query_id: str, conn: Connection | None = None) -> QueryInfo | None:
+        with self._reading(conn) as conn:
+            row = conn.execute(select(s.queries).where(s.queries.c.id == query_id)).first()
+        return QueryInfo.from_row(row) if row else None
+
+    def source(self, name: str, conn: Connection | None = None) -> SourceInfo | None:
+        with self._reading(conn) as conn:
+            row = conn.execute(select(s.sources).where(s.sources.c.name == name)).first()
+        return SourceInfo.from_row(row) if row else None
+
+    def commands(self, conn: Connection | None = None) -> list[dict[str, Any]]:
+        with self._reading(conn) as conn:
+            return [dict(r._mapping) for r in conn.execute(select(s.commands).order_by(s.commands.c.seq))]
+
+    def progress(self, query_id: str, conn: Connection | None = None) -> Progress | None:
+        with self._reading(conn) as conn:
+            row = conn.execute(select(s.progress).where(s.progress.c.query_id == query_id)).first()
+        if row is None:
+            return None
+        data = dict(row._mapping)
+        data["source_offsets"] = json.loads(data["source_offsets"])
+        return Progress(**data)
+
+    def leases(self, conn: Connection | None = None) -> dict[str, dict[str, Any]]:
+        """query id -> {runtime_id, epoch, expires_at, heartbeat_at} of its lease holder."""
+        stmt = select(s.leases, s.runtimes.c.heartbeat_at).join(
+            s.runtimes, s.runtimes.c.id == s.leases.c.runtime_id, isouter=True)
+        with self._reading(conn) as conn:
+            return {r.query_id: dict(r._mapping) for r in conn.execute(stmt)}
+
+    def runtimes(self, conn: Connection | None = None) -> list[dict[str, Any]]:
+        with self._reading(conn) as conn:
+            return [dict(r._mapping) for r in conn.execute(select(s.runtimes).order_by(s.runtimes.c.started_at))]
+
+    # -- runtimes: heartbeats, leases, observed state, progress ------------------------------
+    def heartbeat(self, runtime_id: str, pipeline: str, host: str, pid: int) -> None:
+        now = time.time()
+        with write_connection(self.engine) as conn:
+            done = conn.execute(update(s.runtimes).where(s.runtimes.c.id == runtime_id)
+                                .values(heartbeat_at=now)).rowcount
+            if not done:
+                conn.execute(insert(s.runtimes).values(
+                    id=runtime_id, pipeline=pipeline, host=host, pid=pid, started_at=now,
+                    heartbeat_at=now))
+
+    def runtime_stopped(self, runtime_id: str) -> None:
+        with write_connection(self.engine) as conn:
+            conn.execute(update(s.runtimes).where(s.runtimes.c.id == runtime_id)
+                         .values(stopped_at=time.time()))
+            conn.execute(delete(s.leases).where(s.leases.c.runtime_id == runtime_id))
+
+    def acquire_lease(self, query_id: str, runtime_id: str, ttl: float) -> int | None:
+        """Take or renew the lease on a query. Returns the epoch held, or None if another
+        runtime holds a live lease. A take (not a renewal) increments the epoch."""
+        now = time.time()
+        with write_connection(self.engine) as conn:
+            row = conn.execute(select(s.leases).where(s.leases.c.query_id == query_id)).first()
+            if row is None:
+                try:
+                    with conn.begin_nested():
+                        conn.execute(insert(s.leases).values(
+                            query_id=query_id, runtime_id=runtime_id, epoch=1, expires_at=now + ttl))
+                    return 1
+                except IntegrityError:
+                    return None
+            if row.runtime_id == runtime_id:
+                epoch = row.epoch
+            elif row.expires_at < now:
+                epoch = row.epoch + 1
+            else:
+                return None
+            # The WHERE re-checks what was read, so two takers cannot both win.
+            done = conn.execute(update(s.leases).where(
+                s.leases.c.query_id == query_id, s.leases.c.epoch == row.epoch,
+                s.leases.c.runtime_id == row.runtime_id,
+            ).values(runtime_id=runtime_id, epoch=epoch, expires_at=now + ttl)).rowcount
+            return epoch if done else None
+
+    def renew_lease(self, query_id: str, runtime_id: str, epoch: int, ttl: float) -> bool:
+        """Extend a held lease; False means it was lost (expired and taken, or released)."""
+        with write_connection(self.engine) as conn:
+            return bool(conn.execute(update(s.leases).where(
+                s.leases.c.query_id == query_id, s.leases.c.runtime_id == runtime_id,
+                s.leases.c.epoch == epoch).values(expires_at=time.time() + ttl)).rowcount)
+
+    def release_lease(self, query_id: str, runtime_id: str) -> None:
+        with write_connection(self.engine) as conn:
+            conn.execute(delete(s.leases).where(s.leases.c.query_id == query_id,
+                                                s.leases.c.runtime_id == runtime_id))
+
+    def set_observed(self, query_id: str, state: str, error: str | None = None,
+                     *, runtime_id: str | None = None, epoch: int | None = None) -> bool:
+        """Write observed state; with ``runtime_id``/``epoch``, only while that lease is held."""
+        with write_connection(self.engine) as conn:
+            if runtime_id is not None:
+                held = conn.execute(select(s.leases.c.query_id).where(
+                    s.leases.c.query_id == query_id, s.leases.c.runtime_id == runtime_id,
+                    s.leases.c.epoch == epoch)).first()
+                if held is None:
+                    return False
+            values: dict[str, Any] = {"observed_state": state, "updated_at": time.time()}
+            if error is not None or state in ("RUNNING", "PAUSED", "TERMINATED"):
+                values["error"] = error
+            conn.execute(update(s.queries).where(s.queries.c.id == query_id).values(**values))
+            return True
+
+    def record_progress(self, p: Progress) -> None:
+        values = dict(batch_id=p.batch_id, input_rows=p.input_rows,
+                      total_input_rows=p.total_input_rows, rows_per_second=p.rows_per_second,
+                      source_offsets=json.dumps(p.source_offsets), last_batch_at=p.last_batch_at)
+        with write_connection(self.engine) as conn:
+            done = conn.execute(update(s.progress).where(s.progress.c.query_id == p.query_id)
+                                .values(**values)).rowcount
+            if not done:
+                conn.execute(insert(s.progress).values(query_id=p.query_id, **values))

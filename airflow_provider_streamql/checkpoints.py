@@ -1,0 +1,31 @@
+"""Reading a Spark streaming checkpoint from outside the driver: which batches committed
+and which input files they consumed. Used to answer "has the query caught up?"."""
+from __future__ import annotations
+
+import os
+
+from .topics import read_log, uri_path
+
+
+def last_committed_batch(checkpoint: str) -> int:
+    """Highest batch id in ``commits/`` (-1 when none has committed)."""
+    commits = os.path.join(checkpoint, "commits")
+    if not os.path.isdir(commits):
+        return -1
+    ids = [int(n) for n in os.listdir(commits) if n.isdigit()]
+    return max(ids, default=-1)
+
+
+def processed_files(checkpoint: str) -> set[str]:
+    """Input files of every committed batch, over all file sources of the query."""
+    last = last_committed_batch(checkpoint)
+    sources_dir = os.path.join(checkpoint, "sources")
+    done: set[str] = set()
+    if last < 0 or not os.path.isdir(sources_dir):
+        return done
+    for source in os.listdir(sources_dir):
+        for batch, entries in read_log(os.path.join(sources_dir, source)).items():
+            for entry in entries:
+                if entry.get("batchId", batch) <= last:
+                    done.add(uri_path(entry["path"]))
+    return done

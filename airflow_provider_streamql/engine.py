@@ -1,0 +1,132 @@
+"""The one door: every caller (CLI, runtime tooling, Airflow operators) goes through Engine."""
+from __future__ import annotations
+
+import getpass
+import os
+import time
+from typing import Any, Iterable
+
+from . import topics
+from .catalog import Catalog, Progress, QueryInfo, default_home
+from .checkpoints import processed_files
+from .errors import NotFoundError, StateError, WaitTimeout
+from .introspection import query_rows, shown_state
+from .language import parse
+from .planner import Planner
+from .results import Result
+
+DEFAULT_PIPELINE = "default"
+
+
+class Engine:
+    """Execute StreamQL, read query state, and wait for it.
+
+    :param catalog: catalog URL (SQLite or PostgreSQL) or an open :class:`Catalog`;
+        default ``$STREAMQL_CATALOG`` or SQLite under ``home``.
+    :param home: directory for file topics and checkpoints; default ``$STREAMQL_HOME``
+        or ``./.streamql``.
+    :param pipeline: pipeline that new queries belong to and ``ALL`` refers to.
+    :param issuer: who issues statements, recorded in the command log.
+    """
+
+    def __init__(self, catalog: str | Catalog | None = None, *, home: str | None = None,
+                 pipeline: str | None = None, issuer: str | None = None):
+        self.home = os.path.abspath(home) if home else default_home()
+        os.makedirs(self.home, exist_ok=True)
+        self.catalog = catalog if isinstance(catalog, Catalog) else Catalog(catalog, home=self.home)
+        self.pipeline = pipeline or os.environ.get("STREAMQL_PIPELINE", DEFAULT_PIPELINE)
+        self.issuer = issuer or f"user:{getpass.getuser()}"
+
+    def close(self) -> None:
+        self.catalog.close()
+
+    # -- statements --------------------------------------------------------------------
+    def execute(self, script: str, *, pipeline: str | None = None,
+                issuer: str | None = None) -> list[Result]:
+        """Validate the whole script, then apply it in one catalog transaction.
+
+        If any statement is wrong, the error names it and nothing is applied. Statements
+        that write files (INSERT VALUES, DROP ... DELETE TOPIC) do so after the commit;
+        pull queries read after it.
+        """
+        statements = parse(script)
+        pipeline = pipeline or self.pipeline
+        issuer = issuer or self.issuer
+        with self.catalog.transaction() as conn:
+            planner = Planner(self.catalog, conn, self.catalog.snapshot(conn), self.home, pipeline)
+            steps = [planner.plan(stmt) for stmt in statements]
+            for stmt, step in zip(statements, steps):
+                if step.write:
+                    step.write(conn)
+                if step.log:
+                    self.catalog.log_command(conn, stmt.text.strip(), pipeline, issuer)
+        for step in steps:
+            if step.after_commit:
+                step.after_commit(step.result)
+        return [step.result for step in steps]
+
+    # -- reading state -----------------------------------------------------------------
+    def query(self, query_id: str) -> QueryInfo:
+        query = self.catalog.query(query_id.upper())
+        if query is None:
+            raise NotFoundError(f"no query {query_id!r}")
+        return query
+
+    def state(self, query_id: str) -> str:
+        """Observed state as SHOW QUERIES shows it (UNASSIGNED when its runtime is gone)."""
+        query = self.query(query_id)
+        return shown_state(query, self.catalog.leases().get(query.id))
+
+    def queries(self, pipeline: str | None = None) -> list[dict[str, Any]]:
+        """Every query (optionally of one pipeline) with state, progress and last error."""
+        return query_rows(self.catalog, self.catalog.queries(pipeline))
+
+    def progress(self, query_id: str) -> Progress | None:
+        return self.catalog.progress(self.query(query_id).id)
+
+    # -- waiting -------------------------------------------------------------------------
+    def wait_for_state(self, query_id: str, state: str, *, timeout: float = 60.0,
+                       poll: float = 0.1) -> str:
+        """Return once the query's observed state is ``state``.
+
+        Raises :class:`StateError` if it goes to ERROR (unless ERROR is awaited) and
+        :class:`WaitTimeout` when ``timeout`` seconds pass.
+        """
+        state = state.upper()
+        deadline = time.monotonic() + timeout
+        while True:
+            query = self.query(query_id)
+            current = shown_state(query, self.catalog.leases().get(query.id))
+            if current == state:
+                return current
+            if current == "ERROR" and state != "ERROR":
+                raise StateError(f"query {query.id} failed while waiting for {state}: {query.error}")
+            if time.monotonic() >= deadline:
+                raise WaitTimeout(f"query {query.id} is {current}, not {state}, after {timeout:g}s")
+            time.sleep(poll)
+
+    def wait_caught_up(self, query_id: str, *, timeout: float = 60.0, poll: float = 0.2) -> int:
+        """Return once every input record that existed at the call has been processed and
+        its output committed. Returns the number of input files that were awaited."""
+        query = self.query(query_id)
+        wanted: set[str] = set()
+        for name in query.sources:
+            src = self.catalog.source(name)
+            if src is not None:
+                wanted.update(topics.committed_files(src.path))
+        deadline = time.monotonic() + timeout
+        while True:
+            missing = wanted - processed_files(query.checkpoint)
+            if not missing:
+                return len(wanted)
+            if time.monotonic() >= deadline:
+                raise WaitTimeout(f"query {query.id} ({self.state(query.id)}) has not processed "
+                                  f"{len(missing)} of {len(wanted)} input files after {timeout:g}s")
+            time.sleep(poll)
+
+    def wait_for_results(self, results: Iterable[Result], *, timeout: float = 60.0) -> None:
+        """Wait until the observed state reflects each statement's effect (``exec --wait``)."""
+        deadline = time.monotonic() + timeout
+        for result in results:
+            for query_id, state in result.waits:
+                self.wait_for_state(query_id, state, timeout=max(0.0, deadline - time.monotonic()))

@@ -1,0 +1,43 @@
+"""One flat hierarchy: every error streamql raises on purpose is a StreamQLError."""
+from __future__ import annotations
+
+
+class StreamQLError(Exception):
+    """Base of all streamql errors. ``line``/``col`` point into the statement text when known."""
+
+    def __init__(self, message: str, *, line: int | None = None, col: int | None = None,
+                 text: str | None = None):
+        self.message = message
+        self.line = line
+        self.col = col
+        self.text = text
+        super().__init__(self.__str__())
+
+    def __str__(self) -> str:
+        where = f"line {self.line}, column {self.col}: " if self.line is not None else ""
+        snippet = f"\n  near: {self.text}" if self.text else ""
+        return f"{where}{self.message}{snippet}"
+
+
+class ParseError(StreamQLError):
+    """The text is not a StreamQL statement."""
+
+
+class ValidationError(StreamQLError):
+    """The statement parses but is wrong against the catalog: unknown name, type error, ..."""
+
+
+class NotFoundError(StreamQLError):
+    """A stream, table or query that does not exist."""
+
+
+class StateError(StreamQLError):
+    """The request conflicts with the current state, e.g. RESUME of a terminated query."""
+
+
+class CatalogError(StreamQLError):
+    """The catalog database cannot be used (wrong URL, newer schema than this code, ...)."""
+
+
+class WaitTimeout(StreamQLError):
+    """A wait ended before the awaited state was observed."""

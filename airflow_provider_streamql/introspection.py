@@ -1,0 +1,85 @@
+"""SHOW, DESCRIBE and EXPLAIN: tables built from the catalog."""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from sqlalchemy import Connection
+
+from .catalog import ACTIVE_STATES, Catalog, QueryInfo, Snapshot
+from .language import statements as st
+from .results import Result
+
+QUERY_COLUMNS = ["query_id", "pipeline", "state", "desired", "version", "sink", "sources",
+                 "last_batch", "rows_per_sec", "error"]
+
+
+def shown_state(query: QueryInfo, lease: dict[str, Any] | None, now: float | None = None) -> str:
+    """Observed state as users should see it: an active query whose runtime stopped
+    heartbeating (lease expired) is UNASSIGNED."""
+    now = now or time.time()
+    if query.observed_state in ACTIVE_STATES and (lease is None or lease["expires_at"] < now):
+        return "UNASSIGNED"
+    return query.observed_state
+
+
+def query_rows(catalog: Catalog, queries: list[QueryInfo], conn: Connection | None = None) -> list[dict[str, Any]]:
+    """One dict per query with state, progress and last error."""
+    leases = catalog.leases(conn)
+    rows = []
+    for q in queries:
+        p = catalog.progress(q.id, conn)
+        rows.append({
+            "query_id": q.id, "pipeline": q.pipeline, "state": shown_state(q, leases.get(q.id)),
+            "desired": q.desired_state, "version": q.version, "sink": q.sink,
+            "sources": ",".join(q.sources),
+            "last_batch": p.batch_id if p else None,
+            "rows_per_sec": round(p.rows_per_second, 1) if p else None,
+            "error": q.error,
+        })
+    return rows
+
+
+def show(catalog: Catalog, conn: Connection, snapshot: Snapshot, stmt: st.Show) -> Result:
+    if stmt.what == "QUERIES":
+        queries = sorted(snapshot.queries.values(), key=lambda q: q.seq)
+        rows = query_rows(catalog, queries, conn)
+        columns = QUERY_COLUMNS if stmt.extended else QUERY_COLUMNS[:6]
+        return Result(stmt.text, columns=columns, rows=[[r[c] for c in columns] for r in rows])
+    kind = stmt.what[:-1]
+    sources = [s for s in sorted(snapshot.sources.values(), key=lambda s: s.name) if s.kind == kind]
+    columns = ["name", "format", "written_by", "path"] if stmt.extended else ["name", "format", "written_by"]
+    rows = [[s.name, s.format, s.writer_query, s.path][:len(columns)] for s in sources]
+    return Result(stmt.text, columns=columns, rows=rows)
+
+
+def describe(catalog: Catalog, conn: Connection, snapshot: Snapshot, stmt: st.Describe) -> Result:
+    src = snapshot.sources[stmt.name]
+    readers = [q.id for q in snapshot.queries.values() if src.name in q.sources]
+    writers = [q.id for q in snapshot.queries.values() if q.sink == src.name]
+    lines = [f"Name: {src.name}", f"Type: {src.kind}", f"Format: {src.format}", f"Path: {src.path}",
+             f"Written by: {', '.join(writers) or '(declared; INSERT VALUES)'}",
+             f"Read by: {', '.join(readers) or '-'}"]
+    if stmt.extended:
+        for row in query_rows(catalog, [snapshot.queries[i] for i in writers + readers], conn):
+            lines.append(f"Query {row['query_id']}: {row['state']} (desired {row['desired']}), "
+                         f"last batch {row['last_batch']}, {row['rows_per_sec']} rows/s"
+                         + (f", error: {row['error']}" if row["error"] else ""))
+    return Result(stmt.text, message="\n".join(lines), columns=["column", "type", "key"],
+                  rows=[[c.name, c.type, "KEY" if c.key else ""] for c in src.columns])
+
+
+def explain(catalog: Catalog, conn: Connection, snapshot: Snapshot, stmt: st.Explain) -> Result:
+    q = snapshot.queries[stmt.query_id]
+    row = query_rows(catalog, [q], conn)[0]
+    p = catalog.progress(q.id, conn)
+    fields = [
+        ("query_id", q.id), ("kind", q.kind), ("pipeline", q.pipeline), ("version", q.version),
+        ("state", row["state"]), ("desired", q.desired_state), ("sink", q.sink),
+        ("sink_path", snapshot.sources[q.sink].path if q.sink in snapshot.sources else None),
+        ("sources", ", ".join(q.sources)), ("checkpoint", q.checkpoint), ("sql", q.sql),
+        ("spark_select", q.select_sql), ("last_batch", p.batch_id if p else None),
+        ("last_batch_at", time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(p.last_batch_at)) if p else None),
+        ("rows_per_sec", row["rows_per_sec"]), ("error", q.error),
+    ]
+    return Result(stmt.text, columns=["field", "value"], rows=[[k, v] for k, v in fields])

@@ -1,0 +1,214 @@
+"""SELECT analysis: which sources a query reads, what it outputs, and type errors.
+
+Works on sqlglot's qualified, type-annotated tree; never needs Spark.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlglot import exp
+from sqlglot.errors import OptimizeError
+from sqlglot.optimizer.annotate_types import annotate_types
+from sqlglot.optimizer.qualify import qualify
+
+from ..errors import ValidationError
+from .dialect import DIALECT
+from .statements import Column, Statement
+
+T = exp.DataType.Type
+NUMERIC = exp.DataType.NUMERIC_TYPES
+TEXT = exp.DataType.TEXT_TYPES
+TEMPORAL = exp.DataType.TEMPORAL_TYPES | {T.INTERVAL}
+LOOSE = {T.UNKNOWN, T.NULL}
+
+
+def type_class(data_type: exp.DataType | None) -> str:
+    """Coarse class of a type: numeric, text, boolean, temporal, unknown or other."""
+    kind = data_type.this if data_type is not None else T.UNKNOWN
+    for name, members in TYPE_CLASSES:
+        if kind in members:
+            return name
+    return "other"
+
+
+TYPE_CLASSES = (
+    ("unknown", LOOSE), ("numeric", NUMERIC), ("text", TEXT), ("boolean", {T.BOOLEAN}),
+    ("temporal", TEMPORAL),
+)
+
+# Operator -> the classes each operand may have (besides unknown).
+OPERAND_RULES: tuple[tuple[type[exp.Expression], frozenset[str], str], ...] = (
+    (exp.Add, frozenset({"numeric", "temporal"}), "+"),
+    (exp.Sub, frozenset({"numeric", "temporal"}), "-"),
+    (exp.Mul, frozenset({"numeric"}), "*"),
+    (exp.Div, frozenset({"numeric"}), "/"),
+    (exp.Mod, frozenset({"numeric"}), "%"),
+    (exp.Neg, frozenset({"numeric"}), "unary -"),
+    (exp.Sum, frozenset({"numeric"}), "SUM"),
+    (exp.Avg, frozenset({"numeric"}), "AVG"),
+    (exp.And, frozenset({"boolean"}), "AND"),
+    (exp.Or, frozenset({"boolean"}), "OR"),
+    (exp.Not, frozenset({"boolean"}), "NOT"),
+)
+COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
+# Clauses a persistent streaming query cannot have, and why.
+UNSUPPORTED_IN_PERSISTENT = (
+    ("order", "ORDER BY is not supported in a persistent query (a stream has no end to sort)"),
+    ("limit", "LIMIT is not supported in a persistent query; use it in a pull query"),
+    ("distinct", "SELECT DISTINCT is not supported in a persistent query; use GROUP BY"),
+)
+
+
+@dataclass
+class SelectAnalysis:
+    """What a SELECT reads and produces."""
+
+    sources: list[str]
+    columns: list[Column]
+    aggregate: bool
+    group_by: list[str]
+
+
+def analyze_select(select: exp.Select, schemas: dict[str, list[Column]], stmt: Statement,
+                   *, persistent: bool) -> SelectAnalysis:
+    """Check ``select`` against ``schemas`` (upper-case source name -> columns).
+
+    Raises :class:`ValidationError` for unknown sources or columns, type errors, unnamed
+    expressions and clauses a streaming query cannot run.
+    """
+    where = _Locator(stmt)
+    sources = []
+    cte_names = {cte.alias_or_name.upper() for cte in select.find_all(exp.CTE)}
+    for table in select.find_all(exp.Table):
+        name = table.name.upper()
+        if table.args.get("db") or table.args.get("catalog"):
+            raise where.error(f"{table.sql(dialect=DIALECT)!r} is not a plain SQL name", table)
+        if name in cte_names:
+            continue
+        if name not in schemas:
+            raise where.error(f"unknown stream or table {table.name!r}", table)
+        if name not in sources:
+            sources.append(name)
+    if not sources:
+        raise where.error("a SELECT needs FROM <stream or table>", select)
+    if persistent:
+        for arg, message in UNSUPPORTED_IN_PERSISTENT:
+            if select.args.get(arg):
+                raise where.error(message, select.args[arg])
+    for projection in select.expressions:
+        if not isinstance(projection, (exp.Column, exp.Alias, exp.Star)):
+            raise where.error(f"give the expression {projection.sql(dialect=DIALECT)!r} a name "
+                              f"with AS", projection)
+    declared = {c.name.lower(): c.name for cols in schemas.values() for c in cols}
+    declared.update({a.alias.lower(): a.alias for a in select.find_all(exp.Alias)})
+    sql_schema = {name: {c.name: c.type for c in cols} for name, cols in schemas.items()}
+    try:
+        tree = qualify(select.copy(), schema=sql_schema, dialect=DIALECT)
+        tree = annotate_types(tree, schema=sql_schema, dialect=DIALECT)
+    except OptimizeError as e:
+        node = _node_named(select, str(e))
+        if isinstance(node, exp.Column):
+            known = ", ".join(c.name for name in sources for c in schemas[name])
+            raise where.error(f"unknown column {node.name!r} (known: {known})", node) from None
+        raise where.error(str(e).split(". Line:")[0], node) from None
+    _check_types(tree, where)
+    group_by = [declared.get(g.name.lower(), g.name) for g in tree.args["group"].expressions] \
+        if tree.args.get("group") else []
+    aggregate = bool(group_by) or any(isinstance(p, exp.AggFunc) for p in tree.find_all(exp.AggFunc))
+    columns, seen = [], set()
+    for projection in tree.selects:
+        name = declared.get(projection.alias_or_name.lower(), projection.alias_or_name)
+        if name.lower() in seen:
+            raise where.error(f"column {name!r} appears twice in the output", select)
+        seen.add(name.lower())
+        if projection.type is None or projection.type.this in LOOSE:
+            raise where.error(f"cannot tell the type of column {name!r}; add a CAST", select)
+        columns.append(Column(name, projection.type.sql(dialect=DIALECT),
+                              key=name.lower() in {g.lower() for g in group_by}))
+    return SelectAnalysis(sources, columns, aggregate, group_by)
+
+
+def _check_types(tree: exp.Expression, where: "_Locator") -> None:
+    for node in tree.walk():
+        for op, allowed, shown in OPERAND_RULES:
+            if isinstance(node, op):
+                for operand in _operands(node):
+                    cls = type_class(operand.type)
+                    if cls != "unknown" and cls not in allowed:
+                        raise where.error(
+                            f"type error: {shown} cannot take {_show(operand)!r} of "
+                            f"type {operand.type.sql(dialect=DIALECT)}", operand)
+        if isinstance(node, COMPARISONS):
+            left, right = node.left, node.right
+            if not _comparable(left, right):
+                raise where.error(
+                    f"type error: cannot compare {_show(left)!r} "
+                    f"({left.type.sql(dialect=DIALECT)}) with {_show(right)!r} "
+                    f"({right.type.sql(dialect=DIALECT)})", node)
+    for clause in ("where", "having"):
+        condition = tree.args.get(clause)
+        if condition is not None and type_class(condition.this.type) not in ("boolean", "unknown"):
+            raise where.error(f"type error: {clause.upper()} needs a boolean condition, not "
+                              f"{_show(condition.this)!r}", condition.this)
+
+
+def _show(node: exp.Expression) -> str:
+    """SQL of a node as the user wrote it, without the qualifiers qualify() added."""
+    bare = node.copy().transform(
+        lambda n: exp.column(n.name) if isinstance(n, exp.Column) else n)
+    return bare.sql(dialect=DIALECT)
+
+
+def _operands(node: exp.Expression) -> list[exp.Expression]:
+    if isinstance(node, exp.Binary):
+        return [node.left, node.right]
+    return [node.this] if isinstance(node.this, exp.Expression) else []
+
+
+def _comparable(left: exp.Expression, right: exp.Expression) -> bool:
+    classes = {type_class(left.type), type_class(right.type)}
+    if "unknown" in classes or len(classes) == 1:
+        return True
+    if classes == {"numeric", "text"}:
+        text_side = left if type_class(left.type) == "text" else right
+        return isinstance(text_side, exp.Literal) and _is_number(text_side.this)
+    return classes == {"temporal", "text"}
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
+def _node_named(select: exp.Expression, message: str) -> exp.Expression:
+    """The column an optimizer message names, to point the error at it."""
+    for column in select.find_all(exp.Column):
+        if f"'{column.name}'" in message:
+            return column
+    return select
+
+
+class _Locator:
+    """Turns a node of a statement's SELECT into an error with script line and column."""
+
+    def __init__(self, stmt: Statement):
+        self.stmt = stmt
+
+    def error(self, message: str, node: exp.Expression) -> ValidationError:
+        meta = _meta(node)
+        line, col = self.stmt.select_at
+        if meta:
+            col = meta["col"] - (meta["end"] - meta["start"]) + (col - 1 if meta["line"] == 1 else 0)
+            line = line + meta["line"] - 1
+        return ValidationError(message, line=line, col=col, text=_show(node)[:80])
+
+
+def _meta(node: exp.Expression) -> dict | None:
+    for candidate in node.walk():
+        meta = getattr(candidate, "_meta", None) or {}
+        if "line" in meta:
+            return meta
+    return None

@@ -1,0 +1,404 @@
+"""Text -> typed statements.
+
+The statement shapes (CREATE STREAM ... WITH, PAUSE, SHOW QUERIES, ...) are recognised on
+sqlglot's token stream; every SELECT body is handed to sqlglot's Spark parser whole.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Callable
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError as SqlglotParseError
+from sqlglot.errors import TokenError
+from sqlglot.tokens import Token, TokenType
+
+from ..errors import ParseError
+from .dialect import DIALECT
+from .statements import (
+    AlterSource, Column, CreateAsSelect, CreateSource, Describe, DropSource, Explain,
+    InsertSelect, InsertValues, PullQuery, QueryControl, SetProperty, Show, Statement,
+)
+
+PLAIN_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+NAME_TOKENS = {TokenType.VAR, TokenType.IDENTIFIER}
+EMIT_MODES = ("CHANGES", "FINAL")
+SHOW_TARGETS = ("STREAMS", "TABLES", "QUERIES")
+SOURCE_KINDS = ("STREAM", "TABLE")
+
+
+def parse(script: str) -> list[Statement]:
+    """Parse a script of ``;``-separated statements into typed statements.
+
+    Raises :class:`ParseError` with the line and column of the first offending token.
+    """
+    try:
+        tokens = DIALECT.tokenize(script)
+    except TokenError as e:
+        raise ParseError(f"cannot read the text: {e}", line=1, col=1) from None
+    statements, current = [], []
+    for token in tokens:
+        if token.token_type == TokenType.SEMICOLON:
+            if current:
+                statements.append(_StatementParser(script, current).parse())
+            current = []
+        else:
+            current.append(token)
+    if current:
+        statements.append(_StatementParser(script, current).parse())
+    return statements
+
+
+def parse_one(text: str) -> Statement:
+    """Parse exactly one statement."""
+    statements = parse(text)
+    if len(statements) != 1:
+        raise ParseError(f"expected one statement, got {len(statements)}", line=1, col=1)
+    return statements[0]
+
+
+def start_col(token: Token) -> int:
+    """sqlglot tokens carry the column of their last character; callers want the first."""
+    return max(1, token.col - (token.end - token.start))
+
+
+class _StatementParser:
+    """Recursive descent over the tokens of one statement."""
+
+    def __init__(self, script: str, tokens: list[Token]):
+        self.script = script
+        self.tokens = tokens
+        self.i = 0
+        self.start, self.end = tokens[0].start, tokens[-1].end + 1
+
+    # -- token helpers -------------------------------------------------------
+    def peek(self, ahead: int = 0) -> Token | None:
+        j = self.i + ahead
+        return self.tokens[j] if j < len(self.tokens) else None
+
+    def at(self, *words: str) -> bool:
+        for k, word in enumerate(words):
+            token = self.peek(k)
+            if token is None or token.text.upper() != word:
+                return False
+        return True
+
+    def accept(self, *words: str) -> bool:
+        if self.at(*words):
+            self.i += len(words)
+            return True
+        return False
+
+    def expect(self, *words: str) -> None:
+        if not self.accept(*words):
+            self.fail(f"expected {' '.join(words)}")
+
+    def fail(self, message: str, token: Token | None = None) -> None:
+        token = token or self.peek()
+        if token is None:
+            last = self.tokens[-1]
+            raise ParseError(f"{message} at the end of the statement", line=last.line,
+                             col=last.col + 1, text=self.text)
+        raise ParseError(f"{message}, got {token.text!r}", line=token.line,
+                         col=start_col(token), text=self.line_of(token))
+
+    def line_of(self, token: Token) -> str:
+        lines = self.script.splitlines() or [""]
+        return lines[min(token.line, len(lines)) - 1].strip()
+
+    @property
+    def text(self) -> str:
+        return self.script[self.start:self.end]
+
+    def name(self, what: str = "a name") -> str:
+        """A plain SQL identifier, never a path or a qualified name."""
+        token = self.peek()
+        if token is None or not (token.token_type in NAME_TOKENS or token.text.isidentifier()):
+            self.fail(f"expected {what}")
+        nxt = self.peek(1)
+        if not PLAIN_NAME.match(token.text) or (nxt is not None and nxt.token_type == TokenType.DOT):
+            bad = token.text
+            j = self.i + 1
+            while j < len(self.tokens) and self.tokens[j].token_type in (TokenType.DOT, TokenType.SLASH, *NAME_TOKENS):
+                bad += self.tokens[j].text
+                j += 1
+            raise ParseError(f"{bad!r} is not a plain SQL name (letters, digits and _ only)",
+                             line=token.line, col=start_col(token), text=self.line_of(token))
+        self.i += 1
+        return token.text
+
+    def object_name(self) -> str:
+        """Stream, table and query names are case-insensitive, kept upper-case (as in ksqlDB)."""
+        return self.name("a stream, table or query name").upper()
+
+    def done(self) -> None:
+        if self.peek() is not None:
+            self.fail("unexpected text after the statement")
+
+    def rest(self) -> tuple[str, Token]:
+        """The remaining text of the statement and its first token."""
+        token = self.peek()
+        if token is None:
+            self.fail("expected a SELECT")
+        return self.script[token.start:self.end], token
+
+    def make(self, cls: type[Statement], **fields: Any) -> Statement:
+        first = self.tokens[0]
+        select_at = getattr(self, "select_at", (first.line, start_col(first)))
+        return cls(**fields, text=self.text, line=first.line, col=start_col(first), select_at=select_at)
+
+    # -- statements ------------------------------------------------------------
+    def parse(self) -> Statement:
+        first = self.peek().text.upper()
+        handler: Callable[[], Statement] | None = self.HANDLERS.get(first)
+        if handler is None:
+            self.fail("expected a StreamQL statement (CREATE, ALTER, INSERT, SELECT, PAUSE, "
+                      "RESUME, TERMINATE, DROP, SHOW, LIST, DESCRIBE, EXPLAIN, SET)")
+        return handler(self)
+
+    def create(self) -> Statement:
+        self.expect("CREATE")
+        or_replace = self.accept("OR", "REPLACE")
+        kind = self.source_kind()
+        name = self.object_name()
+        if self.peek() is not None and self.peek().token_type == TokenType.L_PAREN:
+            columns = self.column_list(kind)
+            properties = self.properties()
+            self.done()
+            return self.make(CreateSource, kind=kind, name=name, columns=columns,
+                             properties=properties, or_replace=or_replace)
+        properties = self.properties()
+        self.expect("AS")
+        select, select_sql, emit = self.select_body()
+        return self.make(CreateAsSelect, kind=kind, name=name, properties=properties,
+                         select=select, select_sql=select_sql, emit=emit, or_replace=or_replace)
+
+    def source_kind(self) -> str:
+        for kind in SOURCE_KINDS:
+            if self.accept(kind):
+                return kind
+        self.fail("expected STREAM or TABLE")
+
+    def column_list(self, kind: str) -> list[Column]:
+        self.expect_type(TokenType.L_PAREN, "(")
+        columns = [self.column(kind)]
+        while self.accept_type(TokenType.COMMA):
+            columns.append(self.column(kind))
+        self.expect_type(TokenType.R_PAREN, ")")
+        return columns
+
+    def column(self, kind: str) -> Column:
+        name = self.name("a column name")
+        start = self.peek()
+        depth = 0
+        while self.peek() is not None:
+            token = self.peek()
+            if depth == 0 and (token.token_type in (TokenType.COMMA, TokenType.R_PAREN)
+                               or self.at("KEY") or self.at("PRIMARY", "KEY")):
+                break
+            depth += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(token.token_type, 0)
+            depth += {TokenType.LT: 1, TokenType.GT: -1}.get(token.token_type, 0)
+            self.i += 1
+        if start is None or self.peek() is start:
+            self.fail(f"expected a type for column {name!r}")
+        type_text = self.script[start.start:self.tokens[self.i - 1].end + 1]
+        try:
+            data_type = exp.DataType.build(type_text, dialect=DIALECT).sql(dialect=DIALECT)
+        except (SqlglotParseError, ValueError):
+            raise ParseError(f"unknown type {type_text!r} for column {name!r}", line=start.line,
+                             col=start_col(start), text=self.line_of(start)) from None
+        key = False
+        if self.accept("PRIMARY", "KEY"):
+            key = True
+            if kind != "TABLE":
+                self.fail("PRIMARY KEY is for tables; a stream column is marked KEY", self.tokens[self.i - 1])
+        elif self.accept("KEY"):
+            key = True
+            if kind != "STREAM":
+                self.fail("a table key column is marked PRIMARY KEY", self.tokens[self.i - 1])
+        return Column(name, data_type, key)
+
+    def properties(self) -> dict[str, Any]:
+        props: dict[str, Any] = {}
+        if not self.accept("WITH"):
+            return props
+        self.expect_type(TokenType.L_PAREN, "(")
+        while True:
+            key_token = self.peek()
+            key = self.name("a property name").lower()
+            self.expect_type(TokenType.EQ, "=")
+            if key in props:
+                self.fail(f"property {key!r} is given twice", key_token)
+            props[key] = self.literal()
+            if not self.accept_type(TokenType.COMMA):
+                break
+        self.expect_type(TokenType.R_PAREN, ")")
+        return props
+
+    def literal(self) -> Any:
+        token = self.peek()
+        if token is None:
+            self.fail("expected a value")
+        sign = 1
+        if token.token_type == TokenType.DASH:
+            sign, self.i = -1, self.i + 1
+            token = self.peek()
+        self.i += 1
+        if token is not None and token.token_type == TokenType.STRING and sign == 1:
+            return token.text
+        if token is not None and token.token_type == TokenType.NUMBER:
+            return sign * (float(token.text) if any(c in token.text for c in ".eE") else int(token.text))
+        if token is not None and token.text.upper() in ("TRUE", "FALSE") and sign == 1:
+            return token.text.upper() == "TRUE"
+        self.i -= 1
+        self.fail("expected a string, number or boolean")
+
+    def expect_type(self, token_type: TokenType, shown: str) -> None:
+        if not self.accept_type(token_type):
+            self.fail(f"expected {shown!r}")
+
+    def accept_type(self, token_type: TokenType) -> bool:
+        token = self.peek()
+        if token is not None and token.token_type == token_type:
+            self.i += 1
+            return True
+        return False
+
+    def select_body(self) -> tuple[exp.Expression, str, str | None]:
+        if not self.at("SELECT"):
+            self.fail("expected SELECT")
+        emit = None
+        last = len(self.tokens)
+        if (len(self.tokens) - self.i >= 2 and self.tokens[-2].text.upper() == "EMIT"):
+            mode = self.tokens[-1].text.upper()
+            if mode not in EMIT_MODES:
+                self.fail("expected EMIT CHANGES or EMIT FINAL", self.tokens[-1])
+            emit, last = mode, len(self.tokens) - 2
+        first = self.tokens[self.i]
+        sql = self.script[first.start:self.tokens[last - 1].end + 1]
+        self.i = len(self.tokens)
+        self.select_at = (first.line, start_col(first))
+        return parse_select(sql, first), sql, emit
+
+    def alter(self) -> Statement:
+        self.expect("ALTER")
+        kind = self.source_kind()
+        name = self.object_name()
+        columns = []
+        while True:
+            self.expect("ADD")
+            self.accept("COLUMN")
+            columns.append(self.column(kind))
+            if not self.accept_type(TokenType.COMMA):
+                break
+        self.done()
+        return self.make(AlterSource, kind=kind, name=name, add_columns=columns)
+
+    def insert(self) -> Statement:
+        self.expect("INSERT", "INTO")
+        target = self.object_name()
+        if self.at("SELECT"):
+            select, sql, emit = self.select_body()
+            return self.make(InsertSelect, target=target, select=select, select_sql=sql, emit=emit)
+        columns = None
+        if self.accept_type(TokenType.L_PAREN):
+            columns = [self.name("a column name")]
+            while self.accept_type(TokenType.COMMA):
+                columns.append(self.name("a column name"))
+            self.expect_type(TokenType.R_PAREN, ")")
+        self.expect("VALUES")
+        self.expect_type(TokenType.L_PAREN, "(")
+        values = [self.value()]
+        while self.accept_type(TokenType.COMMA):
+            values.append(self.value())
+        self.expect_type(TokenType.R_PAREN, ")")
+        self.done()
+        if columns is not None and len(columns) != len(values):
+            raise ParseError(f"{len(columns)} columns but {len(values)} values",
+                             line=self.tokens[0].line, col=start_col(self.tokens[0]), text=self.text)
+        return self.make(InsertValues, target=target, columns=columns, values=values)
+
+    def value(self) -> Any:
+        if self.accept("NULL"):
+            return None
+        return self.literal()
+
+    def select(self) -> Statement:
+        select, sql, _emit = self.select_body()
+        return self.make(PullQuery, select=select, select_sql=sql)
+
+    def control(self) -> Statement:
+        action = self.tokens[self.i].text.upper()
+        self.i += 1
+        query_id = None if self.accept("ALL") else self.object_name()
+        self.done()
+        return self.make(QueryControl, action=action, query_id=query_id)
+
+    def drop(self) -> Statement:
+        self.expect("DROP")
+        kind = self.source_kind()
+        if_exists = self.accept("IF", "EXISTS")
+        name = self.object_name()
+        delete_topic = self.accept("DELETE", "TOPIC")
+        self.done()
+        return self.make(DropSource, kind=kind, name=name, if_exists=if_exists, delete_topic=delete_topic)
+
+    def show(self) -> Statement:
+        self.i += 1
+        for what in SHOW_TARGETS:
+            if self.accept(what):
+                extended = self.accept("EXTENDED")
+                self.done()
+                return self.make(Show, what=what, extended=extended)
+        self.fail("expected STREAMS, TABLES or QUERIES")
+
+    def describe(self) -> Statement:
+        self.expect("DESCRIBE")
+        name = self.object_name()
+        extended = self.accept("EXTENDED")
+        self.done()
+        return self.make(Describe, name=name, extended=extended)
+
+    def explain(self) -> Statement:
+        self.expect("EXPLAIN")
+        query_id = self.object_name()
+        self.done()
+        return self.make(Explain, query_id=query_id)
+
+    def set(self) -> Statement:
+        self.expect("SET")
+        token = self.peek()
+        if token is None or token.token_type != TokenType.STRING:
+            self.fail("expected a quoted property name, as in SET 'auto.offset.reset' = 'earliest'")
+        self.i += 1
+        self.expect_type(TokenType.EQ, "=")
+        value = self.literal()
+        self.done()
+        return self.make(SetProperty, key=token.text.lower(), value=str(value))
+
+    HANDLERS: dict[str, Callable[["_StatementParser"], Statement]] = {
+        "CREATE": create, "ALTER": alter, "INSERT": insert, "SELECT": select,
+        "PAUSE": control, "RESUME": control, "TERMINATE": control, "DROP": drop,
+        "SHOW": show, "LIST": show, "DESCRIBE": describe, "EXPLAIN": explain, "SET": set,
+    }
+
+
+def parse_select(sql: str, first: Token) -> exp.Expression:
+    """Parse a Spark SQL SELECT; errors are re-based onto the whole script's lines."""
+    try:
+        tree = sqlglot.parse_one(sql, dialect=DIALECT)
+    except SqlglotParseError as e:
+        err = e.errors[0] if e.errors else {}
+        line, col = err.get("line") or 1, err.get("col") or 1
+        col = max(1, col - len(err.get("highlight") or "x") + 1)
+        if line == 1:
+            col += start_col(first) - 1
+        near = (err.get("start_context", "") + err.get("highlight", "")).strip()[-60:]
+        description = (err.get("description") or str(e)).split(". Line")[0]
+        description = re.sub(r"<Token token_type: [^,]+, text: ([^,]+),.*?>", r"'\1'", description)
+        raise ParseError(f"invalid SELECT: {description}", line=first.line + line - 1, col=col,
+                         text=near or None) from None
+    if not isinstance(tree, exp.Select):
+        raise ParseError("expected a single SELECT", line=first.line, col=start_col(first), text=sql[:60])
+    return tree

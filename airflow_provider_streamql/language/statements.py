@@ -1,0 +1,143 @@
+"""Typed StreamQL statements: what the parser produces and the engine applies."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlglot import exp
+
+
+@dataclass(frozen=True)
+class Column:
+    """A declared or derived column. ``key`` marks ksqlDB's KEY / PRIMARY KEY."""
+
+    name: str
+    type: str
+    key: bool = False
+
+
+@dataclass
+class Statement:
+    """Base of every statement: the exact text and where it starts in its script."""
+
+    text: str = field(default="", kw_only=True)
+    line: int = field(default=1, kw_only=True)
+    col: int = field(default=1, kw_only=True)
+    #: (line, column) where an embedded SELECT starts, to place errors inside it.
+    select_at: tuple[int, int] = field(default=(1, 1), kw_only=True)
+
+    #: True for statements that change the catalog (as opposed to SHOW, DESCRIBE, ...).
+    writes = True
+
+
+@dataclass
+class CreateSource(Statement):
+    """``CREATE [OR REPLACE] STREAM|TABLE name (cols) WITH (...)``"""
+
+    kind: str
+    name: str
+    columns: list[Column]
+    properties: dict[str, Any]
+    or_replace: bool = False
+
+
+@dataclass
+class CreateAsSelect(Statement):
+    """``CREATE [OR REPLACE] STREAM|TABLE name [WITH (...)] AS SELECT ... [EMIT ...]``"""
+
+    kind: str
+    name: str
+    properties: dict[str, Any]
+    select: exp.Expression
+    select_sql: str
+    emit: str | None = None
+    or_replace: bool = False
+
+
+@dataclass
+class AlterSource(Statement):
+    """``ALTER STREAM|TABLE name ADD COLUMN c T [, ADD COLUMN ...]``"""
+
+    kind: str
+    name: str
+    add_columns: list[Column]
+
+
+@dataclass
+class InsertSelect(Statement):
+    """``INSERT INTO target SELECT ...``: a second persistent writer."""
+
+    target: str
+    select: exp.Expression
+    select_sql: str
+    emit: str | None = None
+
+
+@dataclass
+class InsertValues(Statement):
+    """``INSERT INTO target [(cols)] VALUES (...)``: append one record."""
+
+    target: str
+    columns: list[str] | None
+    values: list[Any]
+
+
+@dataclass
+class PullQuery(Statement):
+    """``SELECT ... FROM x``: read what x holds now."""
+
+    select: exp.Expression
+    select_sql: str
+    writes = False
+
+
+@dataclass
+class QueryControl(Statement):
+    """``PAUSE|RESUME|TERMINATE <query_id>|ALL``"""
+
+    action: str
+    query_id: str | None  # None means ALL
+
+
+@dataclass
+class DropSource(Statement):
+    """``DROP STREAM|TABLE [IF EXISTS] name [DELETE TOPIC]``"""
+
+    kind: str
+    name: str
+    if_exists: bool = False
+    delete_topic: bool = False
+
+
+@dataclass
+class Show(Statement):
+    """``SHOW|LIST STREAMS|TABLES|QUERIES [EXTENDED]``"""
+
+    what: str
+    extended: bool = False
+    writes = False
+
+
+@dataclass
+class Describe(Statement):
+    """``DESCRIBE name [EXTENDED]``"""
+
+    name: str
+    extended: bool = False
+    writes = False
+
+
+@dataclass
+class Explain(Statement):
+    """``EXPLAIN <query_id>``"""
+
+    query_id: str
+    writes = False
+
+
+@dataclass
+class SetProperty(Statement):
+    """``SET 'key' = 'value'``: applies to the following statements of the same request."""
+
+    key: str
+    value: str

@@ -1,0 +1,319 @@
+"""Statements -> checked changes to the catalog.
+
+``Planner.plan`` validates one statement against a :class:`Snapshot` and applies its effect
+to that snapshot, so the next statement of the script is checked against the catalog as it
+would be. Nothing touches the database until every statement of a script has been planned.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
+
+from sqlalchemy import Connection
+
+from . import topics
+from .catalog import Catalog, QueryInfo, Snapshot, SourceInfo
+from .errors import NotFoundError, StateError, ValidationError
+from .language import statements as st
+from .language.analyzer import SelectAnalysis, analyze_select
+from .results import Result
+
+# WITH (...) property -> check of its value (None: accepted as is).
+SOURCE_PROPERTIES: dict[str, Callable[[Any], str | None] | None] = {
+    "path": lambda v: None if isinstance(v, str) and v else "must be a non-empty string",
+    "value_format": lambda v: None if str(v).upper() in topics.FORMATS
+    else f"must be one of {', '.join(topics.FORMATS)}",
+    "kafka_topic": lambda v: "the Kafka connector is not available in this build; use path",
+}
+# SET 'key' -> allowed values.
+SESSION_PROPERTIES = {"auto.offset.reset": ("earliest", "latest")}
+QUERY_PREFIX = {"STREAM": "CSAS", "TABLE": "CTAS"}
+CONTROL_TARGET = {"PAUSE": "PAUSED", "RESUME": "RUNNING", "TERMINATE": "TERMINATED"}
+
+
+@dataclass
+class Step:
+    """A planned statement: its database writes, then work after the commit (files, reads)."""
+
+    result: Result
+    write: Callable[[Connection], None] | None = None
+    after_commit: Callable[[Result], None] | None = None
+    log: bool = True
+
+
+@dataclass
+class Planner:
+    catalog: Catalog
+    conn: Connection
+    snapshot: Snapshot
+    home: str
+    pipeline: str
+    settings: dict[str, str] = field(default_factory=dict)
+
+    def plan(self, stmt: st.Statement) -> Step:
+        handler = getattr(self, "_" + type(stmt).__name__)
+        step = handler(stmt)
+        step.log = stmt.writes
+        return step
+
+    # -- sources -------------------------------------------------------------------
+    def _CreateSource(self, stmt: st.CreateSource) -> Step:
+        self._check_new_name(stmt.name, stmt)
+        names = [c.name.lower() for c in stmt.columns]
+        dup = next((n for n in names if names.count(n) > 1), None)
+        if dup:
+            raise self._error(f"column {dup!r} is declared twice", stmt)
+        if stmt.kind == "TABLE" and not any(c.key for c in stmt.columns):
+            raise self._error(f"table {stmt.name} needs a PRIMARY KEY column", stmt)
+        src = self._source(stmt, stmt.columns, writer=None)
+        self.snapshot.sources[src.name] = src
+        return Step(Result(stmt.text, f"Created {stmt.kind.lower()} {src.name} at {src.path}"),
+                    write=lambda conn: self.catalog.insert_source(conn, src),
+                    after_commit=lambda _r: os.makedirs(src.path, exist_ok=True))
+
+    def _AlterSource(self, stmt: st.AlterSource) -> Step:
+        src = self._declared(stmt.name, stmt.kind, stmt, "ALTER")
+        existing = {c.name.lower() for c in src.columns}
+        for c in stmt.add_columns:
+            if c.name.lower() in existing or c.key:
+                raise self._error(f"cannot add column {c.name!r}: "
+                                  + ("it exists" if c.name.lower() in existing else "keys cannot be added"), stmt)
+            existing.add(c.name.lower())
+        new = replace(src, columns=src.columns + list(stmt.add_columns))
+        self.snapshot.sources[src.name] = new
+        return Step(Result(stmt.text, f"Added {len(stmt.add_columns)} column(s) to {src.name}"),
+                    write=lambda conn: self.catalog.update_source(conn, new))
+
+    def _DropSource(self, stmt: st.DropSource) -> Step:
+        src = self.snapshot.sources.get(stmt.name)
+        if src is None:
+            if stmt.if_exists:
+                return Step(Result(stmt.text, f"{stmt.name} does not exist; nothing dropped"))
+            raise NotFoundError(f"{stmt.kind.lower()} {stmt.name!r} does not exist",
+                                line=stmt.line, col=stmt.col, text=stmt.text)
+        if src.kind != stmt.kind:
+            raise self._error(f"{stmt.name} is a {src.kind}, not a {stmt.kind}", stmt)
+        users = [q.id for q in self.snapshot.queries.values() if q.desired_state != "TERMINATED"
+                 and (q.sink == src.name or src.name in q.sources)]
+        if users:
+            raise StateError(f"cannot drop {src.name}: queries {', '.join(users)} use it; "
+                             f"TERMINATE them first", line=stmt.line, col=stmt.col, text=stmt.text)
+        del self.snapshot.sources[src.name]
+        after = (lambda _r: shutil.rmtree(src.path, ignore_errors=True)) if stmt.delete_topic else None
+        return Step(Result(stmt.text, f"Dropped {src.kind.lower()} {src.name}"
+                           + (" and deleted its data" if stmt.delete_topic else "")),
+                    write=lambda conn: self.catalog.delete_source(conn, src.name), after_commit=after)
+
+    # -- persistent queries ----------------------------------------------------------
+    def _CreateAsSelect(self, stmt: st.CreateAsSelect) -> Step:
+        if stmt.or_replace and stmt.name in self.snapshot.sources:
+            raise StateError(f"CREATE OR REPLACE of the existing {stmt.name} needs the upgrade "
+                             f"validator, which this version does not have yet",
+                             line=stmt.line, col=stmt.col, text=stmt.text)
+        self._check_new_name(stmt.name, stmt)
+        analysis = self._analyze(stmt, stmt.select)
+        if stmt.kind == "STREAM" and analysis.aggregate:
+            raise self._error("an aggregation makes a TABLE: use CREATE TABLE ... AS SELECT", stmt)
+        if stmt.kind == "TABLE":
+            if not analysis.group_by:
+                raise self._error("CREATE TABLE ... AS SELECT needs a GROUP BY", stmt)
+            projected = {c.name.lower() for c in analysis.columns}
+            missing = [g for g in analysis.group_by if g.lower() not in projected]
+            if missing:
+                raise self._error(f"GROUP BY column(s) {', '.join(missing)} must be in the SELECT "
+                                  f"list: they are the table's key", stmt)
+        seq = self.snapshot.next_seq
+        query_id = f"{QUERY_PREFIX[stmt.kind]}_{stmt.name}_{seq}"
+        sink = self._source(stmt, analysis.columns, writer=query_id)
+        query = self._query(query_id, seq, QUERY_PREFIX[stmt.kind], sink.name, analysis, stmt)
+        self.snapshot.sources[sink.name] = sink
+
+        def write(conn: Connection) -> None:
+            self.catalog.insert_source(conn, sink)
+            self.catalog.insert_query(conn, query)
+        return Step(Result(stmt.text, f"Created query {query_id} writing {sink.kind.lower()} "
+                           f"{sink.name}", query_id=query_id, waits=[(query_id, "RUNNING")]),
+                    write=write)
+
+    def _InsertSelect(self, stmt: st.InsertSelect) -> Step:
+        target = self._declared(stmt.target, "STREAM", stmt, "INSERT INTO")
+        analysis = self._analyze(stmt, stmt.select)
+        if analysis.aggregate:
+            raise self._error("INSERT INTO ... SELECT cannot aggregate; write a TABLE instead", stmt)
+        got = [(c.name.lower(), c.type) for c in analysis.columns]
+        want = [(c.name.lower(), c.type) for c in target.columns]
+        if got != want:
+            raise self._error(f"the SELECT's columns {got} do not match {target.name}'s {want}", stmt)
+        seq = self.snapshot.next_seq
+        query = self._query(f"INSERTQUERY_{seq}", seq, "INSERT", target.name, analysis, stmt)
+        return Step(Result(stmt.text, f"Created query {query.id} writing stream {target.name}",
+                           query_id=query.id, waits=[(query.id, "RUNNING")]),
+                    write=lambda conn: self.catalog.insert_query(conn, query))
+
+    def _QueryControl(self, stmt: st.QueryControl) -> Step:
+        target = CONTROL_TARGET[stmt.action]
+        if stmt.query_id is None:
+            chosen = [q for q in self.snapshot.queries.values()
+                      if q.pipeline == self.pipeline and q.desired_state != "TERMINATED"]
+        else:
+            query = self.snapshot.queries.get(stmt.query_id)
+            if query is None:
+                known = ", ".join(sorted(self.snapshot.queries)) or "none"
+                raise NotFoundError(f"no query {stmt.query_id!r} (known queries: {known})",
+                                    line=stmt.line, col=stmt.col, text=stmt.text)
+            if query.desired_state == "TERMINATED" and target != "TERMINATED":
+                raise StateError(f"query {query.id} is terminated and cannot be "
+                                 f"{'resumed' if target == 'RUNNING' else 'paused'}; "
+                                 f"create a new query instead", line=stmt.line, col=stmt.col,
+                                 text=stmt.text)
+            chosen = [query]
+        changed = [q for q in chosen if q.desired_state != target]
+        for q in changed:
+            q.desired_state = target
+
+        def write(conn: Connection) -> None:
+            for q in changed:
+                self.catalog.set_desired(conn, q.id, target)
+        ids = ", ".join(q.id for q in chosen) or "no queries"
+        verb = {"PAUSED": "Paused", "RUNNING": "Resumed", "TERMINATED": "Terminated"}[target]
+        return Step(Result(stmt.text, f"{verb} {ids}", query_id=stmt.query_id,
+                           waits=[(q.id, target) for q in chosen]), write=write)
+
+    # -- records -------------------------------------------------------------------
+    def _InsertValues(self, stmt: st.InsertValues) -> Step:
+        src = self.snapshot.sources.get(stmt.target)
+        if src is None:
+            raise self._unknown(stmt.target, stmt)
+        if src.writer_query:
+            raise self._error(f"{src.name} is written by query {src.writer_query}; INSERT VALUES "
+                              f"appends only to declared streams and tables", stmt)
+        by_lower = {c.name.lower(): c for c in src.columns}
+        names = stmt.columns or [c.name for c in src.columns]
+        if len(names) != len(stmt.values):
+            raise self._error(f"{src.name} has {len(names)} columns but {len(stmt.values)} "
+                              f"values were given", stmt)
+        record: dict[str, Any] = {c.name: None for c in src.columns}
+        for name, value in zip(names, stmt.values):
+            column = by_lower.get(name.lower())
+            if column is None:
+                raise self._error(f"{src.name} has no column {name!r} (columns: "
+                                  f"{', '.join(by_lower[k].name for k in by_lower)})", stmt)
+            try:
+                record[column.name] = topics.coerce(value, column)
+            except ValidationError as e:
+                raise self._error(e.message, stmt) from None
+        for key in src.key_columns if src.kind == "TABLE" else []:
+            if record[key] is None:
+                raise self._error(f"primary key column {key!r} of {src.name} cannot be NULL", stmt)
+
+        def after(result: Result) -> None:
+            topics.append(src.path, src.format, src.columns, [record])
+        return Step(Result(stmt.text, f"Inserted 1 record into {src.name}"), after_commit=after)
+
+    def _PullQuery(self, stmt: st.PullQuery) -> Step:
+        analysis = self._analyze(stmt, stmt.select, persistent=False)
+        sources = {name: self.snapshot.sources[name] for name in analysis.sources}
+
+        def after(result: Result) -> None:
+            from .pull import run_pull_query
+            result.columns, result.rows = run_pull_query(stmt.select, sources, analysis)
+        return Step(Result(stmt.text), after_commit=after)
+
+    # -- session and introspection --------------------------------------------------
+    def _SetProperty(self, stmt: st.SetProperty) -> Step:
+        allowed = SESSION_PROPERTIES.get(stmt.key)
+        if allowed is None:
+            raise self._error(f"unknown property {stmt.key!r} (known: {', '.join(SESSION_PROPERTIES)})", stmt)
+        if stmt.value.lower() not in allowed:
+            raise self._error(f"{stmt.key} must be one of {', '.join(allowed)}, not {stmt.value!r}", stmt)
+        self.settings[stmt.key] = stmt.value.lower()
+        return Step(Result(stmt.text, f"Set {stmt.key} = {stmt.value.lower()}"))
+
+    def _Show(self, stmt: st.Show) -> Step:
+        from .introspection import show
+        return Step(show(self.catalog, self.conn, self.snapshot, stmt))
+
+    def _Describe(self, stmt: st.Describe) -> Step:
+        from .introspection import describe
+        if stmt.name not in self.snapshot.sources:
+            raise self._unknown(stmt.name, stmt)
+        return Step(describe(self.catalog, self.conn, self.snapshot, stmt))
+
+    def _Explain(self, stmt: st.Explain) -> Step:
+        from .introspection import explain
+        if stmt.query_id not in self.snapshot.queries:
+            raise NotFoundError(f"no query {stmt.query_id!r}", line=stmt.line, col=stmt.col, text=stmt.text)
+        return Step(explain(self.catalog, self.conn, self.snapshot, stmt))
+
+    # -- helpers -------------------------------------------------------------------
+    def _analyze(self, stmt: st.Statement, select, *, persistent: bool = True) -> SelectAnalysis:
+        schemas = {name: src.columns for name, src in self.snapshot.sources.items()}
+        analysis = analyze_select(select, schemas, stmt, persistent=persistent)
+        if persistent:
+            tables = [n for n in analysis.sources if self.snapshot.sources[n].kind == "TABLE"]
+            if tables:
+                raise self._error(f"a persistent query cannot read TABLE {tables[0]} yet; "
+                                  f"read a STREAM", stmt)
+            if self.settings.get("auto.offset.reset") == "latest":
+                raise self._error("auto.offset.reset = 'latest' is not supported for file "
+                                  "topics; they are read from the earliest file", stmt)
+        return analysis
+
+    def _source(self, stmt, columns, writer: str | None) -> SourceInfo:
+        props = dict(stmt.properties)
+        for key, value in props.items():
+            if key not in SOURCE_PROPERTIES:
+                raise self._error(f"unknown property {key!r} (known: {', '.join(SOURCE_PROPERTIES)})", stmt)
+            problem = SOURCE_PROPERTIES[key](value) if SOURCE_PROPERTIES[key] else None
+            if problem:
+                raise self._error(f"property {key} = {value!r}: {problem}", stmt)
+        path = os.path.abspath(os.path.join(self.home, props["path"]) if "path" in props
+                               else os.path.join(self.home, "topics", stmt.name))
+        clash = next((s.name for s in self.snapshot.sources.values() if s.path == path), None)
+        if clash:
+            raise self._error(f"path {path!r} is already used by {clash}", stmt)
+        return SourceInfo(stmt.name, stmt.kind, list(columns), props,
+                          str(props.get("value_format", "JSON")).upper(), path, writer)
+
+    def _query(self, query_id: str, seq: int, kind: str, sink: str, analysis: SelectAnalysis,
+               stmt) -> QueryInfo:
+        now = time.time()
+        query = QueryInfo(
+            id=query_id, seq=seq, pipeline=self.pipeline, kind=kind, sink=sink,
+            sources=analysis.sources, sql=stmt.text, select_sql=stmt.select_sql,
+            properties=dict(self.settings), version=1,
+            checkpoint=os.path.join(self.home, "checkpoints", query_id),
+            desired_state="RUNNING", observed_state="PENDING", created_at=now, updated_at=now)
+        self.snapshot.queries[query_id] = query
+        self.snapshot.next_seq += 1
+        return query
+
+    def _check_new_name(self, name: str, stmt) -> None:
+        if name in self.snapshot.sources:
+            existing = self.snapshot.sources[name]
+            raise self._error(f"a {existing.kind.lower()} named {name} already exists", stmt)
+
+    def _declared(self, name: str, kind: str, stmt, verb: str) -> SourceInfo:
+        src = self.snapshot.sources.get(name)
+        if src is None:
+            raise self._unknown(name, stmt)
+        if src.kind != kind:
+            raise self._error(f"{name} is a {src.kind}, not a {kind}", stmt)
+        if src.writer_query:
+            raise self._error(f"{verb} {name}: it is written by query {src.writer_query}; only "
+                              f"declared streams and tables accept this", stmt)
+        return src
+
+    def _unknown(self, name: str, stmt) -> NotFoundError:
+        known = ", ".join(sorted(self.snapshot.sources)) or "none"
+        return NotFoundError(f"unknown stream or table {name!r} (known: {known})",
+                             line=stmt.line, col=stmt.col, text=stmt.text)
+
+    @staticmethod
+    def _error(message: str, stmt: st.Statement) -> ValidationError:
+        return ValidationError(message, line=stmt.line, col=stmt.col, text=stmt.text.strip()[:120])
+
+

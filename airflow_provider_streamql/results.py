@@ -1,0 +1,46 @@
+"""What executing a statement returns: a message, an optional table, and what to wait for."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Result:
+    """The outcome of one statement.
+
+    ``waits`` lists (query_id, observed state) pairs that show the statement took effect;
+    ``streamql exec --wait`` waits for them.
+    """
+
+    statement: str
+    message: str = ""
+    query_id: str | None = None
+    columns: list[str] = field(default_factory=list)
+    rows: list[list[Any]] = field(default_factory=list)
+    waits: list[tuple[str, str]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"statement": self.statement, "message": self.message, "query_id": self.query_id,
+                "columns": self.columns, "rows": self.rows,
+                "waits": [list(w) for w in self.waits]}
+
+    def render(self) -> str:
+        """Human-readable text: the message, then the table if there is one."""
+        out = [self.message] if self.message else []
+        if self.columns:
+            cells = [[_cell(v) for v in row] for row in self.rows]
+            widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(self.columns)]
+            line = lambda values: " | ".join(v.ljust(w) for v, w in zip(values, widths)).rstrip()
+            out += [line(self.columns), "-+-".join("-" * w for w in widths)]
+            out += [line(r) for r in cells]
+            out.append(f"({len(self.rows)} row{'s' if len(self.rows) != 1 else ''})")
+        return "\n".join(out)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
