@@ -223,11 +223,16 @@ class Catalog:
             return True
 
     def record_progress(self, p: Progress) -> None:
+        """Store the latest batch; ``total_input_rows`` accumulates over new batch ids."""
         values = dict(batch_id=p.batch_id, input_rows=p.input_rows,
-                      total_input_rows=p.total_input_rows, rows_per_second=p.rows_per_second,
+                      rows_per_second=p.rows_per_second,
                       source_offsets=json.dumps(p.source_offsets), last_batch_at=p.last_batch_at)
         with write_connection(self.engine) as conn:
-            done = conn.execute(update(s.progress).where(s.progress.c.query_id == p.query_id)
-                                .values(**values)).rowcount
-            if not done:
-                conn.execute(insert(s.progress).values(query_id=p.query_id, **values))
+            row = conn.execute(select(s.progress).where(s.progress.c.query_id == p.query_id)).first()
+            if row is None:
+                conn.execute(insert(s.progress).values(query_id=p.query_id,
+                                                       total_input_rows=p.input_rows, **values))
+            else:
+                total = row.total_input_rows + (p.input_rows if p.batch_id != row.batch_id else 0)
+                conn.execute(update(s.progress).where(s.progress.c.query_id == p.query_id)
+                             .values(total_input_rows=total, **values))

@@ -1,0 +1,172 @@
+"""The ``streamql`` command.
+
+Exit codes: 0 ok, 1 failed or timed out, 2 usage or statement error.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+from typing import Any, Sequence
+
+from .engine import Engine
+from .errors import CatalogError, NotFoundError, ParseError, StateError, StreamQLError, ValidationError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+# Errors in what the user asked for (as opposed to things that failed while doing it).
+STATEMENT_ERRORS = (ParseError, ValidationError, NotFoundError, StateError)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.handler(args)
+    except STATEMENT_ERRORS as e:
+        if getattr(args, "json", False):
+            print(json.dumps({"error": str(e), "type": type(e).__name__, "line": e.line, "col": e.col}))
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except (StreamQLError, CatalogError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--catalog", help="catalog URL (default $STREAMQL_CATALOG, else SQLite "
+                                          "under the home directory)")
+    common.add_argument("--home", help="directory for topics and checkpoints "
+                                       "(default $STREAMQL_HOME or ./.streamql)")
+    common.add_argument("--pipeline", help="pipeline (default $STREAMQL_PIPELINE or 'default')")
+    parser = argparse.ArgumentParser(prog="streamql", description="ksqlDB-style persistent queries on Spark Structured Streaming")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("exec", parents=[common], help="execute StreamQL statements")
+    p.add_argument("sql", nargs="?", help="statements (or use -f)")
+    p.add_argument("-f", "--file", help="read statements from FILE ('-' for stdin)")
+    p.add_argument("--json", action="store_true", help="print results as JSON")
+    p.add_argument("--wait", action="store_true",
+                   help="return once observed state reflects each statement")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds --wait may take")
+    p.add_argument("--issuer", help="who issues the statements (command log)")
+    p.set_defaults(handler=_exec)
+
+    p = sub.add_parser("runtime", parents=[common], help="run a Spark driver for a pipeline")
+    p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    p.add_argument("--interval", type=float, default=0.5, help="reconcile interval, seconds")
+    p.add_argument("--lease-ttl", type=float, default=10.0, help="query lease lifetime, seconds")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="Spark configuration (repeatable)")
+    p.set_defaults(handler=_runtime)
+
+    p = sub.add_parser("queries", parents=[common], help="list queries and their state")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=_queries)
+
+    p = sub.add_parser("wait", parents=[common], help="wait for a query's state or catch-up")
+    p.add_argument("query_id")
+    group = p.add_mutually_exclusive_group(required=True)
+    group.add_argument("--state", help="observed state to wait for (RUNNING, PAUSED, ...)")
+    group.add_argument("--caught-up", action="store_true",
+                       help="wait until every input record existing now is processed and committed")
+    p.add_argument("--timeout", type=float, default=60.0)
+    p.set_defaults(handler=_wait)
+
+    p = sub.add_parser("migrate", parents=[common], help="bring the catalog schema up to date")
+    p.set_defaults(handler=_migrate)
+    return parser
+
+
+def _engine(args: argparse.Namespace, **kw: Any) -> Engine:
+    return Engine(args.catalog, home=args.home, pipeline=args.pipeline, **kw)
+
+
+def _exec(args: argparse.Namespace) -> int:
+    if (args.sql is None) == (args.file is None):
+        print("error: give statements as an argument or with -f FILE (not both)", file=sys.stderr)
+        return EXIT_USAGE
+    if args.file:
+        try:
+            script = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()
+        except OSError as e:
+            print(f"error: cannot read {args.file!r}: {e.strerror}", file=sys.stderr)
+            return EXIT_USAGE
+    else:
+        script = args.sql
+    engine = _engine(args, issuer=args.issuer)
+    results = engine.execute(script)
+    if args.json:
+        print(json.dumps([r.to_dict() for r in results], default=str))
+    else:
+        print("\n\n".join(r.render() for r in results if r.render()))
+    if args.wait:
+        try:
+            engine.wait_for_results(results, timeout=args.timeout)
+        except StreamQLError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return EXIT_FAILED
+    return EXIT_OK
+
+
+def _queries(args: argparse.Namespace) -> int:
+    rows = _engine(args).queries(args.pipeline)
+    if args.json:
+        print(json.dumps(rows, default=str))
+        return EXIT_OK
+    from .introspection import QUERY_COLUMNS
+    from .results import Result
+    print(Result("", columns=QUERY_COLUMNS, rows=[[r[c] for c in QUERY_COLUMNS] for r in rows]).render())
+    return EXIT_OK
+
+
+def _wait(args: argparse.Namespace) -> int:
+    engine = _engine(args)
+    try:
+        if args.caught_up:
+            n = engine.wait_caught_up(args.query_id, timeout=args.timeout)
+            print(f"{args.query_id.upper()} caught up ({n} input files processed and committed)")
+        else:
+            print(engine.wait_for_state(args.query_id, args.state, timeout=args.timeout))
+    except NotFoundError:
+        raise
+    except StreamQLError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def _migrate(args: argparse.Namespace) -> int:
+    from .catalog import current_version
+    engine = _engine(args)
+    with engine.catalog.engine.connect() as conn:
+        print(f"catalog {engine.catalog.url} is at schema version {current_version(conn)}")
+    return EXIT_OK
+
+
+def _runtime(args: argparse.Namespace) -> int:
+    from .runtime import Runtime, build_session
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    conf = {}
+    for item in args.conf:
+        key, sep, value = item.partition("=")
+        if not sep:
+            print(f"error: --conf wants KEY=VALUE, got {item!r}", file=sys.stderr)
+            return EXIT_USAGE
+        conf[key] = value
+    engine = _engine(args)
+    spark = build_session(args.master, f"streamql-{engine.pipeline}", conf)
+    runtime = Runtime(engine.catalog, engine.pipeline, spark, interval=args.interval,
+                      lease_ttl=args.lease_ttl)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: runtime.stop())
+    runtime.run()
+    spark.stop()
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,199 @@
+"""The runtime: a long-running Spark driver serving one pipeline.
+
+Every ``interval`` seconds it heartbeats, takes or renews the lease of each query of its
+pipeline, and reconciles desired state into StreamingQuery objects: start what should run,
+stop (pause) what should not, and write back what it observes. Nothing about a query lives
+only here: a restarted runtime reads desired state and resumes from checkpoints.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from ..catalog import Catalog, QueryInfo
+from ..errors import StateError
+from .connectors import read_stream, sink_writer
+from .listener import ProgressListener
+
+log = logging.getLogger("streamql.runtime")
+
+# A temp view name is session-wide; build each query's plan under this lock so runtimes
+# sharing a session never see each other's half-registered views.
+_PLAN_LOCK = threading.Lock()
+MAX_RETRY_DELAY = 60.0
+
+
+@dataclass
+class _Running:
+    stream: StreamingQuery
+    epoch: int
+    version: int
+
+
+class Runtime:
+    """Reconciles the queries of ``pipeline`` on ``spark``.
+
+    :param lease_ttl: seconds a lease lasts without renewal; after a crash, another runtime
+        takes the pipeline's queries this long after the last heartbeat.
+    """
+
+    def __init__(self, catalog: Catalog, pipeline: str, spark: SparkSession, *,
+                 interval: float = 0.5, lease_ttl: float = 10.0, runtime_id: str | None = None):
+        self.catalog, self.pipeline, self.spark = catalog, pipeline, spark
+        self.interval, self.lease_ttl = interval, lease_ttl
+        self.host, self.pid = socket.gethostname(), os.getpid()
+        self.id = runtime_id or f"{pipeline}@{self.host}:{self.pid}:{uuid.uuid4().hex[:6]}"
+        self.active: dict[str, _Running] = {}
+        self.epochs: dict[str, int] = {}
+        self.retry_at: dict[str, tuple[int, float]] = {}
+        self.stopping = threading.Event()
+        self.listener = ProgressListener(catalog, lambda name: name in self.active)
+        spark.streams.addListener(self.listener)
+
+    # -- loop ------------------------------------------------------------------------------
+    def run(self) -> None:
+        """Reconcile until :meth:`stop` is called (or SIGTERM in the CLI), then shut down."""
+        log.info("runtime %s serving pipeline %r", self.id, self.pipeline)
+        try:
+            while not self.stopping.is_set():
+                started = time.monotonic()
+                try:
+                    self.tick()
+                except Exception:
+                    log.exception("reconcile failed; retrying")
+                self.stopping.wait(max(0.0, self.interval - (time.monotonic() - started)))
+        finally:
+            self.shutdown()
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    def tick(self) -> None:
+        """One reconcile pass over the pipeline's queries."""
+        self.catalog.heartbeat(self.id, self.pipeline, self.host, self.pid)
+        for query in self.catalog.queries(self.pipeline):
+            if self.stopping.is_set():
+                return
+            self._reconcile(query)
+
+    def shutdown(self) -> None:
+        """Stop every query after its in-flight batch, mark running ones UNASSIGNED (their
+        checkpoints are kept; the next runtime resumes them) and release all leases."""
+        for query_id in list(self.active):
+            running = self.active.pop(query_id)
+            _stop_quietly(running.stream)
+            self.catalog.set_observed(query_id, "UNASSIGNED", runtime_id=self.id, epoch=running.epoch)
+        self.catalog.runtime_stopped(self.id)
+        try:
+            self.spark.streams.removeListener(self.listener)
+        except Exception:  # the session may already be gone
+            pass
+        log.info("runtime %s stopped", self.id)
+
+    # -- one query ---------------------------------------------------------------------------
+    def _reconcile(self, query: QueryInfo) -> None:
+        if (query.desired_state == "TERMINATED" and query.observed_state == "TERMINATED"
+                and query.id not in self.active):
+            return
+        self._notice_failure(query)
+        epoch = self.catalog.acquire_lease(query.id, self.id, self.lease_ttl)
+        if epoch is None:  # another runtime holds it: never run it here
+            if query.id in self.active:
+                log.warning("lost the lease on %s; stopping it", query.id)
+                self.active.pop(query.id).stream.stop()
+            self.epochs.pop(query.id, None)
+            return
+        if self.epochs.get(query.id) != epoch and query.id in self.active:
+            self.active.pop(query.id).stream.stop()  # fenced by a newer epoch
+        self.epochs[query.id] = epoch
+        desired = query.desired_state
+        if desired == "RUNNING":
+            if query.id not in self.active:
+                self._start(query, epoch)
+            else:
+                self._report(query, "RUNNING", epoch)
+        elif desired == "PAUSED":
+            self.retry_at.pop(query.id, None)
+            if query.id in self.active:
+                self._report(query, "PAUSING", epoch)
+                self.active.pop(query.id).stream.stop()
+            self._report(query, "PAUSED", epoch)
+        else:
+            if query.id in self.active:
+                self.active.pop(query.id).stream.stop()
+            self._report(query, "TERMINATED", epoch)
+            self.catalog.release_lease(query.id, self.id)
+            self.epochs.pop(query.id, None)
+
+    def _start(self, query: QueryInfo, epoch: int) -> None:
+        attempts, when = self.retry_at.get(query.id, (0, 0.0))
+        if time.monotonic() < when:
+            return
+        self._report(query, "STARTING", epoch)
+        try:
+            sink = self.catalog.source(query.sink)
+            sources = {name: self.catalog.source(name) for name in query.sources}
+            missing = [n for n, s in [(query.sink, sink), *sources.items()] if s is None]
+            if missing:
+                raise StateError(f"{', '.join(missing)} no longer exist(s) in the catalog")
+            with _PLAN_LOCK:
+                for name, src in sources.items():
+                    read_stream(self.spark, src).createOrReplaceTempView(name)
+                df = self.spark.sql(query.select_sql)
+            fence = lambda: self._check_lease(query.id, epoch)
+            stream = sink_writer(df, query, sink, fence).start()
+        except Exception as e:
+            delay = min(MAX_RETRY_DELAY, 2.0 ** attempts)
+            self.retry_at[query.id] = (attempts + 1, time.monotonic() + delay)
+            log.error("query %s failed to start (retry in %.0fs): %s", query.id, delay, e)
+            self._report(query, "ERROR", epoch, error=_short(e))
+            return
+        self.active[query.id] = _Running(stream, epoch, query.version)
+        self._report(query, "RUNNING", epoch)
+
+    def _notice_failure(self, query: QueryInfo) -> None:
+        running = self.active.get(query.id)
+        if running is None or running.stream.isActive:
+            return
+        self.active.pop(query.id)
+        error = running.stream.exception()
+        attempts, _ = self.retry_at.get(query.id, (0, 0.0))
+        delay = min(MAX_RETRY_DELAY, 2.0 ** attempts)
+        self.retry_at[query.id] = (attempts + 1, time.monotonic() + delay)
+        message = _short(error) if error else "the streaming query stopped unexpectedly"
+        log.error("query %s failed (retry in %.0fs): %s", query.id, delay, message)
+        self.catalog.set_observed(query.id, "ERROR", message, runtime_id=self.id, epoch=running.epoch)
+        query.observed_state, query.error = "ERROR", message
+
+    def _check_lease(self, query_id: str, epoch: int) -> None:
+        if not self.catalog.renew_lease(query_id, self.id, epoch, self.lease_ttl):
+            raise StateError(f"runtime {self.id} lost the lease on {query_id} (epoch {epoch}); "
+                             f"not committing")
+
+    def _report(self, query: QueryInfo, state: str, epoch: int, error: str | None = None) -> None:
+        if (query.observed_state, query.error) == (state, error):
+            return
+        if self.catalog.set_observed(query.id, state, error, runtime_id=self.id, epoch=epoch):
+            query.observed_state, query.error = state, error
+            log.info("%s %s%s", query.id, state, f": {error}" if error else "")
+
+
+def _stop_quietly(stream: StreamingQuery) -> None:
+    """Stop a query even if the JVM is already going down (SIGTERM sent to the process group)."""
+    try:
+        stream.stop()
+    except Exception as e:
+        log.warning("stopping %s: %s", stream.name, _short(e))
+
+
+def _short(error: BaseException | object) -> str:
+    text = str(getattr(error, "desc", None) or error)
+    return text.strip().splitlines()[0][:2000] if text.strip() else type(error).__name__

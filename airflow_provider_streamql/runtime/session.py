@@ -1,0 +1,22 @@
+"""The SparkSession a runtime drives."""
+from __future__ import annotations
+
+from pyspark.sql import SparkSession
+
+# Defaults sized for one machine; any can be overridden with --conf.
+DEFAULT_CONF = {
+    # Stateful queries fix their shuffle partitions in the checkpoint; 200 makes every
+    # micro-batch of a small aggregation schedule 200 tasks.
+    "spark.sql.shuffle.partitions": "4",
+    "spark.sql.streaming.stopGracefullyOnShutdown": "true",
+}
+
+
+def build_session(master: str = "local[*]", app_name: str = "streamql",
+                  conf: dict[str, str] | None = None) -> SparkSession:
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
