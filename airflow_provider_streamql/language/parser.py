@@ -132,6 +132,10 @@ class _StatementParser:
         """Stream, table and query names are case-insensitive, kept upper-case (as in ksqlDB)."""
         return self.name("a stream, table or query name").upper()
 
+    def at_primary_key(self) -> bool:
+        # sqlglot tokenizes PRIMARY KEY as one token when the words sit on one line
+        return self.at("PRIMARY KEY") or self.at("PRIMARY", "KEY")
+
     def done(self) -> None:
         if self.peek() is not None:
             self.fail("unexpected text after the statement")
@@ -195,7 +199,7 @@ class _StatementParser:
         while self.peek() is not None:
             token = self.peek()
             if depth == 0 and (token.token_type in (TokenType.COMMA, TokenType.R_PAREN)
-                               or self.at("KEY") or self.at("PRIMARY", "KEY")):
+                               or self.at("KEY") or self.at_primary_key()):
                 break
             depth += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(token.token_type, 0)
             depth += {TokenType.LT: 1, TokenType.GT: -1}.get(token.token_type, 0)
@@ -209,7 +213,8 @@ class _StatementParser:
             raise ParseError(f"unknown type {type_text!r} for column {name!r}", line=start.line,
                              col=start_col(start), text=self.line_of(start)) from None
         key = False
-        if self.accept("PRIMARY", "KEY"):
+        if self.at_primary_key():
+            self.accept("PRIMARY KEY") or self.accept("PRIMARY", "KEY")
             key = True
             if kind != "TABLE":
                 self.fail("PRIMARY KEY is for tables; a stream column is marked KEY", self.tokens[self.i - 1])

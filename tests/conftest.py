@@ -1,0 +1,152 @@
+"""Shared fixtures: one local SparkSession per test process, a real PostgreSQL server,
+catalogs on both backends, and runtimes running in threads on the shared session."""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+
+import pytest
+
+from airflow_provider_streamql.catalog import Catalog
+from airflow_provider_streamql.engine import Engine
+
+PG_BIN = os.environ.get("STREAMQL_PG_BIN", "/usr/lib/postgresql/15/bin")
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from airflow_provider_streamql.runtime import build_session
+    session = build_session("local[2]", "streamql-tests", {"spark.ui.enabled": "false"})
+    yield session
+    session.stop()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A real PostgreSQL 15 started for this test session (or $STREAMQL_TEST_PG_URL)."""
+    if os.environ.get("STREAMQL_TEST_PG_URL"):
+        yield os.environ["STREAMQL_TEST_PG_URL"]
+        return
+    if not os.path.exists(os.path.join(PG_BIN, "initdb")):
+        pytest.fail(f"PostgreSQL server binaries not found in {PG_BIN!r}; run scripts/setup "
+                    f"(apt-get install postgresql) or set STREAMQL_TEST_PG_URL")
+    data = tempfile.mkdtemp(prefix="streamql-pg-")
+    port = _free_port()
+    as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    if as_user:
+        shutil.chown(data, "postgres")
+    run = lambda *cmd: subprocess.run([*as_user, *cmd], check=True, capture_output=True)
+    run(f"{PG_BIN}/initdb", "-D", data, "-U", "streamql", "--auth=trust", "-E", "UTF8")
+    run(f"{PG_BIN}/pg_ctl", "-D", data, "-l", f"{data}/log", "-w", "-o",
+        f"-p {port} -k {data} -c listen_addresses=127.0.0.1 -c fsync=off", "start")
+    try:
+        yield f"postgresql+psycopg://streamql@127.0.0.1:{port}/postgres"
+    finally:
+        run(f"{PG_BIN}/pg_ctl", "-D", data, "-m", "fast", "stop")
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def _new_pg_database(server_url: str) -> str:
+    from sqlalchemy import create_engine, text
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(server_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f"CREATE DATABASE {name}"))
+    admin.dispose()
+    return server_url.rsplit("/", 1)[0] + "/" + name
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def catalog_url(request, tmp_path):
+    """A fresh, empty catalog database on each backend."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/catalog.db"
+    return _new_pg_database(request.getfixturevalue("postgres_server"))
+
+
+@pytest.fixture
+def sqlite_url(tmp_path):
+    return f"sqlite:///{tmp_path}/catalog.db"
+
+
+@pytest.fixture
+def home(tmp_path):
+    path = tmp_path / "home"
+    path.mkdir()
+    return str(path)
+
+
+@pytest.fixture
+def engine(catalog_url, home):
+    e = Engine(catalog_url, home=home, issuer="test")
+    yield e
+    e.close()
+
+
+class RuntimeThreads:
+    """Runtimes of the test, each reconciling in its own thread on the shared session."""
+
+    def __init__(self, spark):
+        self.spark = spark
+        self.started: list = []
+
+    def start(self, engine: Engine, pipeline: str = "default", **kw):
+        from airflow_provider_streamql.runtime import Runtime
+        kw.setdefault("interval", 0.2)
+        kw.setdefault("lease_ttl", 3.0)
+        runtime = Runtime(Catalog(engine.catalog.url), pipeline, self.spark, **kw)
+        thread = threading.Thread(target=runtime.run, name=f"runtime-{pipeline}", daemon=True)
+        thread.start()
+        self.started.append((runtime, thread))
+        return runtime
+
+    def stop(self, runtime) -> None:
+        for r, thread in self.started:
+            if r is runtime:
+                r.stop()
+                thread.join(60)
+
+    def stop_all(self) -> None:
+        for runtime, thread in self.started:
+            runtime.stop()
+            thread.join(60)
+        for query in self.spark.streams.active:
+            query.stop()
+
+
+@pytest.fixture
+def sqlite_engine(sqlite_url, home):
+    """An engine on SQLite only: for runtime tests that need not run on both backends."""
+    e = Engine(sqlite_url, home=home, issuer="test")
+    yield e
+    e.close()
+
+
+@pytest.fixture
+def runtimes(spark):
+    threads = RuntimeThreads(spark)
+    yield threads
+    threads.stop_all()
+
+
+def wait_until(predicate, timeout: float = 60.0, what: str = "condition"):
+    """Poll ``predicate`` until true; a deadline turns a hang into a clear failure."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")

@@ -1,0 +1,76 @@
+"""Parsing: one line per case."""
+import pytest
+
+from airflow_provider_streamql.errors import ParseError
+from airflow_provider_streamql.language import parse_one
+from airflow_provider_streamql.language import statements as st
+
+# text -> (statement class, {field: expected value})
+PARSES = [
+    ("CREATE STREAM s (id INT KEY, cost DOUBLE) WITH (value_format='json')", st.CreateSource,
+     {"kind": "STREAM", "name": "S", "properties": {"value_format": "json"},
+      "columns": [st.Column("id", "INT", True), st.Column("cost", "DOUBLE")]}),
+    ("create or replace table t (id BIGINT PRIMARY KEY, tags ARRAY<STRING>)", st.CreateSource,
+     {"kind": "TABLE", "or_replace": True, "columns": [st.Column("id", "BIGINT", True), st.Column("tags", "ARRAY<STRING>")]}),
+    ("CREATE STREAM s (amount DECIMAL(10,2)) WITH (path='in/s', value_format='CSV')", st.CreateSource,
+     {"columns": [st.Column("amount", "DECIMAL(10, 2)")], "properties": {"path": "in/s", "value_format": "CSV"}}),
+    ("CREATE STREAM v AS SELECT * FROM s WHERE cost > 0 EMIT CHANGES", st.CreateAsSelect,
+     {"kind": "STREAM", "name": "V", "emit": "CHANGES", "select_sql": "SELECT * FROM s WHERE cost > 0"}),
+    ("CREATE TABLE t WITH (value_format='parquet') AS SELECT k, COUNT(*) AS n FROM s GROUP BY k", st.CreateAsSelect,
+     {"kind": "TABLE", "properties": {"value_format": "parquet"}, "emit": None}),
+    ("ALTER STREAM s ADD COLUMN c INT, ADD COLUMN d STRING", st.AlterSource,
+     {"name": "S", "add_columns": [st.Column("c", "INT"), st.Column("d", "STRING")]}),
+    ("INSERT INTO s2 SELECT * FROM s", st.InsertSelect, {"target": "S2", "select_sql": "SELECT * FROM s"}),
+    ("INSERT INTO s (id, cost) VALUES (1, -9.5)", st.InsertValues, {"target": "S", "columns": ["id", "cost"], "values": [1, -9.5]}),
+    ("INSERT INTO s VALUES ('a', NULL, TRUE)", st.InsertValues, {"columns": None, "values": ["a", None, True]}),
+    ("SELECT * FROM t WHERE n > 1 LIMIT 5", st.PullQuery, {"select_sql": "SELECT * FROM t WHERE n > 1 LIMIT 5"}),
+    ("PAUSE csas_v_1", st.QueryControl, {"action": "PAUSE", "query_id": "CSAS_V_1"}),
+    ("RESUME ALL", st.QueryControl, {"action": "RESUME", "query_id": None}),
+    ("TERMINATE ALL", st.QueryControl, {"action": "TERMINATE", "query_id": None}),
+    ("DROP STREAM IF EXISTS s DELETE TOPIC", st.DropSource, {"kind": "STREAM", "if_exists": True, "delete_topic": True}),
+    ("DROP TABLE t", st.DropSource, {"kind": "TABLE", "if_exists": False, "delete_topic": False}),
+    ("SHOW QUERIES EXTENDED", st.Show, {"what": "QUERIES", "extended": True}),
+    ("LIST STREAMS", st.Show, {"what": "STREAMS", "extended": False}),
+    ("DESCRIBE t EXTENDED", st.Describe, {"name": "T", "extended": True}),
+    ("EXPLAIN CTAS_T_3", st.Explain, {"query_id": "CTAS_T_3"}),
+    ("SET 'auto.offset.reset' = 'earliest'", st.SetProperty, {"key": "auto.offset.reset", "value": "earliest"}),
+]
+
+# text -> (fragment of the message, line, column)
+ERRORS = [
+    ("CREATE STREAM `a/b` (id INT)", "'a/b' is not a plain SQL name", 1, 15),
+    ("CREATE STREAM a..b (id INT)", "'a..b' is not a plain SQL name", 1, 15),
+    ("CREATE STREAM s (id INTT)", "unknown type 'INTT'", 1, 21),
+    ("CREATE STREAM s (id INT PRIMARY KEY)", "PRIMARY KEY is for tables", 1, 25),
+    ("CREATE STREAM s\n  AS SELECT FROM WHERE", "invalid SELECT", 2, 18),
+    ("PAUSE", "expected a stream, table or query name", 1, 6),
+    ("FROB s", "expected a StreamQL statement", 1, 1),
+    ("CREATE STREAM s (id INT) WITH (path=)", "expected a string, number or boolean", 1, 37),
+    ("CREATE STREAM s (id INT) WITH (path='a', path='b')", "property 'path' is given twice", 1, 42),
+    ("INSERT INTO s (a, b) VALUES (1)", "2 columns but 1 values", 1, 1),
+    ("SHOW THINGS", "expected STREAMS, TABLES or QUERIES", 1, 6),
+    ("CREATE STREAM v AS SELECT * FROM s EMIT SOMETIMES", "expected EMIT CHANGES or EMIT FINAL", 1, 41),
+    ("PAUSE q1 now", "unexpected text after the statement", 1, 10),
+]
+
+
+@pytest.mark.parametrize("text, cls, fields", PARSES)
+def test_parses(text, cls, fields):
+    stmt = parse_one(text)
+    assert isinstance(stmt, cls)
+    for name, value in fields.items():
+        assert getattr(stmt, name) == value
+
+
+@pytest.mark.parametrize("text, fragment, line, col", ERRORS)
+def test_errors_name_the_problem_and_place(text, fragment, line, col):
+    with pytest.raises(ParseError) as info:
+        parse_one(text)
+    assert fragment in info.value.message
+    assert (info.value.line, info.value.col) == (line, col)
+
+
+def test_script_positions_are_per_statement():
+    from airflow_provider_streamql.language import parse
+    stmts = parse("SHOW STREAMS;\nPAUSE ALL;\n  RESUME ALL")
+    assert [(s.line, s.col) for s in stmts] == [(1, 1), (2, 1), (3, 3)]
