@@ -8,7 +8,6 @@ import socket
 import subprocess
 import tempfile
 import threading
-import time
 import uuid
 
 import pytest
@@ -139,14 +138,3 @@ def runtimes(spark):
     threads = RuntimeThreads(spark)
     yield threads
     threads.stop_all()
-
-
-def wait_until(predicate, timeout: float = 60.0, what: str = "condition"):
-    """Poll ``predicate`` until true; a deadline turns a hang into a clear failure."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")

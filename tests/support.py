@@ -1,0 +1,29 @@
+"""Helpers shared by the tests."""
+from __future__ import annotations
+
+import time
+
+
+def wait_until(predicate, timeout: float = 60.0, what: str = "condition"):
+    """Poll ``predicate`` until true; a deadline turns a hang into a clear failure."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def insert(engine, stream: str, rows: list[tuple]) -> None:
+    """INSERT VALUES each row (one file per record, as a producer would append)."""
+    engine.execute(";".join(f"INSERT INTO {stream} VALUES ({', '.join(map(repr, r))})" for r in rows))
+
+
+def table(engine, name: str) -> dict:
+    """A pull query of a table as {first column: rest of the row}."""
+    return {row[0]: tuple(row[1:]) for row in engine.execute(f"SELECT * FROM {name}")[0].rows}
+
+
+def stream_rows(engine, name: str) -> list:
+    return sorted(tuple(r) for r in engine.execute(f"SELECT * FROM {name}")[0].rows)

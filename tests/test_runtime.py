@@ -1,0 +1,171 @@
+"""KLIP-63's test plan against real runtimes on the shared local SparkSession."""
+import time
+
+import pytest
+
+from airflow_provider_streamql.checkpoints import last_committed_batch
+from airflow_provider_streamql.errors import StateError
+
+from .support import insert, stream_rows, table, wait_until
+
+PIPELINE = """
+CREATE STREAM purchases (id INT KEY, user STRING, cost DOUBLE);
+CREATE TABLE stats AS SELECT user, COUNT(*) AS n, SUM(cost) AS total FROM purchases GROUP BY user;
+CREATE STREAM valid AS SELECT * FROM purchases WHERE cost > 0;
+"""
+FIRST = [(1, "ann", 5.0), (2, "bob", -1.0), (3, "ann", 2.5)]
+LATER = [(4, "bob", 10.0), (5, "cat", 1.0), (6, "ann", 0.5)]
+
+
+def expected_stats(rows):
+    out = {}
+    for _id, user, cost in rows:
+        n, total = out.get(user, (0, 0.0))
+        out[user] = (n + 1, total + cost)
+    return out
+
+
+def caught_up(engine, *query_ids):
+    for query_id in query_ids:
+        engine.wait_caught_up(query_id, timeout=60)
+
+
+def test_pause_and_resume_lose_nothing_and_count_nothing_twice(engine, runtimes):
+    """Both backends: PAUSE is observed, a paused query processes nothing while the other
+    query on the same stream goes on, and RESUME continues from the checkpoint."""
+    engine.execute(PIPELINE)
+    insert(engine, "purchases", FIRST)
+    runtimes.start(engine)
+    engine.wait_for_state("CTAS_STATS_1", "RUNNING")
+    caught_up(engine, "CTAS_STATS_1", "CSAS_VALID_2")
+    assert table(engine, "stats") == expected_stats(FIRST)
+
+    engine.execute("PAUSE CTAS_STATS_1")
+    engine.wait_for_state("CTAS_STATS_1", "PAUSED", timeout=30)
+    stats_query = engine.query("CTAS_STATS_1")
+    assert (stats_query.desired_state, stats_query.observed_state) == ("PAUSED", "PAUSED")
+    committed = last_committed_batch(stats_query.checkpoint)
+
+    insert(engine, "purchases", LATER)
+    caught_up(engine, "CSAS_VALID_2")  # the other query on the same stream keeps going
+    assert engine.state("CSAS_VALID_2") == "RUNNING"
+    assert [r[0] for r in stream_rows(engine, "valid")] == [1, 3, 4, 5, 6]
+    time.sleep(1.0)  # several reconcile passes: a paused query must still not move
+    assert table(engine, "stats") == expected_stats(FIRST)
+    assert last_committed_batch(stats_query.checkpoint) == committed
+
+    engine.execute("RESUME CTAS_STATS_1")
+    engine.wait_for_state("CTAS_STATS_1", "RUNNING")
+    caught_up(engine, "CTAS_STATS_1")
+    assert table(engine, "stats") == expected_stats(FIRST + LATER)
+    # the listener reports asynchronously after the commit
+    wait_until(lambda: getattr(engine.progress("CTAS_STATS_1"), "batch_id", -1) > committed,
+               what="progress of the resumed query")
+    assert engine.progress("CTAS_STATS_1").total_input_rows == len(FIRST + LATER)
+
+
+def test_pausing_a_query_in_one_runtime_leaves_another_runtime_running(sqlite_engine, runtimes):
+    engine = sqlite_engine
+    engine.execute("CREATE STREAM purchases (id INT KEY, user STRING, cost DOUBLE)")
+    engine.execute("CREATE STREAM a AS SELECT * FROM purchases", pipeline="one")
+    engine.execute("CREATE STREAM b AS SELECT * FROM purchases", pipeline="two")
+    one, two = runtimes.start(engine, "one"), runtimes.start(engine, "two")
+    insert(engine, "purchases", FIRST)
+    caught_up(engine, "CSAS_A_1", "CSAS_B_2")
+    assert set(one.active) == {"CSAS_A_1"} and set(two.active) == {"CSAS_B_2"}
+
+    engine.execute("PAUSE ALL", pipeline="one")
+    engine.wait_for_state("CSAS_A_1", "PAUSED")
+    insert(engine, "purchases", LATER)
+    caught_up(engine, "CSAS_B_2")
+    assert len(stream_rows(engine, "b")) == 6
+    assert len(stream_rows(engine, "a")) == 3
+    assert engine.state("CSAS_B_2") == "RUNNING"
+
+    engine.execute("RESUME CSAS_A_1")
+    caught_up(engine, "CSAS_A_1")
+    assert stream_rows(engine, "a") == stream_rows(engine, "b")
+
+
+def test_pause_all_resume_all_terminate_all(sqlite_engine, runtimes):
+    engine = sqlite_engine
+    engine.execute(PIPELINE)
+    runtimes.start(engine)
+    ids = ["CTAS_STATS_1", "CSAS_VALID_2"]
+    engine.wait_for_results(engine.execute("PAUSE ALL"), timeout=60)
+    assert [engine.state(i) for i in ids] == ["PAUSED", "PAUSED"]
+    engine.wait_for_results(engine.execute("RESUME ALL"), timeout=60)
+    assert [engine.state(i) for i in ids] == ["RUNNING", "RUNNING"]
+    insert(engine, "purchases", FIRST)
+    caught_up(engine, *ids)
+    engine.wait_for_results(engine.execute("TERMINATE ALL"), timeout=60)
+    assert [engine.state(i) for i in ids] == ["TERMINATED", "TERMINATED"]
+    assert not [q for q in runtimes.spark.streams.active if q.name in ids]
+    with pytest.raises(StateError, match="terminated and cannot be resumed"):
+        engine.execute("RESUME CTAS_STATS_1")
+    assert table(engine, "stats") == expected_stats(FIRST)  # output stays readable
+
+
+def test_two_runtimes_of_one_pipeline_never_run_the_same_query(sqlite_engine, runtimes):
+    engine = sqlite_engine
+    engine.execute(PIPELINE + "CREATE STREAM big AS SELECT * FROM purchases WHERE cost > 4;")
+    ids = {"CTAS_STATS_1", "CSAS_VALID_2", "CSAS_BIG_3"}
+    first, second = runtimes.start(engine), runtimes.start(engine)
+    overlaps = []
+
+    def all_running_once():
+        overlaps.append(set(first.active) & set(second.active))
+        return set(first.active) | set(second.active) == ids and \
+            all(engine.state(i) == "RUNNING" for i in ids)
+    wait_until(all_running_once, what="every query running in exactly one runtime")
+    for _ in range(20):
+        overlaps.append(set(first.active) & set(second.active))
+        time.sleep(0.05)
+    assert not any(overlaps)
+
+    runtimes.stop(first)  # its queries move to the other runtime, from their checkpoints
+    wait_until(lambda: set(second.active) == ids, what="the second runtime taking over")
+    insert(engine, "purchases", FIRST)
+    caught_up(engine, *ids)
+    assert table(engine, "stats") == expected_stats(FIRST)
+
+    # A runtime whose lease is taken (fenced by a newer epoch) stops that query.
+    engine.catalog.release_lease("CSAS_BIG_3", second.id)
+    assert engine.catalog.acquire_lease("CSAS_BIG_3", "intruder", 60) is not None
+    wait_until(lambda: "CSAS_BIG_3" not in second.active, what="the fenced query to stop")
+    assert not [q for q in runtimes.spark.streams.active if q.name == "CSAS_BIG_3"]
+
+
+def test_cascading_pipeline_and_second_writer(sqlite_engine, runtimes):
+    engine = sqlite_engine
+    engine.execute("""
+        CREATE STREAM purchases (id INT KEY, user STRING, cost DOUBLE);
+        CREATE STREAM valid AS SELECT * FROM purchases WHERE cost > 0;
+        CREATE TABLE spend AS SELECT user, SUM(cost) AS total FROM valid GROUP BY user;
+        CREATE STREAM refunds (id INT KEY, user STRING, cost DOUBLE);
+        INSERT INTO refunds SELECT id, user, -cost AS cost FROM purchases WHERE cost < 0;
+    """)
+    runtimes.start(engine)
+    insert(engine, "purchases", FIRST + LATER)
+    caught_up(engine, "CSAS_VALID_1", "INSERTQUERY_3")
+    caught_up(engine, "CTAS_SPEND_2")  # after its source stream has caught up
+    assert table(engine, "spend") == {"ann": (8.0,), "bob": (10.0,), "cat": (1.0,)}
+    assert stream_rows(engine, "refunds") == [(2, "bob", 1.0)]
+
+
+def test_a_failing_query_reports_error_and_others_keep_running(sqlite_engine, runtimes):
+    engine = sqlite_engine
+    engine.execute("""
+        CREATE STREAM purchases (id INT KEY, user STRING, cost DOUBLE);
+        CREATE STREAM valid AS SELECT * FROM purchases WHERE cost > 0;
+        CREATE STREAM numeric_users AS SELECT id, CAST(user AS INT) AS uid FROM purchases;
+    """)
+    runtimes.start(engine)
+    insert(engine, "purchases", FIRST)
+    engine.wait_for_state("CSAS_NUMERIC_USERS_2", "ERROR", timeout=60)
+    error = engine.query("CSAS_NUMERIC_USERS_2").error
+    assert "CAST_INVALID_INPUT" in error or "ann" in error
+    caught_up(engine, "CSAS_VALID_1")
+    assert engine.state("CSAS_VALID_1") == "RUNNING"
+    shown = {r["query_id"]: r for r in engine.queries()}
+    assert shown["CSAS_NUMERIC_USERS_2"]["state"] == "ERROR" and shown["CSAS_NUMERIC_USERS_2"]["error"]
