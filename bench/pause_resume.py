@@ -1,0 +1,133 @@
+"""Control-plane latency and runtime throughput (issue 2's performance targets).
+
+    .venv/bin/python bench/pause_resume.py [--rounds 10] [--rows 2000000]
+
+Measures, with a real runtime on a local SparkSession and a SQLite catalog:
+  * PAUSE issued -> PAUSED observed, on an idle query (target < 1 s);
+  * RESUME issued -> first batch committed (target < 1.5 s);
+  * throughput of a file-to-file filter query run by the runtime vs the same query
+    hand-written in PySpark in the same session (target ratio >= 0.95).
+The runtime reconciles every 0.5 s (the default), as `streamql runtime` does.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import threading
+import time
+
+from airflow_provider_streamql.catalog import Catalog
+from airflow_provider_streamql.checkpoints import last_committed_batch
+from airflow_provider_streamql.engine import Engine
+from airflow_provider_streamql.runtime import Runtime, build_session
+
+POLL = 0.005
+
+
+def poll(predicate, timeout=120.0):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError
+        time.sleep(POLL)
+    return time.monotonic()
+
+
+def latency(spark, rounds: int) -> dict:
+    home = tempfile.mkdtemp(prefix="bench-latency-")
+    engine = Engine(f"sqlite:///{home}/catalog.db", home=home)
+    engine.execute("CREATE STREAM s (id INT, v DOUBLE); CREATE STREAM f AS SELECT * FROM s WHERE v > 0;")
+    runtime = Runtime(Catalog(engine.catalog.url), "default", spark, interval=0.5)
+    thread = threading.Thread(target=runtime.run, daemon=True)
+    thread.start()
+    engine.wait_for_state("CSAS_F_1", "RUNNING", timeout=120)
+    checkpoint = engine.query("CSAS_F_1").checkpoint
+    pauses, resumes = [], []
+    for i in range(rounds):
+        time.sleep(1.0)  # idle
+        t0 = time.monotonic()
+        engine.execute("PAUSE CSAS_F_1")
+        pauses.append(poll(lambda: engine.query("CSAS_F_1").observed_state == "PAUSED") - t0)
+        engine.execute(f"INSERT INTO s VALUES ({i}, 1.0)")
+        before = last_committed_batch(checkpoint)
+        t0 = time.monotonic()
+        engine.execute("RESUME CSAS_F_1")
+        resumes.append(poll(lambda: last_committed_batch(checkpoint) > before) - t0)
+    runtime.stop()
+    thread.join()
+    return {"pause_to_paused_s": summary(pauses), "resume_to_first_commit_s": summary(resumes)}
+
+
+def write_input(path: str, rows: int, files: int) -> None:
+    os.makedirs(path, exist_ok=True)
+    per_file = rows // files
+    for f in range(files):
+        with open(os.path.join(path, f"part-{f:05d}.json"), "w") as out:
+            for i in range(f * per_file, (f + 1) * per_file):
+                out.write(json.dumps({"id": i, "user": f"u{i % 1000}", "cost": (i % 200) - 50.0}) + "\n")
+
+
+def handwritten(spark, src: str, out: str) -> float:
+    t0 = time.monotonic()
+    df = spark.readStream.format("json").schema("`id` INT, `user` STRING, `cost` DOUBLE").load(src)
+    query = (df.where("cost > 0").writeStream.format("json").option("path", out)
+             .option("checkpointLocation", out + "-checkpoint").outputMode("append").start())
+    query.processAllAvailable()
+    elapsed = time.monotonic() - t0
+    query.stop()
+    return elapsed
+
+
+def via_runtime(spark, src: str, home: str) -> float:
+    engine = Engine(f"sqlite:///{home}/catalog.db", home=home)
+    engine.execute(f"CREATE STREAM s (id INT, user STRING, cost DOUBLE) WITH (path='{src}')")
+    runtime = Runtime(Catalog(engine.catalog.url), "default", spark, interval=0.5)
+    thread = threading.Thread(target=runtime.run, daemon=True)
+    thread.start()
+    time.sleep(1.0)  # the runtime is up and idle, as in production
+    t0 = time.monotonic()
+    engine.execute("CREATE STREAM f AS SELECT * FROM s WHERE cost > 0")
+    engine.wait_caught_up("CSAS_F_1", timeout=600, poll=POLL)
+    elapsed = time.monotonic() - t0
+    runtime.stop()
+    thread.join()
+    return elapsed
+
+
+def throughput(spark, rows: int, rounds: int) -> dict:
+    base = tempfile.mkdtemp(prefix="bench-throughput-")
+    src = os.path.join(base, "input")
+    write_input(src, rows, 200)
+    hand, ours = [], []
+    for r in range(rounds):  # alternate, so warm-up and caches favour neither side
+        hand.append(handwritten(spark, src, os.path.join(base, f"hand-{r}")))
+        ours.append(via_runtime(spark, src, os.path.join(base, f"streamql-{r}")))
+    return {"rows": rows, "handwritten_s": summary(hand), "streamql_s": summary(ours),
+            "throughput_ratio": round(statistics.median(hand) / statistics.median(ours), 3)}
+
+
+def summary(values: list[float]) -> dict:
+    values = sorted(values)
+    return {"median": round(statistics.median(values), 3), "min": round(values[0], 3),
+            "max": round(values[-1], 3), "n": len(values)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--throughput-rounds", type=int, default=3)
+    parser.add_argument("--rows", type=int, default=2_000_000)
+    parser.add_argument("--master", default="local[2]")
+    args = parser.parse_args()
+    spark = build_session(args.master, "streamql-bench", {"spark.ui.enabled": "false"})
+    result = {"latency": latency(spark, args.rounds),
+              "throughput": throughput(spark, args.rows, args.throughput_rounds)}
+    print(json.dumps(result, indent=2))
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
