@@ -88,9 +88,8 @@ class Runtime:
         """Stop every query after its in-flight batch, mark running ones UNASSIGNED (their
         checkpoints are kept; the next runtime resumes them) and release all leases."""
         for query_id in list(self.active):
-            running = self.active.pop(query_id)
-            _stop_quietly(running.stream)
-            self.catalog.set_observed(query_id, "UNASSIGNED", runtime_id=self.id, epoch=running.epoch)
+            epoch = self._stop(query_id)
+            self.catalog.set_observed(query_id, "UNASSIGNED", runtime_id=self.id, epoch=epoch)
         self.catalog.runtime_stopped(self.id)
         try:
             self.spark.streams.removeListener(self.listener)
@@ -108,11 +107,11 @@ class Runtime:
         if epoch is None:  # another runtime holds it: never run it here
             if query.id in self.active:
                 log.warning("lost the lease on %s; stopping it", query.id)
-                self.active.pop(query.id).stream.stop()
+                self._stop(query.id)
             self.epochs.pop(query.id, None)
             return
         if self.epochs.get(query.id) != epoch and query.id in self.active:
-            self.active.pop(query.id).stream.stop()  # fenced by a newer epoch
+            self._stop(query.id)  # fenced by a newer epoch
         self.epochs[query.id] = epoch
         desired = query.desired_state
         if desired == "RUNNING":
@@ -124,14 +123,22 @@ class Runtime:
             self.retry_at.pop(query.id, None)
             if query.id in self.active:
                 self._report(query, "PAUSING", epoch)
-                self.active.pop(query.id).stream.stop()
+                self._stop(query.id)
             self._report(query, "PAUSED", epoch)
         else:
             if query.id in self.active:
-                self.active.pop(query.id).stream.stop()
+                self._stop(query.id)
             self._report(query, "TERMINATED", epoch)
             self.catalog.release_lease(query.id, self.id)
             self.epochs.pop(query.id, None)
+
+    def _stop(self, query_id: str) -> int:
+        """Stop a query (Spark lets its in-flight batch end or re-runs it from the
+        checkpoint); it leaves ``active`` only once stopped. Returns the epoch it ran under."""
+        running = self.active[query_id]
+        _stop_quietly(running.stream)
+        del self.active[query_id]
+        return running.epoch
 
     def _start(self, query: QueryInfo, epoch: int) -> None:
         attempts, when = self.retry_at.get(query.id, (0, 0.0))
