@@ -101,6 +101,9 @@ class Planner:
         if users:
             raise StateError(f"cannot drop {src.name}: queries {', '.join(users)} use it; "
                              f"TERMINATE them first", line=stmt.line, col=stmt.col, text=stmt.text)
+        if stmt.delete_topic and os.path.commonpath([src.path, self.home]) != self.home:
+            raise self._error(f"DELETE TOPIC deletes only topics under {self.home!r}; "
+                              f"{src.path!r} is outside it (drop without DELETE TOPIC)", stmt)
         del self.snapshot.sources[src.name]
         after = (lambda _r: shutil.rmtree(src.path, ignore_errors=True)) if stmt.delete_topic else None
         return Step(Result(stmt.text, f"Dropped {src.kind.lower()} {src.name}"

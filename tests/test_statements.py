@@ -33,6 +33,7 @@ BAD_INPUT = [
     ("INSERT INTO valid (id) VALUES (1)", ValidationError, "VALID is written by query CSAS_VALID_1"),
     ("CREATE STREAM x AS SELECT id, cost * 2 FROM purchases", ValidationError, "give the expression 'cost * 2' a name"),
     ("DROP STREAM purchases", StateError, "queries CSAS_VALID_1 use it"),
+    ("CREATE STREAM ext (id INT) WITH (path='/tmp'); DROP STREAM ext DELETE TOPIC", ValidationError, "DELETE TOPIC deletes only topics under"),
     ("SET 'auto.offset.reset' = 'sometimes'", ValidationError, "must be one of earliest, latest"),
     ("CREATE STREAM a (id INT); CREATE STREAM b (id INT); INSERT INTO a VALUES (1); PAUSE ALL; "
      "CREATE STREAM c AS SELECT nope FROM a", ValidationError, "unknown column 'nope'"),
