@@ -55,7 +55,9 @@ class Runtime:
         self.epochs: dict[str, int] = {}
         self.retry_at: dict[str, tuple[int, float]] = {}
         self.stopping = threading.Event()
-        self.listener = ProgressListener(catalog, lambda name: name in self.active)
+        # A query is ours from the moment we hold its lease: its first batch may report
+        # progress before start() returns.
+        self.listener = ProgressListener(catalog, lambda name: name in self.epochs)
         spark.streams.addListener(self.listener)
 
     # -- loop ------------------------------------------------------------------------------
