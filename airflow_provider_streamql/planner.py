@@ -19,6 +19,7 @@ from .catalog import Catalog, QueryInfo, Snapshot, SourceInfo
 from .errors import NotFoundError, StateError, ValidationError
 from .language import statements as st
 from .language.analyzer import SelectAnalysis, analyze_select
+from .language.streaming import plan_streaming
 from .results import Result
 
 # WITH (...) property -> check of its value (None: accepted as is).
@@ -27,6 +28,9 @@ SOURCE_PROPERTIES: dict[str, Callable[[Any], str | None] | None] = {
     "value_format": lambda v: None if str(v).upper() in topics.FORMATS
     else f"must be one of {', '.join(topics.FORMATS)}",
     "kafka_topic": lambda v: "the Kafka connector is not available in this build; use path",
+    "timestamp": lambda v: None if isinstance(v, str) and v else "must name a TIMESTAMP column",
+    "timestamp_format": lambda v: None if isinstance(v, str) and v
+    else "must be a Spark datetime pattern such as 'yyyy-MM-dd HH:mm:ss'",
 }
 # SET 'key' -> allowed values.
 SESSION_PROPERTIES = {"auto.offset.reset": ("earliest", "latest")}
@@ -120,17 +124,15 @@ class Planner:
         analysis = self._analyze(stmt, stmt.select)
         if stmt.kind == "STREAM" and analysis.aggregate:
             raise self._error("an aggregation makes a TABLE: use CREATE TABLE ... AS SELECT", stmt)
-        if stmt.kind == "TABLE":
-            if not analysis.group_by:
-                raise self._error("CREATE TABLE ... AS SELECT needs a GROUP BY", stmt)
-            projected = {c.name.lower() for c in analysis.columns}
-            missing = [g for g in analysis.group_by if g.lower() not in projected]
-            if missing:
-                raise self._error(f"GROUP BY column(s) {', '.join(missing)} must be in the SELECT "
-                                  f"list: they are the table's key", stmt)
+        if stmt.kind == "TABLE" and not analysis.group_by:
+            raise self._error("CREATE TABLE ... AS SELECT needs a GROUP BY", stmt)
         seq = self.snapshot.next_seq
         query_id = f"{QUERY_PREFIX[stmt.kind]}_{stmt.name}_{seq}"
         sink = self._source(stmt, analysis.columns, writer=query_id)
+        inherited = self.snapshot.sources[analysis.sources[0]].timestamp_column
+        if "timestamp" not in sink.properties and stmt.window is None and \
+                any(c.name == inherited and c.type == "TIMESTAMP" for c in sink.columns):
+            sink.properties["timestamp"] = inherited  # the event time passes through unchanged
         query = self._query(query_id, seq, QUERY_PREFIX[stmt.kind], sink.name, analysis, stmt)
         self.snapshot.sources[sink.name] = sink
 
@@ -254,16 +256,54 @@ class Planner:
     # -- helpers -------------------------------------------------------------------
     def _analyze(self, stmt: st.Statement, select, *, persistent: bool = True) -> SelectAnalysis:
         schemas = {name: src.columns for name, src in self.snapshot.sources.items()}
+        if not persistent and (stmt.window or stmt.within):
+            raise self._error("WINDOW and WITHIN belong in persistent queries, not pull queries", stmt)
         analysis = analyze_select(select, schemas, stmt, persistent=persistent)
         if persistent:
-            tables = [n for n in analysis.sources if self.snapshot.sources[n].kind == "TABLE"]
-            if tables:
-                raise self._error(f"a persistent query cannot read TABLE {tables[0]} yet; "
-                                  f"read a STREAM", stmt)
-            if self.settings.get("auto.offset.reset") == "latest":
-                raise self._error("auto.offset.reset = 'latest' is not supported for file "
-                                  "topics; they are read from the earliest file", stmt)
+            self._check_streaming(stmt, analysis)
         return analysis
+
+    def _check_streaming(self, stmt: st.Statement, analysis: SelectAnalysis) -> None:
+        """What Structured Streaming can run, checked before anything is written."""
+        sources = self.snapshot.sources
+        kinds = {name: sources[name].kind for name in analysis.sources}
+        if kinds[analysis.sources[0]] == "TABLE":
+            raise self._error(f"a persistent query reads a STREAM first; {analysis.sources[0]} is "
+                              f"a TABLE (join it to a stream instead)", stmt)
+        for join_kind, name in analysis.joins:
+            if join_kind not in ("INNER", "LEFT"):
+                raise self._error(f"{join_kind} JOIN is not supported; use INNER or LEFT", stmt)
+            if kinds[name] == "STREAM":
+                if stmt.within is None:
+                    raise self._error(f"a join between streams {analysis.sources[0]} and {name} needs "
+                                      f"WITHIN (e.g. JOIN {name} WITHIN 5 MINUTES ON ...) so its "
+                                      f"state can be bounded by event time", stmt)
+                for side in (analysis.sources[0], name):
+                    self._timestamp(side, stmt, "a stream-stream join")
+            elif stmt.within is not None:
+                raise self._error(f"WITHIN is for joins between streams; {name} is a TABLE", stmt)
+        if len(analysis.joins) > 1:
+            raise self._error("one JOIN per query is supported; chain queries for more", stmt)
+        if analysis.joins and analysis.aggregate:
+            raise self._error("aggregating the result of a join is not supported yet; write the "
+                              "join to a stream and aggregate that", stmt)
+        if stmt.window is not None:
+            if not analysis.aggregate:
+                raise self._error("WINDOW needs an aggregation: CREATE TABLE ... AS SELECT ... "
+                                  "GROUP BY", stmt)
+            self._timestamp(analysis.sources[0], stmt, "WINDOW")
+        if getattr(stmt, "emit", None) == "FINAL" and stmt.window is None:
+            raise self._error("EMIT FINAL needs a windowed aggregation (a WINDOW clause)", stmt)
+        if self.settings.get("auto.offset.reset") == "latest":
+            raise self._error("auto.offset.reset = 'latest' is not supported for file "
+                              "topics; they are read from the earliest file", stmt)
+
+    def _timestamp(self, name: str, stmt: st.Statement, needed_by: str) -> str:
+        column = self.snapshot.sources[name].timestamp_column
+        if column is None:
+            raise self._error(f"{needed_by} needs event time, and {name} has no timestamp column: "
+                              f"declare it with WITH (timestamp='<column>')", stmt)
+        return column
 
     def _source(self, stmt, columns, writer: str | None) -> SourceInfo:
         props = dict(stmt.properties)
@@ -275,6 +315,15 @@ class Planner:
                 raise self._error(f"property {key} = {value!r}: {problem}", stmt)
         path = os.path.abspath(os.path.join(self.home, props["path"]) if "path" in props
                                else os.path.join(self.home, "topics", stmt.name))
+        if "timestamp" in props:
+            ts = next((c for c in columns if c.name.lower() == props["timestamp"].lower()), None)
+            if ts is None or ts.type != "TIMESTAMP":
+                raise self._error(f"timestamp = {props['timestamp']!r} must name a TIMESTAMP column "
+                                  f"of {stmt.name}" + ("" if ts is None else f" ({ts.name} is {ts.type})"),
+                                  stmt)
+            props["timestamp"] = ts.name
+        elif "timestamp_format" in props:
+            raise self._error("timestamp_format needs timestamp = '<column>'", stmt)
         clash = next((s.name for s in self.snapshot.sources.values() if s.path == path), None)
         if clash:
             raise self._error(f"path {path!r} is already used by {clash}", stmt)
@@ -284,10 +333,15 @@ class Planner:
     def _query(self, query_id: str, seq: int, kind: str, sink: str, analysis: SelectAnalysis,
                stmt) -> QueryInfo:
         now = time.time()
+        sources = self.snapshot.sources
+        plan = plan_streaming(
+            stmt.select, stmt, analysis, query_id, kind=kind,
+            timestamps={n: sources[n].timestamp_column for n in analysis.sources},
+            tables={n for n in analysis.sources if sources[n].kind == "TABLE"})
         query = QueryInfo(
             id=query_id, seq=seq, pipeline=self.pipeline, kind=kind, sink=sink,
-            sources=analysis.sources, sql=stmt.text, select_sql=stmt.select_sql,
-            properties=dict(self.settings), version=1,
+            sources=analysis.sources, sql=stmt.text, select_sql=plan.spark_sql,
+            properties={**self.settings, "plan": plan.to_dict()}, version=1,
             checkpoint=os.path.join(self.home, "checkpoints", query_id),
             desired_state="RUNNING", observed_state="PENDING", created_at=now, updated_at=now)
         self.snapshot.queries[query_id] = query

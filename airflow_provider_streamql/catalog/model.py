@@ -27,6 +27,11 @@ class SourceInfo:
     writer_query: str | None = None
 
     @property
+    def timestamp_column(self) -> str | None:
+        """The event-time column (``WITH (timestamp=...)``), if declared."""
+        return self.properties.get("timestamp")
+
+    @property
     def key_columns(self) -> list[str]:
         return [c.name for c in self.columns if c.key]
 

@@ -4,7 +4,7 @@ Works on sqlglot's qualified, type-annotated tree; never needs Spark.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlglot import exp
 from sqlglot.errors import OptimizeError
@@ -67,7 +67,11 @@ class SelectAnalysis:
     columns: list[Column]
     aggregate: bool
     group_by: list[str]
+    #: (join kind, upper-case name of the joined source) for each JOIN, in order.
+    joins: list[tuple[str, str]] = field(default_factory=list)
 
+
+WINDOW_BOUNDS = ("WINDOWSTART", "WINDOWEND")
 
 def analyze_select(select: exp.Select, schemas: dict[str, list[Column]], stmt: Statement,
                    *, persistent: bool) -> SelectAnalysis:
@@ -99,6 +103,13 @@ def analyze_select(select: exp.Select, schemas: dict[str, list[Column]], stmt: S
         if not isinstance(projection, (exp.Column, exp.Alias, exp.Star)):
             raise where.error(f"give the expression {projection.sql(dialect=DIALECT)!r} a name "
                               f"with AS", projection)
+    if stmt.window is not None:  # window bounds are columns of the windowed source
+        schemas = dict(schemas)
+        schemas[sources[0]] = list(schemas[sources[0]]) + [Column(b, "TIMESTAMP") for b in WINDOW_BOUNDS]
+    else:
+        for column in select.find_all(exp.Column):
+            if column.name.upper() in WINDOW_BOUNDS:
+                raise where.error(f"{column.name} is defined only in a query with a WINDOW clause", column)
     declared = {c.name.lower(): c.name for cols in schemas.values() for c in cols}
     declared.update({a.alias.lower(): a.alias for a in select.find_all(exp.Alias)})
     sql_schema = {name: {c.name: c.type for c in cols} for name, cols in schemas.items()}
@@ -112,20 +123,42 @@ def analyze_select(select: exp.Select, schemas: dict[str, list[Column]], stmt: S
             raise where.error(f"unknown column {node.name!r} (known: {known})", node) from None
         raise where.error(str(e).split(". Line:")[0], node) from None
     _check_types(tree, where)
-    group_by = [declared.get(g.name.lower(), g.name) for g in tree.args["group"].expressions] \
-        if tree.args.get("group") else []
+    names = [declared.get(p.alias_or_name.lower(), p.alias_or_name) for p in tree.selects]
+    group_by = _grouping_keys(tree, names, where, select)
+    if stmt.window is not None:
+        group_by += list(WINDOW_BOUNDS)
     aggregate = bool(group_by) or any(isinstance(p, exp.AggFunc) for p in tree.find_all(exp.AggFunc))
     columns, seen = [], set()
-    for projection in tree.selects:
-        name = declared.get(projection.alias_or_name.lower(), projection.alias_or_name)
+    for name, projection in zip(names, tree.selects):
         if name.lower() in seen:
             raise where.error(f"column {name!r} appears twice in the output", select)
         seen.add(name.lower())
         if projection.type is None or projection.type.this in LOOSE:
             raise where.error(f"cannot tell the type of column {name!r}; add a CAST", select)
-        columns.append(Column(name, projection.type.sql(dialect=DIALECT),
-                              key=name.lower() in {g.lower() for g in group_by}))
-    return SelectAnalysis(sources, columns, aggregate, group_by)
+        columns.append(Column(name, projection.type.sql(dialect=DIALECT), key=name in group_by))
+    for bound in WINDOW_BOUNDS if stmt.window is not None else ():
+        if bound.lower() not in seen:  # a windowed table is keyed by its window too
+            columns.append(Column(bound, "TIMESTAMP", key=True))
+    joins = [((j.args.get("side") or j.args.get("kind") or "INNER").upper(), j.this.name.upper())
+             for j in select.args.get("joins") or []]
+    return SelectAnalysis(sources, columns, aggregate, group_by, joins)
+
+
+def _grouping_keys(tree: exp.Select, names: list[str], where: "_Locator",
+                   select: exp.Select) -> list[str]:
+    """Output names of the grouping expressions: each must be in the SELECT list (they
+    become the table's key), as a column or as the same expression under an alias."""
+    keys = []
+    group = tree.args.get("group")
+    for expression in group.expressions if group else []:
+        for name, projection in zip(names, tree.selects):
+            if projection == expression or projection.unalias() == expression:
+                keys.append(name)
+                break
+        else:
+            raise where.error(f"GROUP BY {_show(expression)!r} must also be in the SELECT list: "
+                              f"the grouping expressions are the table's key", expression)
+    return keys
 
 
 def _check_types(tree: exp.Expression, where: "_Locator") -> None:

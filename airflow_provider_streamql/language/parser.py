@@ -18,12 +18,15 @@ from ..errors import ParseError
 from .dialect import DIALECT
 from .statements import (
     AlterSource, Column, CreateAsSelect, CreateSource, Describe, DropSource, Explain,
-    InsertSelect, InsertValues, PullQuery, QueryControl, SetProperty, Show, Statement,
+    InsertSelect, InsertValues, PullQuery, QueryControl, SetProperty, Show, Statement, Within,
+    WindowSpec,
 )
 
 PLAIN_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 NAME_TOKENS = {TokenType.VAR, TokenType.IDENTIFIER}
 EMIT_MODES = ("CHANGES", "FINAL")
+WINDOW_KINDS = ("TUMBLING", "HOPPING", "SESSION")
+TIME_UNITS = {"MILLISECOND": 0.001, "SECOND": 1, "MINUTE": 60, "HOUR": 3600, "DAY": 86400}
 SHOW_TARGETS = ("STREAMS", "TABLES", "QUERIES")
 SOURCE_KINDS = ("STREAM", "TABLE")
 
@@ -71,6 +74,8 @@ class _StatementParser:
         self.tokens = tokens
         self.i = 0
         self.start, self.end = tokens[0].start, tokens[-1].end + 1
+        self.window: WindowSpec | None = None
+        self.within: Within | None = None
 
     # -- token helpers -------------------------------------------------------
     def peek(self, ahead: int = 0) -> Token | None:
@@ -150,7 +155,8 @@ class _StatementParser:
     def make(self, cls: type[Statement], **fields: Any) -> Statement:
         first = self.tokens[0]
         select_at = getattr(self, "select_at", (first.line, start_col(first)))
-        return cls(**fields, text=self.text, line=first.line, col=start_col(first), select_at=select_at)
+        return cls(**fields, text=self.text, line=first.line, col=start_col(first),
+                   select_at=select_at, window=self.window, within=self.within)
 
     # -- statements ------------------------------------------------------------
     def parse(self) -> Statement:
@@ -281,10 +287,95 @@ class _StatementParser:
                 self.fail("expected EMIT CHANGES or EMIT FINAL", self.tokens[-1])
             emit, last = mode, len(self.tokens) - 2
         first = self.tokens[self.i]
-        sql = self.script[first.start:self.tokens[last - 1].end + 1]
+        sql = self.take_clauses(first, last)
         self.i = len(self.tokens)
         self.select_at = (first.line, start_col(first))
         return parse_select(sql, first), sql, emit
+
+    # -- ksqlDB clauses inside a SELECT -------------------------------------------------
+    def take_clauses(self, first: Token, last: int) -> str:
+        """The SELECT text with its WINDOW and WITHIN clauses parsed into ``self.window`` /
+        ``self.within`` and blanked out (same length, so positions stay right)."""
+        text = list(self.script[first.start:self.tokens[last - 1].end + 1])
+        depth, j = 0, self.i
+        while j < last:
+            token = self.tokens[j]
+            depth += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(token.token_type, 0)
+            word = token.text.upper()
+            nxt = self.tokens[j + 1].text.upper() if j + 1 < last else ""
+            if depth == 0 and word == "WINDOW" and nxt in WINDOW_KINDS:
+                clause, parse_clause = "window", self.window_clause
+            elif depth == 0 and word == "WITHIN":
+                clause, parse_clause = "within", self.within_clause
+            else:
+                j += 1
+                continue
+            if getattr(self, clause) is not None:
+                self.fail(f"only one {word} clause is allowed", token)
+            self.i = j + 1
+            parse_clause()
+            end = self.tokens[self.i - 1].end
+            for k in range(token.start, end + 1):
+                if text[k - first.start] != "\n":
+                    text[k - first.start] = " "
+            j = self.i
+        return "".join(text)
+
+    def window_clause(self) -> None:
+        kind = self.tokens[self.i].text.upper()
+        self.i += 1
+        self.expect_type(TokenType.L_PAREN, "(")
+        advance = None
+        if kind == "SESSION":
+            size = self.duration("session gap")
+        else:
+            self.expect("SIZE")
+            size = self.duration("window SIZE")
+            if kind == "HOPPING":
+                self.expect_type(TokenType.COMMA, ",")
+                self.expect("ADVANCE", "BY")
+                advance = self.duration("ADVANCE BY")
+                if advance > size:
+                    bad = self.tokens[self.i - 2]
+                    raise ParseError(f"ADVANCE BY ({advance:g}s) cannot be larger than SIZE "
+                                     f"({size:g}s)", line=bad.line, col=start_col(bad),
+                                     text=self.line_of(bad))
+        grace = self.grace_period(comma=True)
+        self.expect_type(TokenType.R_PAREN, ")")
+        self.window = WindowSpec(kind, size, advance, grace)
+
+    def within_clause(self) -> None:
+        if self.accept_type(TokenType.L_PAREN):
+            before = self.duration("WITHIN", allow_zero=True)
+            self.expect_type(TokenType.COMMA, ",")
+            after = self.duration("WITHIN", allow_zero=True)
+            self.expect_type(TokenType.R_PAREN, ")")
+        else:
+            before = after = self.duration("WITHIN", allow_zero=True)
+        self.within = Within(before, after, self.grace_period(comma=False))
+
+    def grace_period(self, *, comma: bool) -> float | None:
+        if comma and not (self.at(",", "GRACE") and self.accept_type(TokenType.COMMA)):
+            return None
+        if not self.accept("GRACE", "PERIOD"):
+            return None
+        return self.duration("GRACE PERIOD", allow_zero=True)
+
+    def duration(self, what: str, *, allow_zero: bool = False) -> float:
+        """``<number> <unit>``, e.g. ``1 MINUTE``, ``500 MILLISECONDS``; in seconds."""
+        start = self.peek()
+        value = self.literal()
+        unit_token = self.peek()
+        unit = unit_token.text.upper() if unit_token else ""
+        seconds = TIME_UNITS.get(unit[:-1] if unit.endswith("S") and unit[:-1] in TIME_UNITS else unit)
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or seconds is None:
+            self.fail(f"expected a duration for {what}, such as 10 SECONDS or 1 MINUTE", unit_token or start)
+        self.i += 1
+        if value < 0 or (value == 0 and not allow_zero):
+            raise ParseError(f"{what} must be {'zero or ' if allow_zero else ''}positive, got "
+                             f"{value} {unit}", line=start.line, col=start_col(start),
+                             text=self.line_of(start))
+        return value * seconds
 
     def alter(self) -> Statement:
         self.expect("ALTER")

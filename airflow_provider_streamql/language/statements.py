@@ -16,6 +16,28 @@ class Column:
     key: bool = False
 
 
+@dataclass(frozen=True)
+class WindowSpec:
+    """``WINDOW TUMBLING|HOPPING|SESSION (...)``; durations in seconds.
+
+    ``size`` is the session gap for SESSION windows; ``grace`` is None when not given.
+    """
+
+    kind: str
+    size: float
+    advance: float | None = None
+    grace: float | None = None
+
+
+@dataclass(frozen=True)
+class Within:
+    """``JOIN ... WITHIN before[, after] [GRACE PERIOD g]``: the join's time bound, seconds."""
+
+    before: float
+    after: float
+    grace: float | None = None
+
+
 @dataclass
 class Statement:
     """Base of every statement: the exact text and where it starts in its script."""
@@ -25,6 +47,9 @@ class Statement:
     col: int = field(default=1, kw_only=True)
     #: (line, column) where an embedded SELECT starts, to place errors inside it.
     select_at: tuple[int, int] = field(default=(1, 1), kw_only=True)
+    #: ksqlDB clauses taken out of an embedded SELECT before Spark SQL parses it.
+    window: WindowSpec | None = field(default=None, kw_only=True)
+    within: Within | None = field(default=None, kw_only=True)
 
     #: True for statements that change the catalog (as opposed to SHOW, DESCRIBE, ...).
     writes = True

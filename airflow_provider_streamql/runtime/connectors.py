@@ -1,9 +1,10 @@
-"""The file connector on the Spark side: read a topic as a stream, write a query's output.
+"""The file connector on the Spark side: read a topic as a stream or a table snapshot, and
+build a query's writer.
 
 STREAM outputs go through Spark's file sink (exactly-once via its ``_spark_metadata``
-log). TABLE outputs and INSERT INTO ... SELECT go through foreachBatch writers that are
-idempotent per batch id: each batch is written to a hidden directory and renamed into
-place, and a batch that already has its entry (re-run after a crash) is skipped.
+log). TABLE outputs, INSERT INTO ... SELECT and stream-table joins go through foreachBatch
+writers that are idempotent per batch id: each batch is written to a hidden directory and
+renamed into place, and a batch that already has its entry (re-run after a crash) is skipped.
 """
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ import os
 import shutil
 from typing import Callable
 
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.streaming import DataStreamWriter
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from ..catalog import QueryInfo, SourceInfo
-from ..topics import FORMATS, is_data_name
+from ..language.streaming import StreamingPlan
+from ..topics import FORMATS, changelog_entries, entry_files, is_data_name
 
 # format -> extra reader/writer options
 FORMAT_OPTIONS = {"JSON": {}, "CSV": {"header": "true"}, "PARQUET": {}}
@@ -25,14 +28,58 @@ def ddl_schema(src: SourceInfo) -> str:
     return ", ".join(f"`{c.name}` {c.type}" for c in src.columns)
 
 
-def read_stream(spark: SparkSession, src: SourceInfo) -> DataFrame:
-    """A streaming DataFrame over a file topic (only committed files if a query writes it)."""
+def _reader_options(src: SourceInfo) -> dict[str, str]:
+    options = dict(FORMAT_OPTIONS[src.format])
+    if src.properties.get("timestamp_format"):
+        options["timestampFormat"] = src.properties["timestamp_format"]
+    return options
+
+
+def read_stream(spark: SparkSession, src: SourceInfo, watermark: list | None = None) -> DataFrame:
+    """A streaming DataFrame over a file topic (only committed files if a query writes it),
+    with the query's watermark on its event-time column."""
     os.makedirs(src.path, exist_ok=True)
     reader = spark.readStream.format(FORMATS[src.format][0]).schema(ddl_schema(src))
-    return reader.options(**FORMAT_OPTIONS[src.format]).load(src.path)
+    df = reader.options(**_reader_options(src)).load(src.path)
+    if watermark:
+        column, seconds = watermark
+        df = df.withWatermark(column, f"{int(round(seconds * 1000))} milliseconds")
+    return df
 
 
-def sink_writer(df: DataFrame, query: QueryInfo, sink: SourceInfo,
+def read_table_snapshot(spark: SparkSession, src: SourceInfo) -> DataFrame:
+    """A TABLE as it is now: the latest changelog row per key (a batch DataFrame)."""
+    files = [f for entry in changelog_entries(src.path) for f in entry_files(entry)]
+    if not files:
+        return spark.createDataFrame([], ddl_schema(src))
+    df = (spark.read.format(FORMATS[src.format][0]).schema(ddl_schema(src))
+          .options(**_reader_options(src)).load(files)
+          .withColumn("__entry", F.col("_metadata.file_path")))
+    # entry names sort oldest first, so the greatest path per key is its latest row
+    latest = Window.partitionBy(*[F.col(f"`{k}`") for k in src.key_columns]).orderBy(F.col("__entry").desc())
+    return df.withColumn("__rank", F.row_number().over(latest)).where("__rank = 1").drop("__entry", "__rank")
+
+
+def start_query(spark: SparkSession, query: QueryInfo, plan: StreamingPlan,
+                sources: dict[str, SourceInfo], sink: SourceInfo,
+                before_commit: Callable[[], None]) -> StreamingQuery:
+    """Build and start a query's streaming plan. Stream-table joins re-read the table side
+    as of each micro-batch; everything else is one streaming SQL plan."""
+    streams = {n: read_stream(spark, sources[n], plan.watermarks.get(n))
+               for n in query.sources if n not in plan.static_tables}
+    if plan.static_tables:
+        (stream_name, stream_df), = streams.items()
+        compute = _JoinAsOfBatch(plan, stream_name, {t: sources[t] for t in plan.static_tables})
+        writer = stream_df.writeStream.foreachBatch(
+            BatchWriter(sink, f"{query.id}-v{query.version:04d}", before_commit,
+                        as_directory=False, compute=compute))
+        return writer.queryName(query.id).option("checkpointLocation", query.checkpoint).start()
+    for name, df in streams.items():
+        df.createOrReplaceTempView(plan.views[name])  # per-query view names never collide
+    return sink_writer(spark.sql(plan.spark_sql), query, plan, sink, before_commit).start()
+
+
+def sink_writer(df: DataFrame, query: QueryInfo, plan: StreamingPlan, sink: SourceInfo,
                 before_commit: Callable[[], None]) -> DataStreamWriter:
     """The configured writeStream for a query's sink (not yet started)."""
     writer = df.writeStream.queryName(query.id).option("checkpointLocation", query.checkpoint)
@@ -41,10 +88,24 @@ def sink_writer(df: DataFrame, query: QueryInfo, sink: SourceInfo,
         return (writer.format(FORMATS[sink.format][0]).options(**FORMAT_OPTIONS[sink.format])
                 .option("path", sink.path).outputMode("append"))
     if query.kind == "CTAS":
-        return writer.outputMode("update").foreachBatch(
+        return writer.outputMode(plan.output_mode).foreachBatch(
             BatchWriter(sink, f"v{query.version:04d}", before_commit, as_directory=True))
     return writer.outputMode("append").foreachBatch(
         BatchWriter(sink, f"{query.id}-v{query.version:04d}", before_commit, as_directory=False))
+
+
+class _JoinAsOfBatch:
+    """Turns one micro-batch of the stream into the join with the tables as they are now."""
+
+    def __init__(self, plan: StreamingPlan, stream: str, tables: dict[str, SourceInfo]):
+        self.plan, self.stream, self.tables = plan, stream, tables
+
+    def __call__(self, batch: DataFrame) -> DataFrame:
+        spark = batch.sparkSession
+        batch.createOrReplaceTempView(self.plan.views[self.stream])
+        for name, src in self.tables.items():
+            read_table_snapshot(spark, src).createOrReplaceTempView(self.plan.views[name])
+        return spark.sql(self.plan.spark_sql)
 
 
 class BatchWriter:
@@ -52,15 +113,16 @@ class BatchWriter:
     ``prefix`` and the batch id.
 
     ``as_directory``: the batch becomes a changelog entry directory (tables); otherwise its
-    single data file is moved into the stream directory (INSERT INTO ... SELECT).
-    ``before_commit`` runs just before the rename; it raises if this runtime lost the
-    query's lease, so a fenced-off runtime never commits.
+    single data file is moved into the stream directory. ``compute`` turns the micro-batch
+    into the rows to write (stream-table joins). ``before_commit`` runs just before the
+    rename; it raises if this runtime lost the query's lease, so a fenced-off runtime never
+    commits.
     """
 
     def __init__(self, sink: SourceInfo, prefix: str, before_commit: Callable[[], None], *,
-                 as_directory: bool):
+                 as_directory: bool, compute: Callable[[DataFrame], DataFrame] | None = None):
         self.sink, self.prefix, self.before_commit = sink, prefix, before_commit
-        self.as_directory = as_directory
+        self.as_directory, self.compute = as_directory, compute
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         name = f"{self.prefix}-b{batch_id:012d}"
@@ -68,6 +130,8 @@ class BatchWriter:
         final = os.path.join(self.sink.path, name if self.as_directory else name + suffix)
         if os.path.exists(final):
             return  # committed before a restart; the re-run batch has the same input
+        if self.compute is not None:
+            df = self.compute(df)
         tmp = os.path.join(self.sink.path, f".tmp-{name}")
         shutil.rmtree(tmp, ignore_errors=True)
         (df.coalesce(1).write.format(FORMATS[self.sink.format][0])

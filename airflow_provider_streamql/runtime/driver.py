@@ -20,14 +20,12 @@ from pyspark.sql.streaming import StreamingQuery
 
 from ..catalog import Catalog, QueryInfo
 from ..errors import StateError
-from .connectors import read_stream, sink_writer
+from ..language.streaming import StreamingPlan
+from .connectors import start_query
 from .listener import ProgressListener
 
 log = logging.getLogger("streamql.runtime")
 
-# A temp view name is session-wide; build each query's plan under this lock so runtimes
-# sharing a session never see each other's half-registered views.
-_PLAN_LOCK = threading.Lock()
 MAX_RETRY_DELAY = 60.0
 
 
@@ -153,12 +151,9 @@ class Runtime:
             missing = [n for n, s in [(query.sink, sink), *sources.items()] if s is None]
             if missing:
                 raise StateError(f"{', '.join(missing)} no longer exist(s) in the catalog")
-            with _PLAN_LOCK:
-                for name, src in sources.items():
-                    read_stream(self.spark, src).createOrReplaceTempView(name)
-                df = self.spark.sql(query.select_sql)
             fence = lambda: self._check_lease(query.id, epoch)
-            stream = sink_writer(df, query, sink, fence).start()
+            plan = StreamingPlan.from_dict(query.properties["plan"])
+            stream = start_query(self.spark, query, plan, sources, sink, fence)
         except Exception as e:
             delay = min(MAX_RETRY_DELAY, 2.0 ** attempts)
             self.retry_at[query.id] = (attempts + 1, time.monotonic() + delay)

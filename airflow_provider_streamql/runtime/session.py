@@ -9,6 +9,8 @@ DEFAULT_CONF = {
     # micro-batch of a small aggregation schedule 200 tasks.
     "spark.sql.shuffle.partitions": "4",
     "spark.sql.streaming.stopGracefullyOnShutdown": "true",
+    # Event times and window bounds in output files are UTC, whatever the host's zone.
+    "spark.sql.session.timeZone": "UTC",
 }
 
 
