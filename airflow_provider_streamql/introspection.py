@@ -11,7 +11,7 @@ from .language import statements as st
 from .results import Result
 
 QUERY_COLUMNS = ["query_id", "pipeline", "state", "desired", "version", "sink", "sources",
-                 "last_batch", "rows_per_sec", "error"]
+                 "last_batch", "rows_per_sec", "state_rows", "state_bytes", "late_rows", "error"]
 
 
 def shown_state(query: QueryInfo, lease: dict[str, Any] | None, now: float | None = None) -> str:
@@ -35,6 +35,9 @@ def query_rows(catalog: Catalog, queries: list[QueryInfo], conn: Connection | No
             "sources": ",".join(q.sources),
             "last_batch": p.batch_id if p else None,
             "rows_per_sec": round(p.rows_per_second, 1) if p else None,
+            "state_rows": p.state_rows if p else None,
+            "state_bytes": p.state_bytes if p else None,
+            "late_rows": p.late_rows if p else None,
             "error": q.error,
         })
     return rows
@@ -80,6 +83,12 @@ def explain(catalog: Catalog, conn: Connection, snapshot: Snapshot, stmt: st.Exp
         ("sources", ", ".join(q.sources)), ("checkpoint", q.checkpoint), ("sql", q.sql),
         ("spark_select", q.select_sql), ("last_batch", p.batch_id if p else None),
         ("last_batch_at", time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(p.last_batch_at)) if p else None),
-        ("rows_per_sec", row["rows_per_sec"]), ("error", q.error),
+        ("rows_per_sec", row["rows_per_sec"]), ("late_rows", row["late_rows"]),
+        ("output_mode", q.properties.get("plan", {}).get("output_mode")),
+        ("watermarks", q.properties.get("plan", {}).get("watermarks")),
+        *[(f"state[{n}]", f"{op['operator']}: {op['rows']} rows, {op['memory_bytes']} bytes, "
+                          f"{op['dropped_by_watermark']} late rows dropped")
+          for n, op in enumerate(p.state_operators if p else [])],
+        ("error", q.error),
     ]
     return Result(stmt.text, columns=["field", "value"], rows=[[k, v] for k, v in fields])

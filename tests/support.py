@@ -27,3 +27,20 @@ def table(engine, name: str) -> dict:
 
 def stream_rows(engine, name: str) -> list:
     return sorted(tuple(r) for r in engine.execute(f"SELECT * FROM {name}")[0].rows)
+
+
+def changelog(engine, name: str) -> list[dict]:
+    """Every row a table's query ever emitted, oldest first (not just the latest per key)."""
+    from airflow_provider_streamql import topics
+    src = engine.catalog.source(name.upper())
+    return [row for entry in topics.changelog_entries(src.path)
+            for f in topics.entry_files(entry) for row in topics.read_file(f, src.format, src.columns)]
+
+
+def hhmmss(value) -> str:
+    """A timestamp as Spark wrote it ('2024-01-01T00:01:00.000Z') -> '00:01:00' (dates in
+    the tests are 2024-01-01 unless shown)."""
+    text = str(value).replace("T", " ").rstrip("Z")
+    date, _, clock = text.partition(" ")
+    clock = clock[:8]
+    return clock if date == "2024-01-01" else f"{date} {clock}"

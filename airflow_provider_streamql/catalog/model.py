@@ -84,6 +84,10 @@ class Progress:
     rows_per_second: float
     source_offsets: Any
     last_batch_at: float
+    late_rows: int = 0            # records dropped as later than the watermark, all batches
+    state_rows: int = 0           # rows in the query's state stores now
+    state_bytes: int = 0          # memory the state stores use now
+    state_operators: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass

@@ -91,6 +91,10 @@ progress = Table(
     Column("rows_per_second", Float, nullable=False),
     Column("source_offsets", Text, nullable=False),         # JSON, as Spark reports them
     Column("last_batch_at", Float, nullable=False),
+    Column("late_rows", Integer, nullable=False, default=0),  # dropped by watermark, summed
+    Column("state_rows", Integer, nullable=False, default=0),
+    Column("state_bytes", Integer, nullable=False, default=0),
+    Column("state_operators", Text, nullable=False, default="[]"),  # JSON, per operator
 )
 
 MIGRATION_1_TABLES = (sources, queries, query_versions, commands)

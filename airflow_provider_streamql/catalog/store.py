@@ -137,6 +137,7 @@ class Catalog:
             return None
         data = dict(row._mapping)
         data["source_offsets"] = json.loads(data["source_offsets"])
+        data["state_operators"] = json.loads(data["state_operators"])
         return Progress(**data)
 
     def leases(self, conn: Connection | None = None) -> dict[str, dict[str, Any]]:
@@ -223,16 +224,19 @@ class Catalog:
             return True
 
     def record_progress(self, p: Progress) -> None:
-        """Store the latest batch; ``total_input_rows`` accumulates over new batch ids."""
+        """Store the latest batch; input and late rows accumulate over new batch ids."""
         values = dict(batch_id=p.batch_id, input_rows=p.input_rows,
                       rows_per_second=p.rows_per_second,
-                      source_offsets=json.dumps(p.source_offsets), last_batch_at=p.last_batch_at)
+                      source_offsets=json.dumps(p.source_offsets), last_batch_at=p.last_batch_at,
+                      state_rows=p.state_rows, state_bytes=p.state_bytes,
+                      state_operators=json.dumps(p.state_operators))
         with write_connection(self.engine) as conn:
             row = conn.execute(select(s.progress).where(s.progress.c.query_id == p.query_id)).first()
             if row is None:
-                conn.execute(insert(s.progress).values(query_id=p.query_id,
-                                                       total_input_rows=p.input_rows, **values))
+                conn.execute(insert(s.progress).values(
+                    query_id=p.query_id, total_input_rows=p.input_rows, late_rows=p.late_rows, **values))
             else:
-                total = row.total_input_rows + (p.input_rows if p.batch_id != row.batch_id else 0)
-                conn.execute(update(s.progress).where(s.progress.c.query_id == p.query_id)
-                             .values(total_input_rows=total, **values))
+                new = p.batch_id != row.batch_id
+                conn.execute(update(s.progress).where(s.progress.c.query_id == p.query_id).values(
+                    total_input_rows=row.total_input_rows + (p.input_rows if new else 0),
+                    late_rows=row.late_rows + (p.late_rows if new else 0), **values))

@@ -125,9 +125,9 @@ def analyze_select(select: exp.Select, schemas: dict[str, list[Column]], stmt: S
     _check_types(tree, where)
     names = [declared.get(p.alias_or_name.lower(), p.alias_or_name) for p in tree.selects]
     group_by = _grouping_keys(tree, names, where, select)
-    if stmt.window is not None:
-        group_by += list(WINDOW_BOUNDS)
     aggregate = bool(group_by) or any(isinstance(p, exp.AggFunc) for p in tree.find_all(exp.AggFunc))
+    if stmt.window is not None and aggregate:
+        group_by += list(WINDOW_BOUNDS)
     columns, seen = [], set()
     for name, projection in zip(names, tree.selects):
         if name.lower() in seen:

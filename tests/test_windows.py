@@ -1,0 +1,127 @@
+"""Windowed aggregations over out-of-order event time; the expected rows are worked out by
+hand from the input, with Spark's rules: a window closes when the watermark (the greatest
+event time seen, minus the grace period) reaches its end; a record for a closed window is
+late and dropped."""
+import pytest
+
+from .support import changelog, hhmmss, wait_until
+
+CLICKS = "CREATE STREAM clicks (user STRING, n INT, ts TIMESTAMP) WITH (timestamp='ts');"
+# Three groups, each processed in its own micro-batch: the watermark moves between them.
+GROUPS = [
+    [("a", 1, "00:00:10"), ("a", 2, "00:00:50"), ("b", 5, "00:01:10")],
+    [("a", 3, "00:00:30"), ("b", 1, "00:01:20")],  # a@00:00:30 is out of order
+    [("c", 7, "00:02:30")],
+]
+
+# name -> (query, expected table {(user, WINDOWSTART, WINDOWEND): (count, sum)}, late rows)
+CASES = {
+    "tumbling_final": (
+        "WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY user EMIT FINAL",
+        # a@00:00:30 arrives after the watermark reached 00:01:10: [00:00, 00:01) is closed.
+        # c's window is still open at the end, so it is not emitted.
+        {("a", "00:00:00", "00:01:00"): (2, 3), ("b", "00:01:00", "00:02:00"): (2, 6)}, 1),
+    "tumbling_grace_final": (
+        "WINDOW TUMBLING (SIZE 1 MINUTE, GRACE PERIOD 60 SECONDS) GROUP BY user EMIT FINAL",
+        # watermark = max - 60 s: a@00:00:30 is in time; only [00:00, 00:01) has closed
+        # (watermark 00:01:30 after the third group).
+        {("a", "00:00:00", "00:01:00"): (3, 6)}, 0),
+    "tumbling_changes": (
+        "WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY user EMIT CHANGES",
+        {("a", "00:00:00", "00:01:00"): (2, 3), ("b", "00:01:00", "00:02:00"): (2, 6),
+         ("c", "00:02:00", "00:03:00"): (1, 7)}, 1),
+    "hopping_changes": (
+        "WINDOW HOPPING (SIZE 1 MINUTE, ADVANCE BY 30 SECONDS) GROUP BY user EMIT CHANGES",
+        # each record falls in two windows; a@00:00:30's [00:00, 00:01) is closed (late),
+        # its [00:00:30, 00:01:30) is still open.
+        {("a", "2023-12-31 23:59:30", "00:00:30"): (1, 1), ("a", "00:00:00", "00:01:00"): (2, 3),
+         ("a", "00:00:30", "00:01:30"): (2, 5), ("b", "00:00:30", "00:01:30"): (2, 6),
+         ("b", "00:01:00", "00:02:00"): (2, 6), ("c", "00:02:00", "00:03:00"): (1, 7),
+         ("c", "00:02:30", "00:03:30"): (1, 7)}, 1),
+    "session_final": (
+        "WINDOW SESSION (30 SECONDS) GROUP BY user EMIT FINAL",
+        # sessions: a [00:00:10, 00:00:40) and [00:00:50, 00:01:20); b@00:01:20 extends b's
+        # session to [00:01:10, 00:01:50); a@00:00:30 is late. c's session is still open.
+        {("a", "00:00:10", "00:00:40"): (1, 1), ("a", "00:00:50", "00:01:20"): (1, 2),
+         ("b", "00:01:10", "00:01:50"): (2, 6)}, 1),
+}
+
+
+def create_window_queries(engine, names):
+    engine.execute(CLICKS + "".join(
+        f"CREATE TABLE {name} AS SELECT user, COUNT(*) AS clicks, SUM(n) AS total, WINDOWSTART, "
+        f"WINDOWEND FROM clicks {CASES[name][0]};" for name in names))
+    return [q["query_id"] for q in engine.queries()]
+
+
+def feed(engine, query_ids, groups):
+    for group in groups:
+        engine.execute(";".join(f"INSERT INTO clicks VALUES ('{u}', {n}, '2024-01-01 {t}')"
+                                for u, n, t in group))
+        for query_id in query_ids:
+            engine.wait_caught_up(query_id, timeout=60)
+
+
+def windows(rows):
+    return {(r["user"], hhmmss(r["WINDOWSTART"]), hhmmss(r["WINDOWEND"])): (r["clicks"], r["total"])
+            for r in rows}
+
+
+def final_table(engine, name):
+    rows = engine.execute(f"SELECT * FROM {name}")[0]
+    return windows([dict(zip(rows.columns, r)) for r in rows.rows])
+
+
+def test_windows_over_out_of_order_input(sqlite_engine, runtimes):
+    engine = sqlite_engine
+    ids = create_window_queries(engine, list(CASES))
+    runtimes.start(engine)
+    for query_id in ids:
+        engine.wait_for_state(query_id, "RUNNING", timeout=60)
+    feed(engine, ids, GROUPS)
+    for (name, (_, expected, late)), query_id in zip(CASES.items(), ids):
+        # a final result may come one (no-data) batch after the watermark moved
+        wait_until(lambda: final_table(engine, name) == expected, timeout=30,
+                   what=f"{name} to hold {expected}, has {final_table(engine, name)}")
+        progress = wait_until(lambda: engine.progress(query_id), what="progress")
+        assert progress.late_rows == late, name
+        assert progress.state_operators, name
+
+
+def test_emit_final_emits_each_window_once_and_changes_emit_updates(sqlite_engine, runtimes):
+    engine = sqlite_engine
+    ids = create_window_queries(engine, ["tumbling_final", "tumbling_changes"])
+    runtimes.start(engine)
+    feed(engine, ids, GROUPS[:2])
+    # after two groups: [00:00, 00:01) has closed, [00:01, 00:02) has not
+    wait_until(lambda: len(changelog(engine, "tumbling_final")) == 1, what="the first final window")
+    feed(engine, ids, GROUPS[2:])
+    wait_until(lambda: len(changelog(engine, "tumbling_final")) == 2, what="the second final window")
+    emitted = [windows([r]) for r in changelog(engine, "tumbling_final")]
+    assert emitted == [{("a", "00:00:00", "00:01:00"): (2, 3)}, {("b", "00:01:00", "00:02:00"): (2, 6)}]
+    updates = [w for r in changelog(engine, "tumbling_changes") for w in windows([r]).items()
+               if w[0][0] == "b"]
+    assert updates == [(("b", "00:01:00", "00:02:00"), (1, 5)), (("b", "00:01:00", "00:02:00"), (2, 6))]
+
+
+@pytest.mark.parametrize("sql, fragment", [
+    ("CREATE STREAM plain (user STRING, n INT); CREATE TABLE t AS SELECT user, COUNT(*) AS c "
+     "FROM plain WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY user", "WINDOW needs event time"),
+    (CLICKS + "CREATE TABLE t AS SELECT user, COUNT(*) AS c FROM clicks WINDOW TUMBLING "
+     "(SIZE 0 SECONDS) GROUP BY user", "window SIZE must be positive, got 0 SECONDS"),
+    (CLICKS + "CREATE TABLE t AS SELECT user, COUNT(*) AS c FROM clicks WINDOW HOPPING "
+     "(SIZE -1 MINUTE, ADVANCE BY 10 SECONDS) GROUP BY user", "window SIZE must be positive"),
+    (CLICKS + "CREATE TABLE t AS SELECT user, COUNT(*) AS c FROM clicks GROUP BY user EMIT FINAL",
+     "EMIT FINAL needs a windowed aggregation"),
+    (CLICKS + "CREATE STREAM s2 AS SELECT user, WINDOWSTART FROM clicks", "WINDOWSTART is defined only"),
+    (CLICKS + "CREATE STREAM s2 AS SELECT user FROM clicks WINDOW TUMBLING (SIZE 1 MINUTE)",
+     "WINDOW needs an aggregation"),
+    ("CREATE STREAM s (user STRING, ts STRING) WITH (timestamp='ts')", "must name a TIMESTAMP column"),
+    (CLICKS + "CREATE TABLE t AS SELECT UPPER(user) AS u, COUNT(*) AS c FROM clicks GROUP BY user",
+     "GROUP BY 'user' must also be in the SELECT list"),
+])
+def test_bad_windowed_queries_are_rejected_before_anything_runs(engine, sql, fragment):
+    with pytest.raises(Exception) as info:
+        engine.execute(sql)
+    assert fragment in str(info.value)
+    assert engine.queries() == [] and engine.execute("SHOW STREAMS")[0].rows == []
