@@ -110,7 +110,9 @@ class Engine:
         its output committed. Returns the number of input files that were awaited."""
         query = self.query(query_id)
         wanted: set[str] = set()
-        for name in query.sources:
+        # tables joined as of each batch are read whole each time, never consumed
+        static = set(query.properties.get("plan", {}).get("static_tables", []))
+        for name in (n for n in query.sources if n not in static):
             src = self.catalog.source(name)
             if src is not None:
                 wanted.update(topics.committed_files(src.path))
