@@ -7,6 +7,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from .catalog import ACTIVE_STATES, Catalog, QueryInfo, Snapshot
+from .checkpoints import planned_watermark_ms
 from .language import statements as st
 from .results import Result
 
@@ -86,9 +87,15 @@ def explain(catalog: Catalog, conn: Connection, snapshot: Snapshot, stmt: st.Exp
         ("rows_per_sec", row["rows_per_sec"]), ("late_rows", row["late_rows"]),
         ("output_mode", q.properties.get("plan", {}).get("output_mode")),
         ("watermarks", q.properties.get("plan", {}).get("watermarks")),
+        ("watermark_now", _utc(planned_watermark_ms(q.checkpoint))
+         if q.properties.get("plan", {}).get("watermarks") else None),
         *[(f"state[{n}]", f"{op['operator']}: {op['rows']} rows, {op['memory_bytes']} bytes, "
                           f"{op['dropped_by_watermark']} late rows dropped")
           for n, op in enumerate(p.state_operators if p else [])],
         ("error", q.error),
     ]
     return Result(stmt.text, columns=["field", "value"], rows=[[k, v] for k, v in fields])
+
+
+def _utc(ms: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ms / 1000)) + " UTC"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -14,6 +15,8 @@ import pytest
 
 from airflow_provider_streamql.catalog import Catalog
 from airflow_provider_streamql.engine import Engine
+
+from .support import CLI
 
 PG_BIN = os.environ.get("STREAMQL_PG_BIN", "/usr/lib/postgresql/15/bin")
 
@@ -138,3 +141,28 @@ def runtimes(spark):
     threads = RuntimeThreads(spark)
     yield threads
     threads.stop_all()
+
+
+@pytest.fixture
+def env(sqlite_engine, home):
+    return {**os.environ, "STREAMQL_HOME": home, "STREAMQL_CATALOG": sqlite_engine.catalog.url,
+            "PYTHONUNBUFFERED": "1"}
+
+
+@pytest.fixture
+def processes(tmp_path, env):
+    started: list[subprocess.Popen] = []
+
+    def start(pipeline: str = "default") -> subprocess.Popen:
+        log = open(tmp_path / f"runtime-{pipeline}-{len(started)}.log", "w")
+        proc = subprocess.Popen(
+            CLI + ["runtime", "--pipeline", pipeline, "--master", "local[1]", "--interval", "0.2",
+                   "--lease-ttl", "3", "--conf", "spark.ui.enabled=false"],
+            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        started.append(proc)
+        return proc
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()

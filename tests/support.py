@@ -1,7 +1,12 @@
 """Helpers shared by the tests."""
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import time
+
+CLI = [sys.executable, "-m", "airflow_provider_streamql.cli"]
 
 
 def wait_until(predicate, timeout: float = 60.0, what: str = "condition"):
@@ -44,3 +49,12 @@ def hhmmss(value) -> str:
     date, _, clock = text.partition(" ")
     clock = clock[:8]
     return clock if date == "2024-01-01" else f"{date} {clock}"
+
+
+def cli(env, *args, timeout=120):
+    return subprocess.run(CLI + list(args), env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def sigterm(proc) -> int:
+    proc.send_signal(signal.SIGTERM)  # the driver's Python process, as a supervisor would
+    return proc.wait(timeout=90)

@@ -6,51 +6,12 @@ import collections
 import json
 import os
 import signal
-import subprocess
-import sys
-import time
 
 import pytest
 
 from airflow_provider_streamql.checkpoints import last_committed_batch
 
-from .support import insert, stream_rows, table, wait_until
-
-CLI = [sys.executable, "-m", "airflow_provider_streamql.cli"]
-
-
-@pytest.fixture
-def env(sqlite_engine, home):
-    return {**os.environ, "STREAMQL_HOME": home, "STREAMQL_CATALOG": sqlite_engine.catalog.url,
-            "PYTHONUNBUFFERED": "1"}
-
-
-@pytest.fixture
-def processes(tmp_path, env):
-    started: list[subprocess.Popen] = []
-
-    def start(pipeline: str = "default") -> subprocess.Popen:
-        log = open(tmp_path / f"runtime-{pipeline}-{len(started)}.log", "w")
-        proc = subprocess.Popen(
-            CLI + ["runtime", "--pipeline", pipeline, "--master", "local[1]", "--interval", "0.2",
-                   "--lease-ttl", "3", "--conf", "spark.ui.enabled=false"],
-            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        started.append(proc)
-        return proc
-    yield start
-    for proc in started:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-
-
-def cli(env, *args, timeout=120):
-    return subprocess.run(CLI + list(args), env=env, capture_output=True, text=True, timeout=timeout)
-
-
-def sigterm(proc) -> int:
-    proc.send_signal(signal.SIGTERM)  # the driver's Python process, as a supervisor would
-    return proc.wait(timeout=90)
+from .support import cli, insert, sigterm, stream_rows, table, wait_until
 
 
 def test_pause_from_the_cli_reaches_the_right_runtime(sqlite_engine, env, processes):
