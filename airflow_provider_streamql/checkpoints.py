@@ -17,17 +17,30 @@ def last_committed_batch(checkpoint: str) -> int:
     return max(ids, default=-1)
 
 
+def committed_source_offsets(checkpoint: str) -> dict[str, int]:
+    """Source index -> the file source's log offset that the last committed micro-batch
+    read up to. Source offsets count only batches with new files, so they differ from
+    micro-batch ids; the offset log of the committed batch maps one to the other."""
+    last = last_committed_batch(checkpoint)
+    path = os.path.join(checkpoint, "offsets", str(last))
+    if last < 0 or not os.path.exists(path):
+        return {}
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().splitlines()[2:]  # version, metadata, then one offset per source
+    offsets = {}
+    for index, line in enumerate(lines):
+        if line.strip().startswith("{"):
+            offsets[str(index)] = int(json.loads(line).get("logOffset", -1))
+    return offsets
+
+
 def processed_files(checkpoint: str) -> set[str]:
     """Input files of every committed batch, over all file sources of the query."""
-    last = last_committed_batch(checkpoint)
-    sources_dir = os.path.join(checkpoint, "sources")
     done: set[str] = set()
-    if last < 0 or not os.path.isdir(sources_dir):
-        return done
-    for source in os.listdir(sources_dir):
-        for batch, entries in read_log(os.path.join(sources_dir, source)).items():
+    for source, offset in committed_source_offsets(checkpoint).items():
+        for log_offset, entries in read_log(os.path.join(checkpoint, "sources", source)).items():
             for entry in entries:
-                if entry.get("batchId", batch) <= last:
+                if entry.get("batchId", log_offset) <= offset:
                     done.add(uri_path(entry["path"]))
     return done
 

@@ -15,6 +15,8 @@ CREATE STREAM orders (oid INT, amount DOUBLE, ts TIMESTAMP) WITH (timestamp='ts'
 CREATE STREAM shipments (oid INT, carrier STRING, ts TIMESTAMP) WITH (timestamp='ts');
 CREATE STREAM all_orders AS SELECT o.oid AS oid, o.amount AS amount, s.carrier AS carrier
   FROM orders o LEFT JOIN shipments s WITHIN 1 MINUTE ON o.oid = s.oid;
+CREATE STREAM shipped AS SELECT o.oid AS oid, o.amount AS amount, s.carrier AS carrier
+  FROM orders o JOIN shipments s WITHIN 1 MINUTE ON o.oid = s.oid;
 CREATE TABLE users (id STRING PRIMARY KEY, name STRING);
 CREATE STREAM named_clicks AS SELECT c.user AS user, c.n AS n, u.name AS name
   FROM clicks c LEFT JOIN users u ON c.user = u.id;
@@ -24,7 +26,7 @@ INSERT INTO users VALUES ('a', 'Ann');
 
 def test_windows_and_joins_survive_kill_9(sqlite_engine, processes):
     engine = sqlite_engine
-    names = ["tumbling_final", "tumbling_changes", "session_final"]
+    names = ["tumbling_final", "tumbling_changes", "hopping_changes", "session_final"]
     window_ids = create_window_queries(engine, names)
     engine.execute(JOINS)
     all_ids = [q["query_id"] for q in engine.queries()]
@@ -65,6 +67,7 @@ def test_windows_and_joins_survive_kill_9(sqlite_engine, processes):
         assert len(changelog(engine, name)) == len(CASES[name][1])
     wait_until(lambda: len(stream_rows(engine, "all_orders")) == 3, what="the left join's rows")
     assert stream_rows(engine, "all_orders") == [(1, 10.0, "ups"), (2, 20.0, None), (9, 90.0, "fedex")]
-    engine.wait_caught_up("CSAS_NAMED_CLICKS_5", timeout=60)
+    assert stream_rows(engine, "shipped") == [(1, 10.0, "ups"), (9, 90.0, "fedex")]
+    engine.wait_caught_up("CSAS_NAMED_CLICKS_7", timeout=60)
     named = collections.Counter(stream_rows(engine, "named_clicks"))
     assert max(named.values()) == 1 and len(named) == sum(len(g) for g in GROUPS)

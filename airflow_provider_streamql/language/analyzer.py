@@ -107,8 +107,9 @@ def analyze_select(select: exp.Select, schemas: dict[str, list[Column]], stmt: S
         schemas = dict(schemas)
         schemas[sources[0]] = list(schemas[sources[0]]) + [Column(b, "TIMESTAMP") for b in WINDOW_BOUNDS]
     else:
+        real = {c.name.upper() for name in sources for c in schemas[name]}
         for column in select.find_all(exp.Column):
-            if column.name.upper() in WINDOW_BOUNDS:
+            if column.name.upper() in WINDOW_BOUNDS and column.name.upper() not in real:
                 raise where.error(f"{column.name} is defined only in a query with a WINDOW clause", column)
     declared = {c.name.lower(): c.name for cols in schemas.values() for c in cols}
     declared.update({a.alias.lower(): a.alias for a in select.find_all(exp.Alias)})
