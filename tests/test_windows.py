@@ -38,6 +38,18 @@ CASES = {
          ("a", "00:00:30", "00:01:30"): (2, 5), ("b", "00:00:30", "00:01:30"): (2, 6),
          ("b", "00:01:00", "00:02:00"): (2, 6), ("c", "00:02:00", "00:03:00"): (1, 7),
          ("c", "00:02:30", "00:03:30"): (1, 7)}, 1),
+    "hopping_grace_final": (
+        "WINDOW HOPPING (SIZE 1 MINUTE, ADVANCE BY 30 SECONDS, GRACE PERIOD 60 SECONDS) "
+        "GROUP BY user EMIT FINAL",
+        # watermark = max - 60 s: nothing is late; after the third group it is 00:01:30, which
+        # closes every window ending by then (b's [00:01, 00:02) and c's stay open).
+        {("a", "2023-12-31 23:59:30", "00:00:30"): (1, 1), ("a", "00:00:00", "00:01:00"): (3, 6),
+         ("a", "00:00:30", "00:01:30"): (2, 5), ("b", "00:00:30", "00:01:30"): (2, 6)}, 0),
+    "session_grace_final": (
+        "WINDOW SESSION (30 SECONDS, GRACE PERIOD 60 SECONDS) GROUP BY user EMIT FINAL",
+        # a@00:00:30 is in time and bridges a's two sessions into [00:00:10, 00:01:20);
+        # at watermark 00:01:30 that session has closed, b's [00:01:10, 00:01:50) has not.
+        {("a", "00:00:10", "00:01:20"): (3, 6)}, 0),
     "session_final": (
         "WINDOW SESSION (30 SECONDS) GROUP BY user EMIT FINAL",
         # sessions: a [00:00:10, 00:00:40) and [00:00:50, 00:01:20); b@00:01:20 extends b's
