@@ -337,7 +337,8 @@ class Planner:
         plan = plan_streaming(
             stmt.select, stmt, analysis, query_id, kind=kind,
             timestamps={n: sources[n].timestamp_column for n in analysis.sources},
-            tables={n for n in analysis.sources if sources[n].kind == "TABLE"})
+            tables={n for n in analysis.sources if sources[n].kind == "TABLE"},
+            schemas={n: sources[n].columns for n in analysis.sources})
         query = QueryInfo(
             id=query_id, seq=seq, pipeline=self.pipeline, kind=kind, sink=sink,
             sources=analysis.sources, sql=stmt.text, select_sql=plan.spark_sql,

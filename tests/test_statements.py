@@ -156,5 +156,6 @@ def test_show_describe_explain(engine):
     assert "Written by: CSAS_VALID_1" in described.message
     assert described.rows == [["id", "INT", ""], ["user", "STRING", ""], ["cost", "DOUBLE", ""]]
     explained = dict(map(tuple, engine.execute("EXPLAIN CSAS_VALID_1")[0].rows))
-    assert explained["spark_select"] == "SELECT * FROM sq_csas_valid_1_purchases AS purchases WHERE cost > 0"
+    assert explained["spark_select"] == ("SELECT `id`, `user`, `cost` FROM sq_csas_valid_1_purchases "
+                                         "AS purchases WHERE cost > 0")
     assert explained["sources"] == "PURCHASES"

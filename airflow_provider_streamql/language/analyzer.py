@@ -69,6 +69,8 @@ class SelectAnalysis:
     group_by: list[str]
     #: (join kind, upper-case name of the joined source) for each JOIN, in order.
     joins: list[tuple[str, str]] = field(default_factory=list)
+    #: clause -> normalised SQL, compared by the upgrade validator (see :func:`shape_of`)
+    shape: dict = field(default_factory=dict)
 
 
 WINDOW_BOUNDS = ("WINDOWSTART", "WINDOWEND")
@@ -142,7 +144,45 @@ def analyze_select(select: exp.Select, schemas: dict[str, list[Column]], stmt: S
             columns.append(Column(bound, "TIMESTAMP", key=True))
     joins = [((j.args.get("side") or j.args.get("kind") or "INNER").upper(), j.this.name.upper())
              for j in select.args.get("joins") or []]
-    return SelectAnalysis(sources, columns, aggregate, group_by, joins)
+    shape = shape_of(tree, names, columns, joins, stmt)
+    return SelectAnalysis(sources, columns, aggregate, group_by, joins, shape)
+
+
+NONDETERMINISTIC = ("rand", "random", "randn", "uuid", "shuffle", "current_timestamp", "now",
+                    "current_date", "monotonically_increasing_id", "spark_partition_id")
+
+
+def _norm(node: exp.Expression | None) -> str | None:
+    """Clause SQL that compares equal when only spelling differs (case, qualifiers)."""
+    return None if node is None else node.sql(dialect=DIALECT, normalize=True).lower()
+
+
+def shape_of(tree: exp.Select, names: list[str], columns: list[Column],
+             joins: list[tuple[str, str]], stmt: Statement) -> dict:
+    """The clauses of a query that decide whether an upgrade can reuse its state."""
+    aggregates = [_norm(a) for a in tree.find_all(exp.AggFunc)]
+    functions = {f.sql_name().lower() for f in tree.find_all(exp.Func)} | \
+        {f.name.lower() for f in tree.find_all(exp.Anonymous)}
+    group = tree.args.get("group")
+    rest = tree.copy()
+    for clause in ("expressions", "where", "having", "group", "joins", "from", "from_"):
+        rest.set(clause, None)
+    return {
+        "columns": [[c.name, c.type, c.key] for c in columns],
+        "projections": {name: _norm(p.unalias()) for name, p in zip(names, tree.selects)},
+        "where": _norm(tree.args.get("where")),
+        "having": _norm(tree.args.get("having")),
+        "group_by": [_norm(g) for g in group.expressions] if group else [],
+        "aggregates": aggregates,
+        "joins": [list(j) for j in joins],
+        "join_on": [_norm(j.args.get("on")) for j in tree.args.get("joins") or []],
+        "window": None if stmt.window is None else vars(stmt.window).copy(),
+        "within": None if stmt.within is None else vars(stmt.within).copy(),
+        "emit": getattr(stmt, "emit", None),
+        "subqueries": any(isinstance(n, (exp.Subquery, exp.CTE)) for n in tree.walk()),
+        "nondeterministic": sorted(functions & set(NONDETERMINISTIC)),
+        "rest": _norm(rest),
+    }
 
 
 def _grouping_keys(tree: exp.Select, names: list[str], where: "_Locator",

@@ -11,7 +11,7 @@ from sqlglot import exp
 
 from .analyzer import WINDOW_BOUNDS, SelectAnalysis
 from .dialect import DIALECT
-from .statements import Statement
+from .statements import Column, Statement
 
 # WINDOW kind -> Spark SQL function building the window column from (time column, spec)
 WINDOW_FUNCTIONS = {
@@ -41,11 +41,14 @@ class StreamingPlan:
 
 
 def plan_streaming(select: exp.Select, stmt: Statement, analysis: SelectAnalysis, query_id: str,
-                   *, kind: str, timestamps: dict[str, str | None],
-                   tables: set[str]) -> StreamingPlan:
+                   *, kind: str, timestamps: dict[str, str | None], tables: set[str],
+                   schemas: dict[str, list[Column]]) -> StreamingPlan:
     """Rewrite ``select`` for Spark. ``timestamps`` maps each source to its event-time column,
-    ``tables`` names the sources that are TABLEs (joined as of each micro-batch)."""
+    ``tables`` names the sources that are TABLEs (joined as of each micro-batch), ``schemas``
+    the sources' columns now: ``*`` is expanded, so a version keeps its column list when a
+    source later gains columns (as in ksqlDB)."""
     tree = select.copy()
+    _expand_stars(tree, schemas)
     views = {name: f"sq_{query_id}_{name}".lower() for name in analysis.sources}
     for table in tree.find_all(exp.Table):
         name = table.name.upper()
@@ -77,6 +80,23 @@ def plan_streaming(select: exp.Select, stmt: Statement, analysis: SelectAnalysis
         mode = "append"
     static = [name for name in analysis.sources if name in tables]
     return StreamingPlan(tree.sql(dialect=DIALECT), views, mode, watermarks, static)
+
+
+def _expand_stars(tree: exp.Select, schemas: dict[str, list[Column]]) -> None:
+    tables = [t for t in tree.find_all(exp.Table) if t.name.upper() in schemas]
+    projections = []
+    for projection in tree.expressions:
+        if isinstance(projection, exp.Star):
+            chosen = tables
+        elif isinstance(projection, exp.Column) and isinstance(projection.this, exp.Star):
+            chosen = [t for t in tables if t.alias_or_name.lower() == projection.table.lower()]
+        else:
+            projections.append(projection)
+            continue
+        qualify = len(tables) > 1
+        projections += [exp.column(c.name, table=t.alias_or_name if qualify else None, quoted=True)
+                        for t in chosen for c in schemas[t.name.upper()]]
+    tree.set("expressions", projections)
 
 
 def _bind_window_bounds(tree: exp.Select, window_sql: str) -> None:

@@ -1,0 +1,86 @@
+"""Upgrade findings and the report the validator returns."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .rules import RULES
+from .traits import traits_of
+
+VERDICTS = ("IN_PLACE", "REPLACING_REQUIRED", "REJECTED")  # in rising severity
+KINDS = ("transparent", "data selection", "schema evolution", "source modifying", "topology",
+         "scaling", "unsupported")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One difference between the versions: a stable ``code``, the ``clause`` it concerns,
+    the upgrade ``kind`` it is, the ``verdict`` it forces and a plain sentence."""
+
+    code: str
+    clause: str
+    kind: str
+    verdict: str
+    message: str
+
+
+@dataclass
+class Report:
+    """What the validator says about replacing ``query_id``'s current version."""
+
+    query_id: str
+    verdict: str
+    old_traits: list[str]
+    new_traits: list[str]
+    kinds: list[str]
+    findings: list[Finding]
+    warnings: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def traits(self) -> list[str]:
+        return sorted(set(self.old_traits) | set(self.new_traits), key=list(_TRAIT_ORDER).index)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["traits"] = self.traits
+        return data
+
+    def render(self) -> str:
+        lines = [f"{self.query_id}: {self.verdict}",
+                 f"  traits: {', '.join(self.old_traits) or '-'} -> {', '.join(self.new_traits) or '-'}",
+                 f"  kinds: {', '.join(self.kinds)}"]
+        lines += [f"  [{f.verdict}] {f.code} ({f.clause}): {f.message}" for f in self.findings]
+        lines += [f"  warning {w['code']}: {w['message']}" for w in self.warnings]
+        return "\n".join(lines)
+
+
+from .traits import TRAITS as _TRAIT_ORDER  # noqa: E402  (order for display)
+
+
+def validate_upgrade(query_id: str, old: dict[str, Any], new: dict[str, Any], *,
+                     downstream: list[str] | None = None) -> Report:
+    """Compare two recorded shapes (see ``shape_of``); never raises on a difference, it
+    reports it. A difference no rule explains is REJECTED (fail closed)."""
+    findings = [Finding(code, clause, kind, verdict, message)
+                for code, clause, kind, verdict, check in RULES
+                for message in check(old, new)]
+    if not findings:
+        findings = [Finding("UNCHANGED", "query", "transparent", "IN_PLACE",
+                            "the new version computes the same result; the swap only restarts it")]
+    verdict = max((f.verdict for f in findings), key=VERDICTS.index)
+    kinds = sorted({f.kind for f in findings}, key=KINDS.index)
+    old_traits, new_traits = traits_of(old), traits_of(new)
+    warnings = []
+    if "stateful" in new_traits and any(f.kind == "data selection" for f in findings):
+        warnings.append({"code": "NO_BACKFILL", "message": "the change applies to new input only: "
+                         "earlier output and the state built so far are not recomputed"})
+    elif any(f.kind in ("data selection", "schema evolution") for f in findings):
+        warnings.append({"code": "NO_BACKFILL", "message": "earlier output is not recomputed; "
+                         "only records processed after the swap follow the new version"})
+    if downstream:
+        warnings.append({"code": "CASCADING", "message": "queries reading this output see the "
+                         f"change as it happens: {', '.join(downstream)}"})
+    if new["nondeterministic"]:
+        warnings.append({"code": "NONDETERMINISTIC", "message": "a batch re-run after a failure "
+                         f"may differ ({', '.join(new['nondeterministic'])})"})
+    return Report(query_id, verdict, old_traits, new_traits, kinds, findings, warnings)

@@ -1,0 +1,176 @@
+"""One rule per row: (code, clause, upgrade kind, verdict it forces, check).
+
+``check(old, new)`` compares two recorded shapes and yields one plain sentence per problem.
+Grounded in Spark's "Recovery semantics after changes in a streaming query": filters and
+projections may change on a checkpoint; sources, the sink's location, grouping keys,
+aggregates, windows, join types and output modes may not. Spark checks state schemas by
+type only, so a GROUP BY moved to another column of the same type passes Spark and
+silently reuses the old state: it is caught here.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator
+
+Shape = dict[str, Any]
+
+
+def _names(shape: Shape) -> list[str]:
+    return [c[0].lower() for c in shape["columns"]]
+
+
+def _columns(shape: Shape) -> dict[str, tuple[str, bool]]:
+    return {c[0].lower(): (c[1], c[2]) for c in shape["columns"]}
+
+
+def _stateful(shape: Shape) -> bool:
+    return bool(shape["aggregates"] or shape["group_by"] or shape["within"])
+
+
+def _show(values: Any) -> str:
+    if isinstance(values, list):
+        return ", ".join(map(str, values)) or "(none)"
+    return str(values)
+
+
+def sink_changed(old: Shape, new: Shape) -> Iterator[str]:
+    for key in ("path", "format"):
+        if old["sink"][key] != new["sink"][key]:
+            yield (f"the sink's {key} changed from {old['sink'][key]!r} to {new['sink'][key]!r}: "
+                   f"a file sink's location and format cannot change under a checkpoint; "
+                   f"create a new stream instead")
+
+
+def kind_changed(old: Shape, new: Shape) -> Iterator[str]:
+    if old["kind"] != new["kind"]:
+        yield f"the query changed from {old['kind']} to {new['kind']}"
+
+
+def sources_changed(old: Shape, new: Shape) -> Iterator[str]:
+    if sorted(old["streams"]) != sorted(new["streams"]):
+        yield (f"the streams read changed from {_show(old['streams'])} to {_show(new['streams'])}: "
+               f"Spark refuses a different set of sources on an existing checkpoint (sources "
+               f"were not named from the first run for source evolution)")
+
+
+def column_removed(old: Shape, new: Shape) -> Iterator[str]:
+    for name in _names(old):
+        if name not in _columns(new):
+            yield f"output column {name!r} was removed; columns may only be appended"
+
+
+def column_type_changed(old: Shape, new: Shape) -> Iterator[str]:
+    new_columns = _columns(new)
+    for name, (old_type, _) in _columns(old).items():
+        if name in new_columns and new_columns[name][0] != old_type:
+            yield f"output column {name!r} changed type from {old_type} to {new_columns[name][0]}"
+
+
+def columns_reordered(old: Shape, new: Shape) -> Iterator[str]:
+    kept = [n for n in _names(new) if n in _columns(old)]
+    if kept != [n for n in _names(old) if n in _columns(new)]:
+        yield f"output columns were reordered ({_show(_names(old))} -> {_show(_names(new))})"
+    elif _names(new)[:len(kept)] != kept:
+        yield "new output columns were inserted before existing ones; append them at the end"
+
+
+def column_appended(old: Shape, new: Shape) -> Iterator[str]:
+    added = [n for n in _names(new) if n not in _columns(old)]
+    if added and not _stateful(new):
+        yield f"output column(s) {_show(added)} appended; downstream readers see them as new columns"
+
+
+def key_changed(old: Shape, new: Shape) -> Iterator[str]:
+    old_keys = [n for n, (_, key) in _columns(old).items() if key]
+    new_keys = [n for n, (_, key) in _columns(new).items() if key]
+    if old_keys != new_keys:
+        yield f"key columns changed from {_show(old_keys)} to {_show(new_keys)}; keys must stay identical"
+
+
+def group_by_changed(old: Shape, new: Shape) -> Iterator[str]:
+    if old["group_by"] != new["group_by"] and old["group_by"] and new["group_by"]:
+        yield (f"GROUP BY changed from {_show(old['group_by'])} to {_show(new['group_by'])}: the "
+               f"aggregation state is keyed by the old values and would be reused for the new "
+               f"ones (Spark compares key types only and would accept it)")
+    elif bool(old["group_by"]) != bool(new["group_by"]):
+        yield "the query gained or lost its GROUP BY"
+
+
+def aggregates_changed(old: Shape, new: Shape) -> Iterator[str]:
+    if old["aggregates"] != new["aggregates"] and (old["aggregates"] or new["aggregates"]):
+        yield (f"aggregations changed from {_show(old['aggregates'])} to {_show(new['aggregates'])}: "
+               f"the state holds the old aggregation buffers (Spark: "
+               f"STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE)")
+
+
+def window_changed(old: Shape, new: Shape) -> Iterator[str]:
+    if old["window"] != new["window"]:
+        yield f"the window changed from {old['window']} to {new['window']}: windowed state is keyed by window"
+
+
+def emit_changed(old: Shape, new: Shape) -> Iterator[str]:
+    if (old["emit"] or "CHANGES") != (new["emit"] or "CHANGES") and (old["window"] or new["window"]):
+        yield f"EMIT {old['emit'] or 'CHANGES'} changed to EMIT {new['emit'] or 'CHANGES'}: the output mode of a stateful query cannot change"
+
+
+def stream_join_changed(old: Shape, new: Shape) -> Iterator[str]:
+    stateful_join = old["within"] is not None or new["within"] is not None
+    if stateful_join and (old["joins"], old["join_on"], old["within"]) != \
+            (new["joins"], new["join_on"], new["within"]):
+        yield "a stream-stream join changed (type, condition or WITHIN): its buffered state no longer matches"
+
+
+def table_join_changed(old: Shape, new: Shape) -> Iterator[str]:
+    stateless = old["within"] is None and new["within"] is None
+    if stateless and old["joins"] and (old["joins"], old["join_on"]) != (new["joins"], new["join_on"]):
+        yield "the stream-table join changed; the table is re-read at each batch, so no state is involved"
+
+
+def filter_changed(old: Shape, new: Shape) -> Iterator[str]:
+    if old["where"] != new["where"]:
+        yield f"WHERE changed from {old['where'] or '(none)'} to {new['where'] or '(none)'}"
+
+
+def having_changed(old: Shape, new: Shape) -> Iterator[str]:
+    if old["having"] != new["having"]:
+        yield f"HAVING changed from {old['having'] or '(none)'} to {new['having'] or '(none)'}"
+
+
+def projection_changed(old: Shape, new: Shape) -> Iterator[str]:
+    for name, expression in old["projections"].items():
+        new_expression = new["projections"].get(name)
+        if new_expression is not None and new_expression != expression and \
+                expression not in old["group_by"]:
+            yield f"column {name!r} is now computed as {new_expression} (was {expression})"
+
+
+def subqueries(old: Shape, new: Shape) -> Iterator[str]:
+    if old["subqueries"] or new["subqueries"]:
+        yield "no upgrade rule covers queries with subqueries or CTEs"
+
+
+def unexplained(old: Shape, new: Shape) -> Iterator[str]:
+    if old["rest"] != new["rest"]:
+        yield f"a part of the query no rule covers changed ({old['rest']} -> {new['rest']})"
+
+
+RULES: tuple[tuple[str, str, str, str, Callable[[Shape, Shape], Iterator[str]]], ...] = (
+    ("SINK_CHANGED", "WITH", "unsupported", "REJECTED", sink_changed),
+    ("QUERY_KIND_CHANGED", "CREATE", "unsupported", "REJECTED", kind_changed),
+    ("COLUMN_REMOVED", "SELECT", "schema evolution", "REJECTED", column_removed),
+    ("COLUMN_TYPE_CHANGED", "SELECT", "schema evolution", "REJECTED", column_type_changed),
+    ("COLUMNS_REORDERED", "SELECT", "schema evolution", "REJECTED", columns_reordered),
+    ("KEY_CHANGED", "SELECT", "schema evolution", "REJECTED", key_changed),
+    ("SUBQUERY", "FROM", "unsupported", "REJECTED", subqueries),
+    ("UNSUPPORTED_CHANGE", "query", "unsupported", "REJECTED", unexplained),
+    ("SOURCES_CHANGED", "FROM", "source modifying", "REPLACING_REQUIRED", sources_changed),
+    ("GROUP_BY_CHANGED", "GROUP BY", "topology", "REPLACING_REQUIRED", group_by_changed),
+    ("AGGREGATES_CHANGED", "SELECT", "topology", "REPLACING_REQUIRED", aggregates_changed),
+    ("WINDOW_CHANGED", "WINDOW", "topology", "REPLACING_REQUIRED", window_changed),
+    ("EMIT_CHANGED", "EMIT", "topology", "REPLACING_REQUIRED", emit_changed),
+    ("STREAM_JOIN_CHANGED", "JOIN", "topology", "REPLACING_REQUIRED", stream_join_changed),
+    ("TABLE_JOIN_CHANGED", "JOIN", "data selection", "IN_PLACE", table_join_changed),
+    ("COLUMN_APPENDED", "SELECT", "schema evolution", "IN_PLACE", column_appended),
+    ("FILTER_CHANGED", "WHERE", "data selection", "IN_PLACE", filter_changed),
+    ("HAVING_CHANGED", "HAVING", "data selection", "IN_PLACE", having_changed),
+    ("PROJECTION_CHANGED", "SELECT", "data selection", "IN_PLACE", projection_changed),
+)
