@@ -75,6 +75,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=60.0)
     p.set_defaults(handler=_wait)
 
+    p = sub.add_parser("validate", parents=[common],
+                       help="report whether CREATE OR REPLACE can upgrade a query in place")
+    p.add_argument("sql", help="one CREATE [OR REPLACE] STREAM|TABLE ... AS SELECT statement")
+    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    p.set_defaults(handler=_validate)
+
     p = sub.add_parser("migrate", parents=[common], help="bring the catalog schema up to date")
     p.set_defaults(handler=_migrate)
     return parser
@@ -136,6 +142,13 @@ def _wait(args: argparse.Namespace) -> int:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
+
+
+def _validate(args: argparse.Namespace) -> int:
+    """Exit 0 for IN_PLACE, 1 otherwise (the report says why), 2 for a bad statement."""
+    report = _engine(args).validate(args.sql)
+    print(json.dumps(report.to_dict()) if args.json else report.render())
+    return EXIT_OK if report.verdict == "IN_PLACE" else EXIT_FAILED
 
 
 def _migrate(args: argparse.Namespace) -> int:

@@ -9,11 +9,12 @@ from typing import Any, Iterable
 from . import topics
 from .catalog import Catalog, Progress, QueryInfo, default_home
 from .checkpoints import processed_files
-from .errors import NotFoundError, StateError, WaitTimeout
+from .errors import NotFoundError, StateError, ValidationError, WaitTimeout
 from .introspection import query_rows, shown_state
-from .language import parse
+from .language import parse, parse_one
 from .planner import Planner
 from .results import Result
+from .upgrades import Report
 
 DEFAULT_PIPELINE = "default"
 
@@ -64,6 +65,58 @@ class Engine:
             if step.after_commit:
                 step.after_commit(step.result)
         return [step.result for step in steps]
+
+    def validate(self, sql: str, *, pipeline: str | None = None) -> "Report":
+        """The validator's report for one ``CREATE [OR REPLACE] STREAM|TABLE ... AS SELECT``
+        of an existing query's output. Changes nothing."""
+        from .language.statements import CreateAsSelect
+        stmt = parse_one(sql)
+        if not isinstance(stmt, CreateAsSelect):
+            raise ValidationError("validate takes one CREATE [OR REPLACE] STREAM|TABLE ... AS "
+                                  f"SELECT statement, got {type(stmt).__name__}",
+                                  line=stmt.line, col=stmt.col, text=stmt.text.strip()[:120])
+        with self.catalog.engine.connect() as conn:
+            planner = Planner(self.catalog, conn, self.catalog.snapshot(conn), self.home,
+                              pipeline or self.pipeline)
+            return planner.check_replace(stmt)[1]
+
+    def replace(self, sql: str, *, start_from: str, pipeline: str | None = None,
+                issuer: str | None = None) -> list[Result]:
+        """The replacing upgrade, for what cannot be done in place: TERMINATE the query that
+        writes the statement's output, DROP that output with its data, and create it again
+        reading its sources from ``start_from`` (``'earliest'``; file topics have no
+        ``'latest'``). One transaction: if the new statement is wrong, nothing changes."""
+        if start_from not in ("earliest", "latest"):
+            raise ValidationError(f"start_from must be 'earliest' or 'latest', not {start_from!r}")
+        stmt = parse_one(sql)
+        from .language.statements import CreateAsSelect
+        if not isinstance(stmt, CreateAsSelect):
+            raise ValidationError("replace takes one CREATE [OR REPLACE] ... AS SELECT statement")
+        sink = self.catalog.source(stmt.name)
+        create = stmt.text.strip()
+        if stmt.or_replace:
+            create = "CREATE" + create[create.upper().index("REPLACE") + len("REPLACE"):]
+        rebuild = [f"SET 'auto.offset.reset' = '{start_from}'", create]
+        old = sink.writer_query if sink is not None else None
+        if old:
+            rebuild = [f"DROP {sink.kind} {sink.name} DELETE TOPIC", *rebuild]
+            self.check(";\n".join([f"TERMINATE {old}", *rebuild]), pipeline=pipeline)
+            results = self.execute(f"TERMINATE {old}", pipeline=pipeline, issuer=issuer)
+            if self.state(old) not in ("PENDING", "UNASSIGNED", "TERMINATED"):
+                # its runtime must have stopped writing before the output is deleted
+                self.wait_for_state(old, "TERMINATED", timeout=120)
+        else:
+            results = []
+        return results + self.execute(";\n".join(rebuild), pipeline=pipeline, issuer=issuer)
+
+    def check(self, script: str, *, pipeline: str | None = None) -> None:
+        """Validate a whole script against the catalog without applying any of it."""
+        statements = parse(script)
+        with self.catalog.engine.connect() as conn:
+            planner = Planner(self.catalog, conn, self.catalog.snapshot(conn), self.home,
+                              pipeline or self.pipeline)
+            for stmt in statements:
+                planner.plan(stmt)
 
     # -- reading state -----------------------------------------------------------------
     def query(self, query_id: str) -> QueryInfo:
@@ -132,3 +185,21 @@ class Engine:
         for result in results:
             for query_id, state in result.waits:
                 self.wait_for_state(query_id, state, timeout=max(0.0, deadline - time.monotonic()))
+            if result.version is not None and result.query_id:
+                self.wait_for_version(result.query_id, result.version,
+                                      timeout=max(0.0, deadline - time.monotonic()))
+
+    def wait_for_version(self, query_id: str, version: int, *, timeout: float = 60.0,
+                         poll: float = 0.1) -> None:
+        """Return once a runtime runs ``version`` of the query and it passed its readiness
+        window; raise :class:`StateError` if that version was rolled back."""
+        deadline = time.monotonic() + timeout
+        while True:
+            row = next(v for v in self.catalog.versions(query_id.upper()) if v["version"] == version)
+            if row["outcome"] == "ROLLED_BACK":
+                raise StateError(f"version {version} of {query_id} was rolled back: {row['error']}")
+            if row["outcome"] == "ACTIVE" and self.query(query_id).running_version == version:
+                return
+            if time.monotonic() >= deadline:
+                raise WaitTimeout(f"version {version} of {query_id} is not running after {timeout:g}s")
+            time.sleep(poll)

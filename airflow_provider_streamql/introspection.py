@@ -65,6 +65,8 @@ def describe(catalog: Catalog, conn: Connection, snapshot: Snapshot, stmt: st.De
              f"Written by: {', '.join(writers) or '(declared; INSERT VALUES)'}",
              f"Read by: {', '.join(readers) or '-'}"]
     if stmt.extended:
+        for writer in writers:
+            lines += [f"{label} of {writer}: {text}" for label, text in version_history(catalog, writer, conn)]
         for row in query_rows(catalog, [snapshot.queries[i] for i in writers + readers], conn):
             lines.append(f"Query {row['query_id']}: {row['state']} (desired {row['desired']}), "
                          f"last batch {row['last_batch']}, {row['rows_per_sec']} rows/s"
@@ -93,8 +95,21 @@ def explain(catalog: Catalog, conn: Connection, snapshot: Snapshot, stmt: st.Exp
                           f"{op['dropped_by_watermark']} late rows dropped")
           for n, op in enumerate(p.state_operators if p else [])],
         ("error", q.error),
+        *version_history(catalog, q.id, conn),
     ]
     return Result(stmt.text, columns=["field", "value"], rows=[[k, v] for k, v in fields])
+
+
+def version_history(catalog: Catalog, query_id: str, conn: Connection | None = None) -> list[tuple[str, str]]:
+    """One (label, text) per version: its verdict, start, end, outcome, error and SQL."""
+    rows = []
+    for v in catalog.versions(query_id, conn):
+        when = lambda t: time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t else "-"
+        rows.append((f"version {v['version']}",
+                     f"{v['outcome'] or 'PENDING'}; verdict {v['verdict'] or '(created)'}; "
+                     f"started {when(v['started_at'])}; ended {when(v['ended_at'])}"
+                     + (f"; error: {v['error']}" if v["error"] else "") + f"; sql: {v['sql']}"))
+    return rows
 
 
 def _utc(ms: int) -> str:

@@ -21,6 +21,7 @@ from .language import statements as st
 from .language.analyzer import SelectAnalysis, analyze_select
 from .language.streaming import plan_streaming
 from .results import Result
+from .upgrades import Finding, Report, validate_upgrade
 
 # WITH (...) property -> check of its value (None: accepted as is).
 SOURCE_PROPERTIES: dict[str, Callable[[Any], str | None] | None] = {
@@ -65,6 +66,8 @@ class Planner:
 
     # -- sources -------------------------------------------------------------------
     def _CreateSource(self, stmt: st.CreateSource) -> Step:
+        if stmt.or_replace and stmt.name in self.snapshot.sources:
+            return self._replace_source(stmt)
         self._check_new_name(stmt.name, stmt)
         names = [c.name.lower() for c in stmt.columns]
         dup = next((n for n in names if names.count(n) > 1), None)
@@ -77,6 +80,26 @@ class Planner:
         return Step(Result(stmt.text, f"Created {stmt.kind.lower()} {src.name} at {src.path}"),
                     write=lambda conn: self.catalog.insert_source(conn, src),
                     after_commit=lambda _r: os.makedirs(src.path, exist_ok=True))
+
+    def _replace_source(self, stmt: st.CreateSource) -> Step:
+        """``CREATE OR REPLACE STREAM s (...)`` of a declared source: columns may only be
+        appended, as with ALTER ... ADD COLUMN; queries reading it keep their column list."""
+        old = self._declared(stmt.name, stmt.kind, stmt, f"CREATE OR REPLACE {stmt.kind}")
+        kept = [(c.name.lower(), c.type, c.key) for c in stmt.columns[:len(old.columns)]]
+        if kept != [(c.name.lower(), c.type, c.key) for c in old.columns]:
+            raise self._error(f"CREATE OR REPLACE {stmt.kind} {stmt.name} may only append columns "
+                              f"to ({', '.join(f'{c.name} {c.type}' for c in old.columns)})", stmt)
+        if stmt.properties and {**old.properties, **stmt.properties} != old.properties:
+            raise self._error(f"CREATE OR REPLACE {stmt.kind} {stmt.name} cannot change its WITH "
+                              f"properties {old.properties}", stmt)
+        added = stmt.columns[len(old.columns):]
+        if any(c.key for c in added):
+            raise self._error("key columns cannot be added", stmt)
+        new = replace(old, columns=list(stmt.columns))
+        self.snapshot.sources[old.name] = new
+        return Step(Result(stmt.text, f"Replaced {stmt.kind.lower()} {old.name}: "
+                           f"{len(added)} column(s) appended"),
+                    write=lambda conn: self.catalog.update_source(conn, new))
 
     def _AlterSource(self, stmt: st.AlterSource) -> Step:
         src = self._declared(stmt.name, stmt.kind, stmt, "ALTER")
@@ -117,31 +140,93 @@ class Planner:
     # -- persistent queries ----------------------------------------------------------
     def _CreateAsSelect(self, stmt: st.CreateAsSelect) -> Step:
         if stmt.or_replace and stmt.name in self.snapshot.sources:
-            raise StateError(f"CREATE OR REPLACE of the existing {stmt.name} needs the upgrade "
-                             f"validator, which this version does not have yet",
-                             line=stmt.line, col=stmt.col, text=stmt.text)
+            return self._replace(stmt)
         self._check_new_name(stmt.name, stmt)
+        analysis = self._analyze_as_select(stmt)
+        seq = self.snapshot.next_seq
+        query_id = f"{QUERY_PREFIX[stmt.kind]}_{stmt.name}_{seq}"
+        sink = self._sink(stmt, analysis, query_id)
+        query = self._query(query_id, seq, QUERY_PREFIX[stmt.kind], sink, analysis, stmt)
+        self.snapshot.sources[sink.name] = sink
+
+        def write(conn: Connection) -> None:
+            self.catalog.insert_source(conn, sink)
+            self.catalog.insert_query(conn, query, sink)
+        return Step(Result(stmt.text, f"Created query {query_id} writing {sink.kind.lower()} "
+                           f"{sink.name}", query_id=query_id, waits=[(query_id, "RUNNING")]),
+                    write=write)
+
+    def check_replace(self, stmt: st.CreateAsSelect) -> tuple[QueryInfo, Report, QueryInfo, SourceInfo]:
+        """Validate ``CREATE OR REPLACE`` of an existing query's sink against the query's last
+        recorded version. Returns (current query, report, new version, new sink); writes nothing."""
+        old_sink = self.snapshot.sources.get(stmt.name)
+        if old_sink is None:
+            raise self._unknown(stmt.name, stmt)
+        if old_sink.writer_query is None:
+            raise self._error(f"{stmt.name} is a declared {old_sink.kind.lower()}, not the output of "
+                              f"a query; replace it with CREATE OR REPLACE {old_sink.kind} "
+                              f"{stmt.name} (columns ...)", stmt)
+        current = self.snapshot.queries[old_sink.writer_query]
+        analysis = self._analyze_as_select(stmt)
+        sink = self._sink(stmt, analysis, current.id, replacing=old_sink)
+        version = max(self.catalog.next_version(self.conn, current.id), current.version + 1)
+        new = self._query(current.id, current.seq, QUERY_PREFIX[stmt.kind], sink, analysis, stmt,
+                          version=version, register=False)
+        readers = sorted(q.id for q in self.snapshot.queries.values()
+                         if sink.name in q.sources and q.desired_state != "TERMINATED")
+        report = validate_upgrade(current.id, current.properties["shape"], new.properties["shape"],
+                                  downstream=readers)
+        writers = [q.id for q in self.snapshot.queries.values() if q.sink == sink.name
+                   and q.id != current.id and q.desired_state != "TERMINATED"]
+        if writers:
+            report.findings.append(Finding(
+                "MULTIPLE_WRITERS", "INSERT INTO", "unsupported", "REJECTED",
+                f"{sink.name} is also written by {', '.join(writers)}; replacing one writer of a "
+                f"shared output is not supported"))
+            report.verdict = "REJECTED"
+        return current, report, new, sink
+
+    def _replace(self, stmt: st.CreateAsSelect) -> Step:
+        current, report, new, sink = self.check_replace(stmt)
+        if report.verdict != "IN_PLACE":
+            reasons = "; ".join(f"{f.code}: {f.message}" for f in report.findings
+                                if f.verdict == report.verdict)
+            error = ValidationError if report.verdict == "REJECTED" else StateError
+            hint = "" if report.verdict == "REJECTED" else (
+                " — this needs a new checkpoint: use Engine.replace(sql, start_from='earliest'), "
+                "or TERMINATE, DROP and create it again")
+            raise error(f"CREATE OR REPLACE of {current.id} is {report.verdict}: {reasons}{hint}",
+                        line=stmt.line, col=stmt.col, text=stmt.text.strip()[:120])
+        if current.desired_state == "TERMINATED":
+            new.desired_state = "RUNNING"  # validated against its last version, restarts from it
+        self.snapshot.queries[new.id] = new
+        self.snapshot.sources[sink.name] = sink
+        return Step(Result(stmt.text, f"Replaced {new.id} in place: version {new.version} "
+                           f"({', '.join(report.kinds)})", query_id=new.id,
+                           waits=[(new.id, "RUNNING")] if new.desired_state == "RUNNING" else [],
+                           report=report.to_dict(), version=new.version),
+                    write=lambda conn: self.catalog.add_version(conn, new, sink, report.to_dict()))
+
+    def _analyze_as_select(self, stmt: st.CreateAsSelect) -> SelectAnalysis:
         analysis = self._analyze(stmt, stmt.select)
         if stmt.kind == "STREAM" and analysis.aggregate:
             raise self._error("an aggregation makes a TABLE: use CREATE TABLE ... AS SELECT", stmt)
         if stmt.kind == "TABLE" and not analysis.group_by:
             raise self._error("CREATE TABLE ... AS SELECT needs a GROUP BY", stmt)
-        seq = self.snapshot.next_seq
-        query_id = f"{QUERY_PREFIX[stmt.kind]}_{stmt.name}_{seq}"
-        sink = self._source(stmt, analysis.columns, writer=query_id)
+        return analysis
+
+    def _sink(self, stmt: st.CreateAsSelect, analysis: SelectAnalysis, query_id: str,
+              replacing: SourceInfo | None = None) -> SourceInfo:
+        """The output a query writes. A replacement keeps the old sink's WITH properties unless
+        it restates them."""
+        if replacing is not None:
+            stmt = replace(stmt, properties={**replacing.properties, **stmt.properties})
+        sink = self._source(stmt, analysis.columns, writer=query_id, replacing=replacing)
         inherited = self.snapshot.sources[analysis.sources[0]].timestamp_column
         if "timestamp" not in sink.properties and stmt.window is None and \
                 any(c.name == inherited and c.type == "TIMESTAMP" for c in sink.columns):
             sink.properties["timestamp"] = inherited  # the event time passes through unchanged
-        query = self._query(query_id, seq, QUERY_PREFIX[stmt.kind], sink.name, analysis, stmt)
-        self.snapshot.sources[sink.name] = sink
-
-        def write(conn: Connection) -> None:
-            self.catalog.insert_source(conn, sink)
-            self.catalog.insert_query(conn, query)
-        return Step(Result(stmt.text, f"Created query {query_id} writing {sink.kind.lower()} "
-                           f"{sink.name}", query_id=query_id, waits=[(query_id, "RUNNING")]),
-                    write=write)
+        return sink
 
     def _InsertSelect(self, stmt: st.InsertSelect) -> Step:
         target = self._declared(stmt.target, "STREAM", stmt, "INSERT INTO")
@@ -153,10 +238,10 @@ class Planner:
         if got != want:
             raise self._error(f"the SELECT's columns {got} do not match {target.name}'s {want}", stmt)
         seq = self.snapshot.next_seq
-        query = self._query(f"INSERTQUERY_{seq}", seq, "INSERT", target.name, analysis, stmt)
+        query = self._query(f"INSERTQUERY_{seq}", seq, "INSERT", target, analysis, stmt)
         return Step(Result(stmt.text, f"Created query {query.id} writing stream {target.name}",
                            query_id=query.id, waits=[(query.id, "RUNNING")]),
-                    write=lambda conn: self.catalog.insert_query(conn, query))
+                    write=lambda conn: self.catalog.insert_query(conn, query, target))
 
     def _QueryControl(self, stmt: st.QueryControl) -> Step:
         target = CONTROL_TARGET[stmt.action]
@@ -305,7 +390,8 @@ class Planner:
                               f"declare it with WITH (timestamp='<column>')", stmt)
         return column
 
-    def _source(self, stmt, columns, writer: str | None) -> SourceInfo:
+    def _source(self, stmt, columns, writer: str | None,
+                replacing: SourceInfo | None = None) -> SourceInfo:
         props = dict(stmt.properties)
         for key, value in props.items():
             if key not in SOURCE_PROPERTIES:
@@ -324,29 +410,35 @@ class Planner:
             props["timestamp"] = ts.name
         elif "timestamp_format" in props:
             raise self._error("timestamp_format needs timestamp = '<column>'", stmt)
-        clash = next((s.name for s in self.snapshot.sources.values() if s.path == path), None)
+        clash = next((s.name for s in self.snapshot.sources.values()
+                      if s.path == path and s is not replacing), None)
         if clash:
             raise self._error(f"path {path!r} is already used by {clash}", stmt)
         return SourceInfo(stmt.name, stmt.kind, list(columns), props,
                           str(props.get("value_format", "JSON")).upper(), path, writer)
 
-    def _query(self, query_id: str, seq: int, kind: str, sink: str, analysis: SelectAnalysis,
-               stmt) -> QueryInfo:
+    def _query(self, query_id: str, seq: int, kind: str, sink: SourceInfo, analysis: SelectAnalysis,
+               stmt, *, version: int = 1, register: bool = True) -> QueryInfo:
         now = time.time()
         sources = self.snapshot.sources
+        static = {n for n in analysis.sources if sources[n].kind == "TABLE"}
         plan = plan_streaming(
             stmt.select, stmt, analysis, query_id, kind=kind,
             timestamps={n: sources[n].timestamp_column for n in analysis.sources},
-            tables={n for n in analysis.sources if sources[n].kind == "TABLE"},
-            schemas={n: sources[n].columns for n in analysis.sources})
+            tables=static, schemas={n: sources[n].columns for n in analysis.sources})
+        writer = "file sink" if kind == "CSAS" and not static else "batch files"
+        shape = {**analysis.shape, "kind": kind,
+                 "sink": {"path": sink.path, "format": sink.format, "writer": writer},
+                 "streams": [n for n in analysis.sources if n not in static]}
         query = QueryInfo(
-            id=query_id, seq=seq, pipeline=self.pipeline, kind=kind, sink=sink,
-            sources=analysis.sources, sql=stmt.text, select_sql=plan.spark_sql,
-            properties={**self.settings, "plan": plan.to_dict()}, version=1,
+            id=query_id, seq=seq, pipeline=self.pipeline, kind=kind, sink=sink.name,
+            sources=analysis.sources, sql=stmt.text.strip(), select_sql=plan.spark_sql,
+            properties={**self.settings, "plan": plan.to_dict(), "shape": shape}, version=version,
             checkpoint=os.path.join(self.home, "checkpoints", query_id),
             desired_state="RUNNING", observed_state="PENDING", created_at=now, updated_at=now)
-        self.snapshot.queries[query_id] = query
-        self.snapshot.next_seq += 1
+        if register:
+            self.snapshot.queries[query_id] = query
+            self.snapshot.next_seq += 1
         return query
 
     def _check_new_name(self, name: str, stmt) -> None:

@@ -19,11 +19,15 @@ class Result:
     columns: list[str] = field(default_factory=list)
     rows: list[list[Any]] = field(default_factory=list)
     waits: list[tuple[str, str]] = field(default_factory=list)
+    #: for CREATE OR REPLACE: the validator's report and the new version
+    report: dict[str, Any] | None = None
+    version: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"statement": self.statement, "message": self.message, "query_id": self.query_id,
                 "columns": self.columns, "rows": self.rows,
-                "waits": [list(w) for w in self.waits]}
+                "waits": [list(w) for w in self.waits], "report": self.report,
+                "version": self.version}
 
     def render(self) -> str:
         """Human-readable text: the message, then the table if there is one."""

@@ -62,6 +62,7 @@ class QueryInfo:
     desired_state: str
     observed_state: str
     error: str | None = None
+    running_version: int | None = None
     created_at: float = 0.0
     updated_at: float = 0.0
 

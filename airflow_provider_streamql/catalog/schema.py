@@ -40,6 +40,7 @@ queries = Table(
     Column("desired_state", String(16), nullable=False),
     Column("observed_state", String(16), nullable=False),
     Column("error", Text),
+    Column("running_version", Integer),                     # the version a runtime runs now
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
 )
@@ -49,8 +50,18 @@ query_versions = Table(
     Column("query_id", NAME, primary_key=True),
     Column("version", Integer, primary_key=True),
     Column("sql", Text, nullable=False),
+    Column("select_sql", Text, nullable=False),
+    Column("properties", Text, nullable=False),             # JSON: plan, shape, settings
+    Column("sources", Text, nullable=False),                # JSON [name]
+    Column("sink_columns", Text, nullable=False),           # JSON, the sink's columns then
     Column("checkpoint", Text, nullable=False),
+    Column("verdict", String(32)),                          # validator verdict (None for v1)
+    Column("report", Text),                                 # JSON validator report
     Column("created_at", Float, nullable=False),
+    Column("started_at", Float),
+    Column("ended_at", Float),
+    Column("outcome", String(32)),                          # RUNNING, REPLACED, ROLLED_BACK
+    Column("error", Text),
 )
 
 commands = Table(

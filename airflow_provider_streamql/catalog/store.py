@@ -81,7 +81,7 @@ class Catalog:
     def delete_source(self, conn: Connection, name: str) -> None:
         conn.execute(delete(s.sources).where(s.sources.c.name == name))
 
-    def insert_query(self, conn: Connection, q: QueryInfo) -> None:
+    def insert_query(self, conn: Connection, q: QueryInfo, sink: SourceInfo) -> None:
         now = time.time()
         conn.execute(insert(s.queries).values(
             id=q.id, seq=q.seq, pipeline=q.pipeline, kind=q.kind, sink=q.sink,
@@ -89,8 +89,60 @@ class Catalog:
             properties=json.dumps(q.properties), version=q.version, checkpoint=q.checkpoint,
             desired_state=q.desired_state, observed_state=q.observed_state, error=None,
             created_at=now, updated_at=now))
+        self._insert_version(conn, q, sink, None)
+
+    def _insert_version(self, conn: Connection, q: QueryInfo, sink: SourceInfo,
+                        report: dict[str, Any] | None) -> None:
         conn.execute(insert(s.query_versions).values(
-            query_id=q.id, version=q.version, sql=q.sql, checkpoint=q.checkpoint, created_at=now))
+            query_id=q.id, version=q.version, sql=q.sql, select_sql=q.select_sql,
+            properties=json.dumps(q.properties), sources=json.dumps(q.sources),
+            sink_columns=sink.column_json(), checkpoint=q.checkpoint,
+            verdict=report["verdict"] if report else None,
+            report=json.dumps(report) if report else None, created_at=time.time()))
+
+    def add_version(self, conn: Connection, q: QueryInfo, sink: SourceInfo,
+                    report: dict[str, Any]) -> None:
+        """Make ``q`` (already carrying its new version number) the query's desired version."""
+        conn.execute(update(s.queries).where(s.queries.c.id == q.id).values(
+            sql=q.sql, select_sql=q.select_sql, properties=json.dumps(q.properties),
+            sources=json.dumps(q.sources), version=q.version, desired_state=q.desired_state,
+            updated_at=time.time()))
+        self.update_source(conn, sink)
+        self._insert_version(conn, q, sink, report)
+
+    def next_version(self, conn: Connection, query_id: str) -> int:
+        """Versions are never reused, even after a rollback."""
+        return (conn.execute(select(func.max(s.query_versions.c.version))
+                             .where(s.query_versions.c.query_id == query_id)).scalar() or 0) + 1
+
+    def versions(self, query_id: str, conn: Connection | None = None) -> list[dict[str, Any]]:
+        with self._reading(conn) as conn:
+            rows = conn.execute(select(s.query_versions).where(
+                s.query_versions.c.query_id == query_id).order_by(s.query_versions.c.version))
+            return [dict(r._mapping) for r in rows]
+
+    def mark_version(self, query_id: str, version: int, **values: Any) -> None:
+        """Record a version's start, end, outcome or error (as the runtime sees them)."""
+        with write_connection(self.engine) as conn:
+            conn.execute(update(s.query_versions).where(
+                s.query_versions.c.query_id == query_id, s.query_versions.c.version == version)
+                .values(**values))
+
+    def roll_back(self, query_id: str, good: int, failed: int, error: str) -> None:
+        """Make version ``good`` the query's version again and record why ``failed`` ended."""
+        now = time.time()
+        with write_connection(self.engine) as conn:
+            row = conn.execute(select(s.query_versions).where(
+                s.query_versions.c.query_id == query_id, s.query_versions.c.version == good)).one()
+            conn.execute(update(s.queries).where(s.queries.c.id == query_id).values(
+                sql=row.sql, select_sql=row.select_sql, properties=row.properties,
+                sources=row.sources, version=good, updated_at=now))
+            sink = conn.execute(select(s.queries.c.sink).where(s.queries.c.id == query_id)).scalar()
+            conn.execute(update(s.sources).where(s.sources.c.name == sink)
+                         .values(columns=row.sink_columns))
+            conn.execute(update(s.query_versions).where(
+                s.query_versions.c.query_id == query_id, s.query_versions.c.version == failed)
+                .values(outcome="ROLLED_BACK", ended_at=now, error=error))
 
     def set_desired(self, conn: Connection, query_id: str, state: str) -> None:
         conn.execute(update(s.queries).where(s.queries.c.id == query_id).values(
@@ -208,7 +260,8 @@ class Catalog:
                                                 s.leases.c.runtime_id == runtime_id))
 
     def set_observed(self, query_id: str, state: str, error: str | None = None,
-                     *, runtime_id: str | None = None, epoch: int | None = None) -> bool:
+                     *, runtime_id: str | None = None, epoch: int | None = None,
+                     running_version: int | None = None) -> bool:
         """Write observed state; with ``runtime_id``/``epoch``, only while that lease is held."""
         with write_connection(self.engine) as conn:
             if runtime_id is not None:
@@ -220,6 +273,8 @@ class Catalog:
             values: dict[str, Any] = {"observed_state": state, "updated_at": time.time()}
             if error is not None or state in ("RUNNING", "PAUSED", "TERMINATED"):
                 values["error"] = error
+            if running_version is not None:
+                values["running_version"] = running_version
             conn.execute(update(s.queries).where(s.queries.c.id == query_id).values(**values))
             return True
 

@@ -160,7 +160,11 @@ def _norm(node: exp.Expression | None) -> str | None:
 def shape_of(tree: exp.Select, names: list[str], columns: list[Column],
              joins: list[tuple[str, str]], stmt: Statement) -> dict:
     """The clauses of a query that decide whether an upgrade can reuse its state."""
-    aggregates = [_norm(a) for a in tree.find_all(exp.AggFunc)]
+    if not joins:  # one source: qualifiers only repeat its name; compare without them
+        tree = tree.copy().transform(
+            lambda n: exp.column(n.this.copy()) if isinstance(n, exp.Column) and n.table else n)
+    # Spark computes each distinct aggregate once (HAVING COUNT(*) reuses the SELECT's)
+    aggregates = list(dict.fromkeys(_norm(a) for a in tree.find_all(exp.AggFunc)))
     functions = {f.sql_name().lower() for f in tree.find_all(exp.Func)} | \
         {f.name.lower() for f in tree.find_all(exp.Anonymous)}
     group = tree.args.get("group")

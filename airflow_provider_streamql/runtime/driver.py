@@ -21,7 +21,9 @@ from pyspark.sql.streaming import StreamingQuery
 from ..catalog import Catalog, QueryInfo
 from ..errors import StateError
 from ..language.streaming import StreamingPlan
+from ..checkpoints import last_committed_batch
 from .connectors import start_query
+from .upgrade import PendingUpgrade, discard_output, restore_snapshot, take_snapshot
 from .listener import ProgressListener
 
 log = logging.getLogger("streamql.runtime")
@@ -41,10 +43,13 @@ class Runtime:
 
     :param lease_ttl: seconds a lease lasts without renewal; after a crash, another runtime
         takes the pipeline's queries this long after the last heartbeat.
+    :param readiness_window: seconds a new version has, after an in-place swap, to fail
+        and be rolled back automatically; it is ready earlier once it commits a batch.
     """
 
     def __init__(self, catalog: Catalog, pipeline: str, spark: SparkSession, *,
-                 interval: float = 0.5, lease_ttl: float = 10.0, runtime_id: str | None = None):
+                 interval: float = 0.5, lease_ttl: float = 10.0, runtime_id: str | None = None,
+                 readiness_window: float = 30.0):
         self.catalog, self.pipeline, self.spark = catalog, pipeline, spark
         self.interval, self.lease_ttl = interval, lease_ttl
         self.host, self.pid = socket.gethostname(), os.getpid()
@@ -52,6 +57,8 @@ class Runtime:
         self.active: dict[str, _Running] = {}
         self.epochs: dict[str, int] = {}
         self.retry_at: dict[str, tuple[int, float]] = {}
+        self.readiness_window = readiness_window
+        self.pending: dict[str, PendingUpgrade] = {}
         self.stopping = threading.Event()
         # A query is ours from the moment we hold its lease: its first batch may report
         # progress before start() returns.
@@ -102,7 +109,8 @@ class Runtime:
         if (query.desired_state == "TERMINATED" and query.observed_state == "TERMINATED"
                 and query.id not in self.active):
             return
-        self._notice_failure(query)
+        if self._notice_failure(query):
+            return  # rolled back: the next pass sees the restored version
         epoch = self.catalog.acquire_lease(query.id, self.id, self.lease_ttl)
         if epoch is None:  # another runtime holds it: never run it here
             if query.id in self.active:
@@ -117,7 +125,10 @@ class Runtime:
         if desired == "RUNNING":
             if query.id not in self.active:
                 self._start(query, epoch)
+            elif self.active[query.id].version != query.version:
+                self._upgrade(query, epoch)
             else:
+                self._check_readiness(query)
                 self._report(query, "RUNNING", epoch)
         elif desired == "PAUSED":
             self.retry_at.pop(query.id, None)
@@ -140,7 +151,48 @@ class Runtime:
         del self.active[query_id]
         return running.epoch
 
-    def _start(self, query: QueryInfo, epoch: int) -> None:
+    # -- in-place upgrades -----------------------------------------------------------------
+    def _upgrade(self, query: QueryInfo, epoch: int) -> None:
+        """Swap version N for N+1 on the same checkpoint: stop N after its in-flight batch,
+        snapshot the checkpoint, start N+1; a failure before N+1 is ready rolls back to N."""
+        previous = self.active[query.id].version
+        self._report(query, "UPGRADING", epoch)
+        self._stop(query.id)
+        snapshot = take_snapshot(query.checkpoint, previous)
+        self.catalog.mark_version(query.id, previous, ended_at=time.time(), outcome="REPLACED")
+        self.pending[query.id] = PendingUpgrade(
+            previous, snapshot, last_committed_batch(query.checkpoint),
+            time.monotonic() + self.readiness_window)
+        log.info("%s: upgrading from version %d to %d", query.id, previous, query.version)
+        self._start(query, epoch)
+
+    def _check_readiness(self, query: QueryInfo) -> None:
+        pending = self.pending.get(query.id)
+        if pending and (last_committed_batch(query.checkpoint) > pending.committed_before
+                        or time.monotonic() > pending.deadline):
+            del self.pending[query.id]
+            self.catalog.mark_version(query.id, query.version, outcome="ACTIVE")
+            log.info("%s: version %d is ready", query.id, query.version)
+
+    def _roll_back(self, query: QueryInfo, epoch: int, error: str) -> None:
+        pending = self.pending.pop(query.id)
+        failed = query.version
+        log.error("%s: version %d failed (%s); rolling back to %d", query.id, failed, error,
+                  pending.previous_version)
+        self._report(query, "ROLLING_BACK", epoch)
+        if query.id in self.active:
+            self._stop(query.id)
+        restore_snapshot(query.checkpoint, pending.snapshot)
+        sink = self.catalog.source(query.sink)
+        if sink is not None:
+            discard_output(sink.path, failed)
+        self.catalog.roll_back(query.id, pending.previous_version, failed, error)
+        restored = self.catalog.query(query.id)
+        restored.observed_state = "ROLLING_BACK"
+        self.retry_at.pop(query.id, None)
+        self._start(restored, epoch, note=f"version {failed} failed and was rolled back: {error}")
+
+    def _start(self, query: QueryInfo, epoch: int, note: str | None = None) -> None:
         attempts, when = self.retry_at.get(query.id, (0, 0.0))
         if time.monotonic() < when:
             return
@@ -155,20 +207,31 @@ class Runtime:
             plan = StreamingPlan.from_dict(query.properties["plan"])
             stream = start_query(self.spark, query, plan, sources, sink, fence)
         except Exception as e:
+            if query.id in self.pending:
+                self._roll_back(query, epoch, _short(e))
+                return
             delay = min(MAX_RETRY_DELAY, 2.0 ** attempts)
             self.retry_at[query.id] = (attempts + 1, time.monotonic() + delay)
             log.error("query %s failed to start (retry in %.0fs): %s", query.id, delay, e)
             self._report(query, "ERROR", epoch, error=_short(e))
             return
         self.active[query.id] = _Running(stream, epoch, query.version)
-        self._report(query, "RUNNING", epoch)
+        if self.catalog.set_observed(query.id, "RUNNING", note, runtime_id=self.id, epoch=epoch,
+                                     running_version=query.version):
+            query.observed_state, query.error = "RUNNING", note
+        self.catalog.mark_version(query.id, query.version, started_at=time.time(),
+                                  **({} if query.id in self.pending else {"outcome": "ACTIVE"}))
 
-    def _notice_failure(self, query: QueryInfo) -> None:
+    def _notice_failure(self, query: QueryInfo) -> bool:
+        """Handle a query Spark stopped by itself; True if that rolled back an upgrade."""
         running = self.active.get(query.id)
         if running is None or running.stream.isActive:
-            return
+            return False
         self.active.pop(query.id)
         error = running.stream.exception()
+        if query.id in self.pending:  # the new version failed before it was ready
+            self._roll_back(query, running.epoch, _short(error) if error else "stopped")
+            return True
         attempts, _ = self.retry_at.get(query.id, (0, 0.0))
         delay = min(MAX_RETRY_DELAY, 2.0 ** attempts)
         self.retry_at[query.id] = (attempts + 1, time.monotonic() + delay)
@@ -176,6 +239,7 @@ class Runtime:
         log.error("query %s failed (retry in %.0fs): %s", query.id, delay, message)
         self.catalog.set_observed(query.id, "ERROR", message, runtime_id=self.id, epoch=running.epoch)
         query.observed_state, query.error = "ERROR", message
+        return False
 
     def _check_lease(self, query_id: str, epoch: int) -> None:
         if not self.catalog.renew_lease(query_id, self.id, epoch, self.lease_ttl):

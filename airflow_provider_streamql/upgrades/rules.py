@@ -33,7 +33,7 @@ def _show(values: Any) -> str:
 
 
 def sink_changed(old: Shape, new: Shape) -> Iterator[str]:
-    for key in ("path", "format"):
+    for key in ("path", "format", "writer"):
         if old["sink"][key] != new["sink"][key]:
             yield (f"the sink's {key} changed from {old['sink'][key]!r} to {new['sink'][key]!r}: "
                    f"a file sink's location and format cannot change under a checkpoint; "
@@ -121,7 +121,7 @@ def stream_join_changed(old: Shape, new: Shape) -> Iterator[str]:
 
 def table_join_changed(old: Shape, new: Shape) -> Iterator[str]:
     stateless = old["within"] is None and new["within"] is None
-    if stateless and old["joins"] and (old["joins"], old["join_on"]) != (new["joins"], new["join_on"]):
+    if stateless and (old["joins"], old["join_on"]) != (new["joins"], new["join_on"]):
         yield "the stream-table join changed; the table is re-read at each batch, so no state is involved"
 
 
