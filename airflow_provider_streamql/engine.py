@@ -191,14 +191,15 @@ class Engine:
 
     def wait_for_version(self, query_id: str, version: int, *, timeout: float = 60.0,
                          poll: float = 0.1) -> None:
-        """Return once a runtime runs ``version`` of the query and it passed its readiness
-        window; raise :class:`StateError` if that version was rolled back."""
+        """Return once a runtime runs ``version`` of the query; raise :class:`StateError` if
+        that version was rolled back. (It may still be in its readiness window: see
+        ``query_versions.outcome``, ACTIVE once ready.)"""
         deadline = time.monotonic() + timeout
         while True:
             row = next(v for v in self.catalog.versions(query_id.upper()) if v["version"] == version)
             if row["outcome"] == "ROLLED_BACK":
                 raise StateError(f"version {version} of {query_id} was rolled back: {row['error']}")
-            if row["outcome"] == "ACTIVE" and self.query(query_id).running_version == version:
+            if self.query(query_id).running_version == version:
                 return
             if time.monotonic() >= deadline:
                 raise WaitTimeout(f"version {version} of {query_id} is not running after {timeout:g}s")

@@ -247,8 +247,8 @@ class Runtime:
                              f"not committing")
 
     def _report(self, query: QueryInfo, state: str, epoch: int, error: str | None = None) -> None:
-        if (query.observed_state, query.error) == (state, error):
-            return
+        if query.observed_state == state and (error is None or query.error == error):
+            return  # unchanged (a note such as a rollback's stays until the state changes)
         if self.catalog.set_observed(query.id, state, error, runtime_id=self.id, epoch=epoch):
             query.observed_state, query.error = state, error
             log.info("%s %s%s", query.id, state, f": {error}" if error else "")
