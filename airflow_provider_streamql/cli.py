@@ -79,6 +79,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="report whether CREATE OR REPLACE can upgrade a query in place")
     p.add_argument("sql", help="one CREATE [OR REPLACE] STREAM|TABLE ... AS SELECT statement")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    p.add_argument("--dry-run", action="store_true",
+                   help="also run the new version on a copy of the checkpoint with local Spark")
+    p.add_argument("--master", default="local[*]", help="Spark master for --dry-run")
     p.set_defaults(handler=_validate)
 
     p = sub.add_parser("migrate", parents=[common], help="bring the catalog schema up to date")
@@ -146,7 +149,16 @@ def _wait(args: argparse.Namespace) -> int:
 
 def _validate(args: argparse.Namespace) -> int:
     """Exit 0 for IN_PLACE, 1 otherwise (the report says why), 2 for a bad statement."""
-    report = _engine(args).validate(args.sql)
+    engine = _engine(args)
+    if args.dry_run:
+        from .runtime import build_session
+        spark = build_session(args.master, "streamql-dry-run", {"spark.ui.enabled": "false"})
+        try:
+            report = engine.dry_run(args.sql, spark)
+        finally:
+            spark.stop()
+    else:
+        report = engine.validate(args.sql)
     print(json.dumps(report.to_dict()) if args.json else report.render())
     return EXIT_OK if report.verdict == "IN_PLACE" else EXIT_FAILED
 

@@ -75,10 +75,33 @@ class Engine:
             raise ValidationError("validate takes one CREATE [OR REPLACE] STREAM|TABLE ... AS "
                                   f"SELECT statement, got {type(stmt).__name__}",
                                   line=stmt.line, col=stmt.col, text=stmt.text.strip()[:120])
+        return self._check_replace(stmt, pipeline)[1]
+
+    def _check_replace(self, stmt, pipeline: str | None):
         with self.catalog.engine.connect() as conn:
             planner = Planner(self.catalog, conn, self.catalog.snapshot(conn), self.home,
                               pipeline or self.pipeline)
-            return planner.check_replace(stmt)[1]
+            return planner.check_replace(stmt)
+
+    def dry_run(self, sql: str, spark: Any, *, pipeline: str | None = None) -> "Report":
+        """:meth:`validate`, then run the new version on ``spark`` over a copy of the live
+        checkpoint with a sink that writes nothing, so Spark's own checks have their say.
+        A Spark refusal turns an IN_PLACE verdict into REJECTED (finding SPARK_REFUSED)."""
+        from .runtime.dryrun import dry_run
+        from .upgrades import Finding
+        stmt = parse_one(sql)
+        _current, report, new, _sink = self._check_replace(stmt, pipeline)
+        sources = {n: self.catalog.source(n) for n in new.sources}
+        outcome = dry_run(spark, new, sources)
+        report.spark = {"ran": outcome.error is None, "error": outcome.error,
+                        "batches": outcome.batches, "input_rows": outcome.input_rows,
+                        "new_input_files": outcome.new_files}
+        if outcome.error is not None and report.verdict == "IN_PLACE":
+            report.findings.append(Finding("SPARK_REFUSED", "query", "unsupported", "REJECTED",
+                                           f"Spark refused the new version on a copy of the "
+                                           f"checkpoint: {outcome.error}"))
+            report.verdict = "REJECTED"
+        return report
 
     def replace(self, sql: str, *, start_from: str, pipeline: str | None = None,
                 issuer: str | None = None) -> list[Result]:

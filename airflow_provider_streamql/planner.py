@@ -377,6 +377,9 @@ class Planner:
                 raise self._error("WINDOW needs an aggregation: CREATE TABLE ... AS SELECT ... "
                                   "GROUP BY", stmt)
             self._timestamp(analysis.sources[0], stmt, "WINDOW")
+            if stmt.window.kind == "SESSION" and getattr(stmt, "emit", None) != "FINAL":
+                raise self._error("session windows support EMIT FINAL only: Spark has no update "
+                                  "output mode for session windows", stmt)
         if getattr(stmt, "emit", None) == "FINAL" and stmt.window is None:
             raise self._error("EMIT FINAL needs a windowed aggregation (a WINDOW clause)", stmt)
         if self.settings.get("auto.offset.reset") == "latest":

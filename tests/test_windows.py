@@ -166,6 +166,8 @@ def test_timestamp_format_reads_text_times(sqlite_engine, runtimes):
     (CLICKS + "CREATE TABLE t AS SELECT user, COUNT(*) AS c FROM clicks GROUP BY user EMIT FINAL",
      "EMIT FINAL needs a windowed aggregation"),
     (CLICKS + "CREATE STREAM s2 AS SELECT user, WINDOWSTART FROM clicks", "WINDOWSTART is defined only"),
+    (CLICKS + "CREATE TABLE t AS SELECT user, COUNT(*) AS c FROM clicks WINDOW SESSION (30 SECONDS) "
+     "GROUP BY user", "session windows support EMIT FINAL only"),
     (CLICKS + "CREATE STREAM s2 AS SELECT user FROM clicks WINDOW TUMBLING (SIZE 1 MINUTE)",
      "WINDOW needs an aggregation"),
     ("CREATE STREAM s (user STRING, ts STRING) WITH (timestamp='ts')", "must name a TIMESTAMP column"),

@@ -60,23 +60,31 @@ def read_table_snapshot(spark: SparkSession, src: SourceInfo) -> DataFrame:
     return df.withColumn("__rank", F.row_number().over(latest)).where("__rank = 1").drop("__entry", "__rank")
 
 
-def start_query(spark: SparkSession, query: QueryInfo, plan: StreamingPlan,
-                sources: dict[str, SourceInfo], sink: SourceInfo,
-                before_commit: Callable[[], None]) -> StreamingQuery:
-    """Build and start a query's streaming plan. Stream-table joins re-read the table side
-    as of each micro-batch; everything else is one streaming SQL plan."""
+def streaming_frame(spark: SparkSession, query: QueryInfo, plan: StreamingPlan,
+                    sources: dict[str, SourceInfo]) -> tuple[DataFrame, Callable | None]:
+    """The query's streaming DataFrame, and for stream-table joins the function that turns
+    each micro-batch into the join with the tables as they are then (else None)."""
     streams = {n: read_stream(spark, sources[n], plan.watermarks.get(n))
                for n in query.sources if n not in plan.static_tables}
     if plan.static_tables:
         (stream_name, stream_df), = streams.items()
-        compute = _JoinAsOfBatch(plan, stream_name, {t: sources[t] for t in plan.static_tables})
-        writer = stream_df.writeStream.foreachBatch(
+        return stream_df, _JoinAsOfBatch(plan, stream_name, {t: sources[t] for t in plan.static_tables})
+    for name, df in streams.items():
+        df.createOrReplaceTempView(plan.views[name])  # per-query view names never collide
+    return spark.sql(plan.spark_sql), None
+
+
+def start_query(spark: SparkSession, query: QueryInfo, plan: StreamingPlan,
+                sources: dict[str, SourceInfo], sink: SourceInfo,
+                before_commit: Callable[[], None]) -> StreamingQuery:
+    """Build and start a query's streaming plan."""
+    df, compute = streaming_frame(spark, query, plan, sources)
+    if compute is not None:
+        writer = df.writeStream.foreachBatch(
             BatchWriter(sink, f"{query.id}-v{query.version:04d}", before_commit,
                         as_directory=False, compute=compute))
         return writer.queryName(query.id).option("checkpointLocation", query.checkpoint).start()
-    for name, df in streams.items():
-        df.createOrReplaceTempView(plan.views[name])  # per-query view names never collide
-    return sink_writer(spark.sql(plan.spark_sql), query, plan, sink, before_commit).start()
+    return sink_writer(df, query, plan, sink, before_commit).start()
 
 
 def sink_writer(df: DataFrame, query: QueryInfo, plan: StreamingPlan, sink: SourceInfo,

@@ -35,6 +35,8 @@ class Report:
     kinds: list[str]
     findings: list[Finding]
     warnings: list[dict[str, str]] = field(default_factory=list)
+    #: with a dry run: {"ran", "error", "batches", "input_rows"} from Spark
+    spark: dict[str, Any] | None = None
 
     @property
     def traits(self) -> list[str]:
@@ -51,6 +53,10 @@ class Report:
                  f"  kinds: {', '.join(self.kinds)}"]
         lines += [f"  [{f.verdict}] {f.code} ({f.clause}): {f.message}" for f in self.findings]
         lines += [f"  warning {w['code']}: {w['message']}" for w in self.warnings]
+        if self.spark is not None:
+            lines.append(f"  spark dry run: {'ran' if self.spark['ran'] else 'refused'} "
+                         f"({self.spark['batches']} batches, {self.spark['input_rows']} input rows)"
+                         + (f": {self.spark['error']}" if self.spark["error"] else ""))
         return "\n".join(lines)
 
 

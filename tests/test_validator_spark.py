@@ -1,0 +1,41 @@
+"""Every validator verdict checked against Spark itself: each old query of the pair table
+builds a real checkpoint, then the new version runs on a copy of it (the dry run).
+IN_PLACE must run and read exactly the new input; whatever Spark refuses must not have been
+IN_PLACE."""
+import pytest
+
+from airflow_provider_streamql.engine import Engine
+from airflow_provider_streamql.runtime.dryrun import run_to_end
+
+from .test_validator import PAIRS, SOURCES
+
+FIRST = """
+INSERT INTO purchases VALUES (1, 'ann', 5.0, 'eu', '2024-01-01 00:00:00');
+INSERT INTO purchases VALUES (2, 'bob', -1.0, 'us', '2024-01-01 00:00:10');
+INSERT INTO refunds VALUES (1, 'ann', 5.0, 'eu', '2024-01-01 00:00:20');
+INSERT INTO users VALUES ('ann', 'Ann');
+"""
+LATER = """
+INSERT INTO purchases VALUES (3, 'ann', 7.0, 'eu', '2024-01-01 00:01:00');
+INSERT INTO purchases VALUES (4, 'cat', 2.0, 'us', '2024-01-01 00:01:10');
+INSERT INTO refunds VALUES (3, 'ann', 7.0, 'eu', '2024-01-01 00:01:20');
+"""
+NEW_FILES = {"PURCHASES": 2, "REFUNDS": 1}  # INSERT VALUES writes one file per record
+
+
+@pytest.mark.parametrize("old, new, verdict, codes", PAIRS)
+def test_verdicts_agree_with_spark(spark, tmp_path, old, new, verdict, codes):
+    engine = Engine(f"sqlite:///{tmp_path}/c.db", home=str(tmp_path))
+    engine.execute(SOURCES + old + ";" + FIRST)
+    live = engine.catalog.queries()[0]
+    built = run_to_end(spark, live, {n: engine.catalog.source(n) for n in live.sources})
+    assert built.error is None and built.input_rows > 0, built
+    engine.execute(LATER)
+    report = engine.dry_run(new.replace("CREATE ", "CREATE OR REPLACE ", 1), spark)
+    assert "SPARK_REFUSED" not in {f.code for f in report.findings}, report.render()
+    assert report.verdict == verdict, report.render()
+    if verdict == "IN_PLACE":
+        # it ran on the copied checkpoint and consumed exactly the files added since
+        assert report.spark["ran"], report.render()
+        read = [s for s in ("PURCHASES", "REFUNDS") if s in new.upper().replace("(", " ").split()]
+        assert report.spark["new_input_files"] == sum(NEW_FILES[s] for s in read), report.render()
