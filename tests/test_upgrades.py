@@ -40,6 +40,8 @@ def test_removing_a_filter_in_place(sqlite_engine, runtimes):
     assert stream_rows(engine, "valid_purchases") == [(1, "ann", 5.0), (3, "cat", -2.0), (4, "ann", 3.0)]
     query = engine.query("CSAS_VALID_PURCHASES_1")
     assert (query.id, query.version, query.running_version) == ("CSAS_VALID_PURCHASES_1", 2, 2)
+    # version 2 is declared ready on the reconcile pass after its first committed batch
+    wait_until(lambda: engine.catalog.versions(query.id)[1]["outcome"] == "ACTIVE", what="readiness")
     history = engine.catalog.versions(query.id)
     assert [(v["version"], v["outcome"]) for v in history] == [(1, "REPLACED"), (2, "ACTIVE")]
     assert history[1]["verdict"] == "IN_PLACE" and history[0]["ended_at"] <= history[1]["started_at"]

@@ -216,11 +216,12 @@ class Runtime:
             self._report(query, "ERROR", epoch, error=_short(e))
             return
         self.active[query.id] = _Running(stream, epoch, query.version)
+        # the version's record first, so whoever sees RUNNING also sees its outcome
+        self.catalog.mark_version(query.id, query.version, started_at=time.time(),
+                                  **({} if query.id in self.pending else {"outcome": "ACTIVE"}))
         if self.catalog.set_observed(query.id, "RUNNING", note, runtime_id=self.id, epoch=epoch,
                                      running_version=query.version):
             query.observed_state, query.error = "RUNNING", note
-        self.catalog.mark_version(query.id, query.version, started_at=time.time(),
-                                  **({} if query.id in self.pending else {"outcome": "ACTIVE"}))
 
     def _notice_failure(self, query: QueryInfo) -> bool:
         """Handle a query Spark stopped by itself; True if that rolled back an upgrade."""
