@@ -47,7 +47,8 @@ class Statement:
     col: int = field(default=1, kw_only=True)
     #: (line, column) where an embedded SELECT starts, to place errors inside it.
     select_at: tuple[int, int] = field(default=(1, 1), kw_only=True)
-    #: ksqlDB clauses taken out of an embedded SELECT before Spark SQL parses it.
+    #: ksqlDB clauses taken out of an embedded SELECT before Spark SQL parses it (its
+    #: ``select_sql`` keeps their place as blanks, so positions in it stay right).
     window: WindowSpec | None = field(default=None, kw_only=True)
     within: Within | None = field(default=None, kw_only=True)
 

@@ -19,12 +19,12 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from ..catalog import Catalog, QueryInfo
+from ..checkpoints import last_committed_batch
 from ..errors import StateError
 from ..language.streaming import StreamingPlan
-from ..checkpoints import last_committed_batch
 from .connectors import start_query
-from .upgrade import PendingUpgrade, discard_output, restore_snapshot, take_snapshot
 from .listener import ProgressListener
+from .upgrade import PendingUpgrade, discard_output, restore_snapshot, take_snapshot
 
 log = logging.getLogger("streamql.runtime")
 
