@@ -12,6 +12,7 @@ from .checkpoints import processed_files
 from .errors import NotFoundError, StateError, ValidationError, WaitTimeout
 from .introspection import query_rows, shown_state
 from .language import parse, parse_one
+from .language.statements import CreateAsSelect
 from .planner import Planner
 from .results import Result
 from .upgrades import Report
@@ -54,7 +55,7 @@ class Engine:
         pipeline = pipeline or self.pipeline
         issuer = issuer or self.issuer
         with self.catalog.transaction() as conn:
-            planner = Planner(self.catalog, conn, self.catalog.snapshot(conn), self.home, pipeline)
+            planner = self._planner(conn, pipeline)
             steps = [planner.plan(stmt) for stmt in statements]
             for stmt, step in zip(statements, steps):
                 if step.write:
@@ -69,19 +70,23 @@ class Engine:
     def validate(self, sql: str, *, pipeline: str | None = None) -> "Report":
         """The validator's report for one ``CREATE [OR REPLACE] STREAM|TABLE ... AS SELECT``
         of an existing query's output. Changes nothing."""
-        from .language.statements import CreateAsSelect
+        return self._check_replace(self._create_as_select(sql, "validate"), pipeline)[1]
+
+    def _create_as_select(self, sql: str, verb: str) -> CreateAsSelect:
         stmt = parse_one(sql)
         if not isinstance(stmt, CreateAsSelect):
-            raise ValidationError("validate takes one CREATE [OR REPLACE] STREAM|TABLE ... AS "
+            raise ValidationError(f"{verb} takes one CREATE [OR REPLACE] STREAM|TABLE ... AS "
                                   f"SELECT statement, got {type(stmt).__name__}",
                                   line=stmt.line, col=stmt.col, text=stmt.text.strip()[:120])
-        return self._check_replace(stmt, pipeline)[1]
+        return stmt
 
-    def _check_replace(self, stmt, pipeline: str | None):
+    def _planner(self, conn, pipeline: str | None) -> Planner:
+        return Planner(self.catalog, conn, self.catalog.snapshot(conn), self.home,
+                       pipeline or self.pipeline)
+
+    def _check_replace(self, stmt: CreateAsSelect, pipeline: str | None):
         with self.catalog.engine.connect() as conn:
-            planner = Planner(self.catalog, conn, self.catalog.snapshot(conn), self.home,
-                              pipeline or self.pipeline)
-            return planner.check_replace(stmt)
+            return self._planner(conn, pipeline).check_replace(stmt)
 
     def dry_run(self, sql: str, spark: Any, *, pipeline: str | None = None) -> "Report":
         """:meth:`validate`, then run the new version on ``spark`` over a copy of the live
@@ -89,7 +94,7 @@ class Engine:
         A Spark refusal turns an IN_PLACE verdict into REJECTED (finding SPARK_REFUSED)."""
         from .runtime.dryrun import dry_run
         from .upgrades import Finding
-        stmt = parse_one(sql)
+        stmt = self._create_as_select(sql, "dry_run")
         _current, report, new, _sink = self._check_replace(stmt, pipeline)
         sources = {n: self.catalog.source(n) for n in new.sources}
         outcome = dry_run(spark, new, sources)
@@ -111,10 +116,7 @@ class Engine:
         ``'latest'``). One transaction: if the new statement is wrong, nothing changes."""
         if start_from not in ("earliest", "latest"):
             raise ValidationError(f"start_from must be 'earliest' or 'latest', not {start_from!r}")
-        stmt = parse_one(sql)
-        from .language.statements import CreateAsSelect
-        if not isinstance(stmt, CreateAsSelect):
-            raise ValidationError("replace takes one CREATE [OR REPLACE] ... AS SELECT statement")
+        stmt = self._create_as_select(sql, "replace")
         sink = self.catalog.source(stmt.name)
         create = stmt.text.strip()
         if stmt.or_replace:
@@ -136,8 +138,7 @@ class Engine:
         """Validate a whole script against the catalog without applying any of it."""
         statements = parse(script)
         with self.catalog.engine.connect() as conn:
-            planner = Planner(self.catalog, conn, self.catalog.snapshot(conn), self.home,
-                              pipeline or self.pipeline)
+            planner = self._planner(conn, pipeline)
             for stmt in statements:
                 planner.plan(stmt)
 

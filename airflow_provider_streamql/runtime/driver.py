@@ -193,7 +193,7 @@ class Runtime:
         self._start(restored, epoch, note=f"version {failed} failed and was rolled back: {error}")
 
     def _start(self, query: QueryInfo, epoch: int, note: str | None = None) -> None:
-        attempts, when = self.retry_at.get(query.id, (0, 0.0))
+        _attempts, when = self.retry_at.get(query.id, (0, 0.0))
         if time.monotonic() < when:
             return
         self._report(query, "STARTING", epoch)
@@ -210,8 +210,7 @@ class Runtime:
             if query.id in self.pending:
                 self._roll_back(query, epoch, _short(e))
                 return
-            delay = min(MAX_RETRY_DELAY, 2.0 ** attempts)
-            self.retry_at[query.id] = (attempts + 1, time.monotonic() + delay)
+            delay = self._back_off(query.id)
             log.error("query %s failed to start (retry in %.0fs): %s", query.id, delay, e)
             self._report(query, "ERROR", epoch, error=_short(e))
             return
@@ -233,14 +232,19 @@ class Runtime:
         if query.id in self.pending:  # the new version failed before it was ready
             self._roll_back(query, running.epoch, _short(error) if error else "stopped")
             return True
-        attempts, _ = self.retry_at.get(query.id, (0, 0.0))
-        delay = min(MAX_RETRY_DELAY, 2.0 ** attempts)
-        self.retry_at[query.id] = (attempts + 1, time.monotonic() + delay)
+        delay = self._back_off(query.id)
         message = _short(error) if error else "the streaming query stopped unexpectedly"
         log.error("query %s failed (retry in %.0fs): %s", query.id, delay, message)
         self.catalog.set_observed(query.id, "ERROR", message, runtime_id=self.id, epoch=running.epoch)
         query.observed_state, query.error = "ERROR", message
         return False
+
+    def _back_off(self, query_id: str) -> float:
+        """Schedule the next start attempt after a failure: 1 s, doubling up to 60 s."""
+        attempts, _ = self.retry_at.get(query_id, (0, 0.0))
+        delay = min(MAX_RETRY_DELAY, 2.0 ** attempts)
+        self.retry_at[query_id] = (attempts + 1, time.monotonic() + delay)
+        return delay
 
     def _check_lease(self, query_id: str, epoch: int) -> None:
         if not self.catalog.renew_lease(query_id, self.id, epoch, self.lease_ttl):
