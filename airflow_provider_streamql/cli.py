@@ -55,9 +55,13 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=_exec)
 
     p = sub.add_parser("runtime", parents=[common], help="run a Spark driver for a pipeline")
-    p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    p.add_argument("--master", default="local[*]",
+                   help="Spark master (default local[*]; '' under spark-submit: the master it was given)")
     p.add_argument("--interval", type=float, default=0.5, help="reconcile interval, seconds")
     p.add_argument("--lease-ttl", type=float, default=10.0, help="query lease lifetime, seconds")
+    p.add_argument("--readiness-window", type=float, default=30.0,
+                   help="seconds a new version has to fail and be rolled back automatically "
+                        "after an in-place upgrade (it is ready earlier once it commits a batch)")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                    help="Spark configuration (repeatable)")
     p.set_defaults(handler=_runtime)
@@ -83,6 +87,18 @@ def _parser() -> argparse.ArgumentParser:
                    help="also run the new version on a copy of the checkpoint with local Spark")
     p.add_argument("--master", default="local[*]", help="Spark master for --dry-run")
     p.set_defaults(handler=_validate)
+
+    p = sub.add_parser("runtimes", parents=[common], help="list runtimes (live ones by default)")
+    p.add_argument("--all", action="store_true", help="also stopped and silent runtimes")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=_runtimes)
+
+    p = sub.add_parser("health", parents=[common],
+                       help="list queries in ERROR, UNASSIGNED or making no progress (exit 1 if any)")
+    p.add_argument("--stale-after", type=float, default=1800.0,
+                   help="seconds unprocessed input may wait before a query counts as stuck")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=_health)
 
     p = sub.add_parser("migrate", parents=[common], help="bring the catalog schema up to date")
     p.set_defaults(handler=_migrate)
@@ -121,13 +137,8 @@ def _exec(args: argparse.Namespace) -> int:
 
 
 def _queries(args: argparse.Namespace) -> int:
-    rows = _engine(args).queries(args.pipeline)
-    if args.json:
-        print(json.dumps(rows, default=str))
-        return EXIT_OK
     from .introspection import QUERY_COLUMNS
-    from .results import Result
-    print(Result("", columns=QUERY_COLUMNS, rows=[[r[c] for c in QUERY_COLUMNS] for r in rows]).render())
+    _table(_engine(args).queries(args.pipeline), QUERY_COLUMNS, args.json)
     return EXIT_OK
 
 
@@ -163,11 +174,35 @@ def _validate(args: argparse.Namespace) -> int:
     return EXIT_OK if report.verdict == "IN_PLACE" else EXIT_FAILED
 
 
+def _table(rows: list[dict[str, Any]], columns: list[str], as_json: bool) -> None:
+    from .results import Result
+    if as_json:
+        print(json.dumps(rows, default=str))
+    else:
+        print(Result("", columns=columns, rows=[[r.get(c) for c in columns] for r in rows]).render())
+
+
+def _runtimes(args: argparse.Namespace) -> int:
+    import time
+    rows = _engine(args).runtimes(args.pipeline, live=not args.all)
+    for r in rows:
+        r["heartbeat_age_s"] = round(time.time() - r["heartbeat_at"], 1)
+    _table(rows, ["id", "pipeline", "host", "pid", "master", "heartbeat_age_s", "spark_ui_url"], args.json)
+    return EXIT_OK
+
+
+def _health(args: argparse.Namespace) -> int:
+    from .health import unhealthy_queries
+    problems = unhealthy_queries(_engine(args), stale_after=args.stale_after, pipeline=args.pipeline)
+    _table(problems, ["query_id", "pipeline", "state", "problem"], args.json)
+    return EXIT_FAILED if problems else EXIT_OK
+
+
 def _migrate(args: argparse.Namespace) -> int:
-    from .catalog import current_version
+    from .catalog import current_version, safe_url
     engine = _engine(args)
     with engine.catalog.engine.connect() as conn:
-        print(f"catalog {engine.catalog.url} is at schema version {current_version(conn)}")
+        print(f"catalog {safe_url(engine.catalog.url)} is at schema version {current_version(conn)}")
     return EXIT_OK
 
 
@@ -185,7 +220,7 @@ def _runtime(args: argparse.Namespace) -> int:
     engine = _engine(args)
     spark = build_session(args.master, f"streamql-{engine.pipeline}", conf)
     runtime = Runtime(engine.catalog, engine.pipeline, spark, interval=args.interval,
-                      lease_ttl=args.lease_ttl)
+                      lease_ttl=args.lease_ttl, readiness_window=args.readiness_window)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: runtime.stop())
     runtime.run()

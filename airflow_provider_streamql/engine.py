@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import getpass
 import os
+import re
 import time
 from typing import Any, Iterable
 
-from . import topics
 from .catalog import Catalog, Progress, QueryInfo, default_home
-from .checkpoints import processed_files
+from .conditions import CaughtUp, Check, Condition, QueriesInState, VersionRunning
 from .errors import NotFoundError, StateError, ValidationError, WaitTimeout
 from .introspection import query_rows, shown_state
 from .language import parse, parse_one
@@ -18,6 +18,8 @@ from .results import Result
 from .upgrades import Report
 
 DEFAULT_PIPELINE = "default"
+#: a runtime that has not heartbeated for this many seconds is not live
+RUNTIME_STALE_AFTER = 15.0
 
 
 class Engine:
@@ -44,18 +46,21 @@ class Engine:
 
     # -- statements --------------------------------------------------------------------
     def execute(self, script: str, *, pipeline: str | None = None,
-                issuer: str | None = None) -> list[Result]:
+                issuer: str | None = None, skip_unchanged: bool = False) -> list[Result]:
         """Validate the whole script, then apply it in one catalog transaction.
 
         If any statement is wrong, the error names it and nothing is applied. Statements
         that write files (INSERT VALUES, DROP ... DELETE TOPIC) do so after the commit;
-        pull queries read after it.
+        pull queries read after it. With ``skip_unchanged``, a CREATE, ALTER or INSERT INTO
+        ... SELECT whose object already exists exactly as defined changes nothing (its
+        result's ``action`` is ``"unchanged"``): applying a script twice is applying it once.
         """
         statements = parse(script)
         pipeline = pipeline or self.pipeline
         issuer = issuer or self.issuer
         with self.catalog.transaction() as conn:
             planner = self._planner(conn, pipeline)
+            planner.skip_unchanged = skip_unchanged
             steps = [planner.plan(stmt) for stmt in statements]
             for stmt, step in zip(statements, steps):
                 if step.write:
@@ -67,10 +72,19 @@ class Engine:
                 step.after_commit(step.result)
         return [step.result for step in steps]
 
-    def validate(self, sql: str, *, pipeline: str | None = None) -> "Report":
+    def validate(self, sql: str, *, query_id: str | None = None,
+                 pipeline: str | None = None) -> "Report":
         """The validator's report for one ``CREATE [OR REPLACE] STREAM|TABLE ... AS SELECT``
-        of an existing query's output. Changes nothing."""
-        return self._check_replace(self._create_as_select(sql, "validate"), pipeline)[1]
+        of an existing query's output (``query_id``, when given, must be that query).
+        Changes nothing."""
+        stmt = self._create_as_select(sql, "validate")
+        self._writer(stmt, query_id)
+        return self._check_replace(stmt, pipeline)[1]
+
+    def writer_of(self, sql: str, *, query_id: str | None = None) -> str | None:
+        """The query that writes the output of a ``CREATE ... AS SELECT`` (None if no
+        query does); with ``query_id``, raise unless it is that query."""
+        return self._writer(self._create_as_select(sql, "writer_of"), query_id)
 
     def _create_as_select(self, sql: str, verb: str) -> CreateAsSelect:
         stmt = parse_one(sql)
@@ -88,13 +102,15 @@ class Engine:
         with self.catalog.engine.connect() as conn:
             return self._planner(conn, pipeline).check_replace(stmt)
 
-    def dry_run(self, sql: str, spark: Any, *, pipeline: str | None = None) -> "Report":
+    def dry_run(self, sql: str, spark: Any, *, query_id: str | None = None,
+                pipeline: str | None = None) -> "Report":
         """:meth:`validate`, then run the new version on ``spark`` over a copy of the live
         checkpoint with a sink that writes nothing, so Spark's own checks have their say.
         A Spark refusal turns an IN_PLACE verdict into REJECTED (finding SPARK_REFUSED)."""
         from .runtime.dryrun import dry_run
         from .upgrades import Finding
         stmt = self._create_as_select(sql, "dry_run")
+        self._writer(stmt, query_id)
         _current, report, new, _sink = self._check_replace(stmt, pipeline)
         sources = {n: self.catalog.source(n) for n in new.sources}
         outcome = dry_run(spark, new, sources)
@@ -108,22 +124,31 @@ class Engine:
             report.verdict = "REJECTED"
         return report
 
-    def replace(self, sql: str, *, start_from: str, pipeline: str | None = None,
-                issuer: str | None = None) -> list[Result]:
+    def upgrade(self, sql: str, *, query_id: str | None = None, pipeline: str | None = None,
+                issuer: str | None = None) -> Result:
+        """The in-place upgrade: ``CREATE [OR REPLACE] STREAM|TABLE x AS SELECT`` of the
+        output of an existing query (OR REPLACE is implied), applied only if the validator
+        says IN_PLACE. ``query_id``, when given, must be the query that writes ``x``."""
+        stmt = self._create_as_select(sql, "upgrade")
+        if self._writer(stmt, query_id) is None:
+            raise NotFoundError(f"no query writes {stmt.name}; create it with CREATE "
+                                f"{stmt.kind} {stmt.name} AS SELECT ...")
+        return self.execute(_create_text(stmt, or_replace=True), pipeline=pipeline, issuer=issuer)[0]
+
+    def replace(self, sql: str, *, start_from: str, query_id: str | None = None,
+                pipeline: str | None = None, issuer: str | None = None) -> list[Result]:
         """The replacing upgrade, for what cannot be done in place: TERMINATE the query that
         writes the statement's output, DROP that output with its data, and create it again
         reading its sources from ``start_from`` (``'earliest'``; file topics have no
-        ``'latest'``). One transaction: if the new statement is wrong, nothing changes."""
+        ``'latest'``). The new query has a new ID. If the new statement is wrong, nothing
+        changes. ``query_id``, when given, must be the query that writes the output."""
         if start_from not in ("earliest", "latest"):
             raise ValidationError(f"start_from must be 'earliest' or 'latest', not {start_from!r}")
         stmt = self._create_as_select(sql, "replace")
-        sink = self.catalog.source(stmt.name)
-        create = stmt.text.strip()
-        if stmt.or_replace:
-            create = "CREATE" + create[create.upper().index("REPLACE") + len("REPLACE"):]
-        rebuild = [f"SET 'auto.offset.reset' = '{start_from}'", create]
-        old = sink.writer_query if sink is not None else None
+        old = self._writer(stmt, query_id)
+        rebuild = [f"SET 'auto.offset.reset' = '{start_from}'", _create_text(stmt, or_replace=False)]
         if old:
+            sink = self.catalog.source(stmt.name)
             rebuild = [f"DROP {sink.kind} {sink.name} DELETE TOPIC", *rebuild]
             self.check(";\n".join([f"TERMINATE {old}", *rebuild]), pipeline=pipeline)
             results = self.execute(f"TERMINATE {old}", pipeline=pipeline, issuer=issuer)
@@ -133,6 +158,18 @@ class Engine:
         else:
             results = []
         return results + self.execute(";\n".join(rebuild), pipeline=pipeline, issuer=issuer)
+
+    def _writer(self, stmt: CreateAsSelect, query_id: str | None) -> str | None:
+        """The query writing the statement's output (None if none); it must be ``query_id``."""
+        sink = self.catalog.source(stmt.name)
+        writer = sink.writer_query if sink is not None else None
+        if query_id is not None:
+            self.query(query_id)  # NotFoundError for an unknown ID
+            if writer != query_id.upper():
+                raise ValidationError(f"{stmt.name} is written by {writer or 'no query'}, not by "
+                                      f"{query_id.upper()}", line=stmt.line, col=stmt.col,
+                                      text=stmt.text.strip()[:120])
+        return writer
 
     def check(self, script: str, *, pipeline: str | None = None) -> None:
         """Validate a whole script against the catalog without applying any of it."""
@@ -161,7 +198,30 @@ class Engine:
     def progress(self, query_id: str) -> Progress | None:
         return self.catalog.progress(self.query(query_id).id)
 
+    def runtimes(self, pipeline: str | None = None, *, live: bool = True) -> list[dict[str, Any]]:
+        """Runtimes (of one pipeline); ``live``: not stopped and heartbeating within
+        :data:`RUNTIME_STALE_AFTER` seconds."""
+        now = time.time()
+        return [r for r in self.catalog.runtimes()
+                if (pipeline is None or r["pipeline"] == pipeline)
+                and (not live or (r["stopped_at"] is None
+                                  and now - r["heartbeat_at"] <= RUNTIME_STALE_AFTER))]
+
     # -- waiting -------------------------------------------------------------------------
+    def wait(self, condition: Condition, *, timeout: float = 60.0, poll: float = 0.1) -> Check:
+        """Return the first check of ``condition`` that is done. Raises :class:`StateError`
+        when it can no longer come true and :class:`WaitTimeout` after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            check = condition.check(self)
+            if check.done:
+                return check
+            if check.failed:
+                raise StateError(check.message)
+            if time.monotonic() >= deadline:
+                raise WaitTimeout(f"{check.message} after {timeout:g}s")
+            time.sleep(poll)
+
     def wait_for_state(self, query_id: str, state: str, *, timeout: float = 60.0,
                        poll: float = 0.1) -> str:
         """Return once the query's observed state is ``state``.
@@ -169,39 +229,14 @@ class Engine:
         Raises :class:`StateError` if it goes to ERROR (unless ERROR is awaited) and
         :class:`WaitTimeout` when ``timeout`` seconds pass.
         """
-        state = state.upper()
-        deadline = time.monotonic() + timeout
-        while True:
-            query = self.query(query_id)
-            current = shown_state(query, self.catalog.leases().get(query.id))
-            if current == state:
-                return current
-            if current == "ERROR" and state != "ERROR":
-                raise StateError(f"query {query.id} failed while waiting for {state}: {query.error}")
-            if time.monotonic() >= deadline:
-                raise WaitTimeout(f"query {query.id} is {current}, not {state}, after {timeout:g}s")
-            time.sleep(poll)
+        self.wait(QueriesInState([query_id], [state]), timeout=timeout, poll=poll)
+        return state.upper()
 
     def wait_caught_up(self, query_id: str, *, timeout: float = 60.0, poll: float = 0.2) -> int:
         """Return once every input record that existed at the call has been processed and
         its output committed. Returns the number of input files that were awaited."""
-        query = self.query(query_id)
-        wanted: set[str] = set()
-        # tables joined as of each batch are read whole each time, never consumed
-        static = set(query.properties.get("plan", {}).get("static_tables", []))
-        for name in (n for n in query.sources if n not in static):
-            src = self.catalog.source(name)
-            if src is not None:
-                wanted.update(topics.committed_files(src.path))
-        deadline = time.monotonic() + timeout
-        while True:
-            missing = wanted - processed_files(query.checkpoint)
-            if not missing:
-                return len(wanted)
-            if time.monotonic() >= deadline:
-                raise WaitTimeout(f"query {query.id} ({self.state(query.id)}) has not processed "
-                                  f"{len(missing)} of {len(wanted)} input files after {timeout:g}s")
-            time.sleep(poll)
+        check = self.wait(CaughtUp(query_id), timeout=timeout, poll=poll)
+        return check.details["input_files"]
 
     def wait_for_results(self, results: Iterable[Result], *, timeout: float = 60.0) -> None:
         """Wait until the observed state reflects each statement's effect (``exec --wait``)."""
@@ -209,22 +244,20 @@ class Engine:
         for result in results:
             for query_id, state in result.waits:
                 self.wait_for_state(query_id, state, timeout=max(0.0, deadline - time.monotonic()))
-            if result.version is not None and result.query_id:
+            if result.action == "replaced" and result.version is not None and result.query_id:
                 self.wait_for_version(result.query_id, result.version,
                                       timeout=max(0.0, deadline - time.monotonic()))
 
     def wait_for_version(self, query_id: str, version: int, *, timeout: float = 60.0,
-                         poll: float = 0.1) -> None:
-        """Return once a runtime runs ``version`` of the query; raise :class:`StateError` if
-        that version was rolled back. (It may still be in its readiness window: see
-        ``query_versions.outcome``, ACTIVE once ready.)"""
-        deadline = time.monotonic() + timeout
-        while True:
-            row = next(v for v in self.catalog.versions(query_id.upper()) if v["version"] == version)
-            if row["outcome"] == "ROLLED_BACK":
-                raise StateError(f"version {version} of {query_id} was rolled back: {row['error']}")
-            if self.query(query_id).running_version == version:
-                return
-            if time.monotonic() >= deadline:
-                raise WaitTimeout(f"version {version} of {query_id} is not running after {timeout:g}s")
-            time.sleep(poll)
+                         poll: float = 0.1, ready: bool = False) -> None:
+        """Return once a runtime runs ``version`` of the query (with ``ready``: and it left
+        its readiness window); raise :class:`StateError` if that version was rolled back."""
+        self.wait(VersionRunning(query_id, version, ready), timeout=timeout, poll=poll)
+
+
+_CREATE = re.compile(r"^\s*CREATE\s+(?:OR\s+REPLACE\s+)?", re.IGNORECASE)
+
+
+def _create_text(stmt: CreateAsSelect, *, or_replace: bool) -> str:
+    """The statement's text as CREATE OR REPLACE ... or as a plain CREATE ..."""
+    return _CREATE.sub("CREATE OR REPLACE " if or_replace else "CREATE ", stmt.text.strip(), count=1)

@@ -57,16 +57,23 @@ class Planner:
     home: str
     pipeline: str
     settings: dict[str, str] = field(default_factory=dict)
+    #: a CREATE, ALTER or INSERT INTO ... SELECT whose object already exists exactly as the
+    #: statement defines it changes nothing (its result's action is "unchanged"), so that a
+    #: deploy script can be applied again
+    skip_unchanged: bool = False
 
     def plan(self, stmt: st.Statement) -> Step:
         handler = getattr(self, "_" + type(stmt).__name__)
         step = handler(stmt)
-        step.log = stmt.writes
+        step.log = stmt.writes and step.result.action != "unchanged"
         return step
 
     # -- sources -------------------------------------------------------------------
     def _CreateSource(self, stmt: st.CreateSource) -> Step:
-        if stmt.or_replace and stmt.name in self.snapshot.sources:
+        existing = self.snapshot.sources.get(stmt.name)
+        if self.skip_unchanged and existing is not None and self._same_source(existing, stmt):
+            return self._unchanged(stmt, f"{stmt.kind.lower()} {stmt.name}")
+        if stmt.or_replace and existing is not None:
             return self._replace_source(stmt)
         self._check_new_name(stmt.name, stmt)
         names = [c.name.lower() for c in stmt.columns]
@@ -77,7 +84,8 @@ class Planner:
             raise self._error(f"table {stmt.name} needs a PRIMARY KEY column", stmt)
         src = self._source(stmt, stmt.columns, writer=None)
         self.snapshot.sources[src.name] = src
-        return Step(Result(stmt.text, f"Created {stmt.kind.lower()} {src.name} at {src.path}"),
+        return Step(Result(stmt.text, f"Created {stmt.kind.lower()} {src.name} at {src.path}",
+                           action="created"),
                     write=lambda conn: self.catalog.insert_source(conn, src),
                     after_commit=lambda _r: os.makedirs(src.path, exist_ok=True))
 
@@ -98,11 +106,13 @@ class Planner:
         new = replace(old, columns=list(stmt.columns))
         self.snapshot.sources[old.name] = new
         return Step(Result(stmt.text, f"Replaced {stmt.kind.lower()} {old.name}: "
-                           f"{len(added)} column(s) appended"),
+                           f"{len(added)} column(s) appended", action="replaced"),
                     write=lambda conn: self.catalog.update_source(conn, new))
 
     def _AlterSource(self, stmt: st.AlterSource) -> Step:
         src = self._declared(stmt.name, stmt.kind, stmt, "ALTER")
+        if self.skip_unchanged and set(_column_tuples(stmt.add_columns)) <= set(_column_tuples(src.columns)):
+            return self._unchanged(stmt, f"{src.kind.lower()} {src.name}")
         existing = {c.name.lower() for c in src.columns}
         for c in stmt.add_columns:
             if c.name.lower() in existing or c.key:
@@ -111,7 +121,8 @@ class Planner:
             existing.add(c.name.lower())
         new = replace(src, columns=src.columns + list(stmt.add_columns))
         self.snapshot.sources[src.name] = new
-        return Step(Result(stmt.text, f"Added {len(stmt.add_columns)} column(s) to {src.name}"),
+        return Step(Result(stmt.text, f"Added {len(stmt.add_columns)} column(s) to {src.name}",
+                           action="altered"),
                     write=lambda conn: self.catalog.update_source(conn, new))
 
     def _DropSource(self, stmt: st.DropSource) -> Step:
@@ -139,7 +150,12 @@ class Planner:
 
     # -- persistent queries ----------------------------------------------------------
     def _CreateAsSelect(self, stmt: st.CreateAsSelect) -> Step:
-        if stmt.or_replace and stmt.name in self.snapshot.sources:
+        existing = self.snapshot.sources.get(stmt.name)
+        if self.skip_unchanged and existing is not None and existing.writer_query:
+            current, _report, new, sink = self.check_replace(stmt)
+            if _same_query(current, existing, new, sink):
+                return self._unchanged(stmt, f"query {current.id}", current)
+        if stmt.or_replace and existing is not None:
             return self._replace(stmt)
         self._check_new_name(stmt.name, stmt)
         analysis = self._analyze_as_select(stmt)
@@ -153,7 +169,8 @@ class Planner:
             self.catalog.insert_source(conn, sink)
             self.catalog.insert_query(conn, query, sink)
         return Step(Result(stmt.text, f"Created query {query_id} writing {sink.kind.lower()} "
-                           f"{sink.name}", query_id=query_id, waits=[(query_id, "RUNNING")]),
+                           f"{sink.name}", query_id=query_id, waits=[(query_id, "RUNNING")],
+                           version=1, action="created"),
                     write=write)
 
     def check_replace(self, stmt: st.CreateAsSelect) -> tuple[QueryInfo, Report, QueryInfo, SourceInfo]:
@@ -204,7 +221,7 @@ class Planner:
         return Step(Result(stmt.text, f"Replaced {new.id} in place: version {new.version} "
                            f"({', '.join(report.kinds)})", query_id=new.id,
                            waits=[(new.id, "RUNNING")] if new.desired_state == "RUNNING" else [],
-                           report=report.to_dict(), version=new.version),
+                           report=report.to_dict(), version=new.version, action="replaced"),
                     write=lambda conn: self.catalog.add_version(conn, new, sink, report.to_dict()))
 
     def _analyze_as_select(self, stmt: st.CreateAsSelect) -> SelectAnalysis:
@@ -237,10 +254,17 @@ class Planner:
         want = [(c.name.lower(), c.type) for c in target.columns]
         if got != want:
             raise self._error(f"the SELECT's columns {got} do not match {target.name}'s {want}", stmt)
+        if self.skip_unchanged:
+            for q in self.snapshot.queries.values():
+                if q.kind == "INSERT" and q.sink == target.name and q.desired_state != "TERMINATED" and \
+                        self._query(q.id, q.seq, "INSERT", target, analysis, stmt,
+                                    register=False).select_sql == q.select_sql:
+                    return self._unchanged(stmt, f"query {q.id}", q)
         seq = self.snapshot.next_seq
         query = self._query(f"INSERTQUERY_{seq}", seq, "INSERT", target, analysis, stmt)
         return Step(Result(stmt.text, f"Created query {query.id} writing stream {target.name}",
-                           query_id=query.id, waits=[(query.id, "RUNNING")]),
+                           query_id=query.id, waits=[(query.id, "RUNNING")], version=1,
+                           action="created"),
                     write=lambda conn: self.catalog.insert_query(conn, query, target))
 
     def _QueryControl(self, stmt: st.QueryControl) -> Step:
@@ -339,6 +363,26 @@ class Planner:
         return Step(explain(self.catalog, self.conn, self.snapshot, stmt))
 
     # -- helpers -------------------------------------------------------------------
+    def _same_source(self, existing: SourceInfo, stmt: st.CreateSource) -> bool:
+        """``stmt`` declares ``existing``: same kind and properties, and its columns are the
+        existing ones or their start (columns appended since, as by a later ALTER of the
+        same script, are kept: columns are never removed)."""
+        if existing.writer_query or existing.kind != stmt.kind:
+            return False
+        declared = self._source(stmt, stmt.columns, writer=None, replacing=existing)
+        columns = _column_tuples(existing.columns)
+        other = lambda props: {k: v for k, v in props.items() if k != "value_format"}
+        return (_column_tuples(declared.columns), other(declared.properties), declared.path,
+                declared.format) == (columns[:len(declared.columns)], other(existing.properties),
+                                     existing.path, existing.format)
+
+    @staticmethod
+    def _unchanged(stmt: st.Statement, what: str, query: QueryInfo | None = None) -> Step:
+        result = Result(stmt.text, f"Unchanged: {what} already exists as defined",
+                        query_id=query.id if query else None,
+                        version=query.version if query else None, action="unchanged")
+        return Step(result)
+
     def _analyze(self, stmt: st.Statement, select, *, persistent: bool = True) -> SelectAnalysis:
         schemas = {name: src.columns for name, src in self.snapshot.sources.items()}
         if not persistent and (stmt.window or stmt.within):
@@ -470,3 +514,11 @@ class Planner:
         return ValidationError(message, line=stmt.line, col=stmt.col, text=stmt.text.strip()[:120])
 
 
+def _column_tuples(columns: list[st.Column]) -> list[tuple[str, str, bool]]:
+    return [(c.name.lower(), c.type.upper(), c.key) for c in columns]
+
+
+def _same_query(current: QueryInfo, old_sink: SourceInfo, new: QueryInfo, sink: SourceInfo) -> bool:
+    """The new definition runs exactly what ``current`` runs and writes the same output."""
+    return (new.select_sql, new.properties, _column_tuples(sink.columns), sink.properties) == \
+        (current.select_sql, current.properties, _column_tuples(old_sink.columns), old_sink.properties)

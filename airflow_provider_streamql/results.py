@@ -22,12 +22,14 @@ class Result:
     #: for CREATE OR REPLACE: the validator's report and the new version
     report: dict[str, Any] | None = None
     version: int | None = None
+    #: for CREATE, ALTER and INSERT INTO ... SELECT: created, replaced, altered or unchanged
+    action: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"statement": self.statement, "message": self.message, "query_id": self.query_id,
                 "columns": self.columns, "rows": self.rows,
                 "waits": [list(w) for w in self.waits], "report": self.report,
-                "version": self.version}
+                "version": self.version, "action": self.action}
 
     def render(self) -> str:
         """Human-readable text: the message, then the table if there is one."""

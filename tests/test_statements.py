@@ -159,3 +159,58 @@ def test_show_describe_explain(engine):
     assert explained["spark_select"] == ("SELECT `id`, `user`, `cost` FROM sq_csas_valid_1_purchases "
                                          "AS purchases WHERE cost > 0")
     assert explained["sources"] == "PURCHASES"
+
+
+DEPLOY = """
+CREATE STREAM purchases (id INT KEY, user STRING, cost DOUBLE) WITH (value_format='JSON');
+ALTER STREAM purchases ADD COLUMN note STRING;
+CREATE STREAM valid AS SELECT * FROM purchases WHERE cost > 0;
+CREATE OR REPLACE TABLE stats AS SELECT user, COUNT(*) AS n FROM valid GROUP BY user;
+CREATE STREAM extra (id INT KEY, user STRING, cost DOUBLE, note STRING);
+INSERT INTO extra SELECT * FROM purchases WHERE cost > 100;
+"""
+
+# a second script against DEPLOY's catalog -> the action of each statement, or the error
+REDEPLOY = [
+    (DEPLOY, ["unchanged"] * 6),
+    ("create   stream PURCHASES (ID int key, USER string, COST double) with (VALUE_FORMAT='JSON')", ["unchanged"]),
+    ("CREATE OR REPLACE STREAM valid AS SELECT * FROM purchases WHERE cost > 1", ["replaced"]),
+    ("CREATE OR REPLACE STREAM purchases (id INT KEY, user STRING, cost DOUBLE, note STRING, n INT)", ["replaced"]),
+    ("ALTER STREAM purchases ADD COLUMN n INT", ["altered"]),
+    ("INSERT INTO extra SELECT * FROM purchases WHERE cost > 200", ["created"]),
+    ("CREATE STREAM valid AS SELECT * FROM purchases WHERE cost > 1", "a stream named VALID already exists"),
+    ("CREATE STREAM purchases (id INT KEY, user STRING)", ["unchanged"]),  # later columns were added
+    ("CREATE STREAM purchases (id INT KEY, user STRING, price DOUBLE)", "a stream named PURCHASES already exists"),
+    ("CREATE STREAM purchases (id INT KEY, user STRING, cost DOUBLE) WITH (value_format='CSV')",
+     "a stream named PURCHASES already exists"),
+]
+
+
+@pytest.mark.parametrize("script, expected", REDEPLOY)
+def test_skip_unchanged_applies_a_script_again_without_changes(engine, script, expected):
+    engine.execute(DEPLOY, skip_unchanged=True)
+    before, log = dump(engine), len(engine.catalog.commands())
+    if isinstance(expected, str):
+        with pytest.raises(ValidationError, match=expected):
+            engine.execute(script, skip_unchanged=True)
+        assert dump(engine) == before
+        return
+    results = engine.execute(script, skip_unchanged=True)
+    assert [r.action for r in results] == expected
+    if set(expected) == {"unchanged"}:
+        assert dump(engine) == before
+        assert len(engine.catalog.commands()) == log  # nothing to log: nothing happened
+    else:
+        assert dump(engine) != before
+
+
+def test_unchanged_queries_keep_their_ids_versions_and_desired_state(engine):
+    engine.execute(DEPLOY, skip_unchanged=True)
+    engine.execute("PAUSE CSAS_VALID_1")
+    again = engine.execute(DEPLOY, skip_unchanged=True)
+    assert [(r.query_id, r.version) for r in again if r.query_id] == [
+        ("CSAS_VALID_1", 1), ("CTAS_STATS_2", 1), ("INSERTQUERY_3", 1)]
+    assert {q["query_id"]: q["desired"] for q in engine.queries()}["CSAS_VALID_1"] == "PAUSED"
+    # without skip_unchanged a second CREATE is an error, as before
+    with pytest.raises(ValidationError, match="already exists"):
+        engine.execute(DEPLOY)

@@ -2,8 +2,8 @@
 from .migrations import LATEST, current_version, migrate
 from .model import (ACTIVE_STATES, DESIRED_STATES, OBSERVED_STATES, Progress, QueryInfo,
                     Snapshot, SourceInfo)
-from .store import Catalog, default_home, default_url
+from .store import Catalog, default_home, default_url, safe_url
 
-__all__ = ["Catalog", "LATEST", "current_version", "migrate", "default_home", "default_url",
+__all__ = ["Catalog", "LATEST", "current_version", "migrate", "default_home", "default_url", "safe_url",
            "ACTIVE_STATES", "DESIRED_STATES", "OBSERVED_STATES", "Progress", "QueryInfo",
            "Snapshot", "SourceInfo"]

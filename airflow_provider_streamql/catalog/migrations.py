@@ -3,12 +3,13 @@ from __future__ import annotations
 
 from typing import Callable
 
-from sqlalchemy import Connection, Engine, inspect, insert, select, update
+from sqlalchemy import Connection, Engine, inspect, insert, select, text, update
+from sqlalchemy.schema import CreateColumn
 
 from .connections import write_connection
 
 from ..errors import CatalogError
-from .schema import MIGRATION_1_TABLES, MIGRATION_2_TABLES, schema_version
+from .schema import MIGRATION_1_TABLES, MIGRATION_2_TABLES, MIGRATION_3_COLUMNS, schema_version
 
 
 def _create(tables) -> Callable[[Connection], None]:
@@ -18,10 +19,23 @@ def _create(tables) -> Callable[[Connection], None]:
     return run
 
 
+def _add_columns(columns) -> Callable[[Connection], None]:
+    """ALTER TABLE ... ADD COLUMN for each column a table lacks (a table created by an
+    earlier step from today's schema already has them)."""
+    def run(conn: Connection) -> None:
+        for table, names in columns.items():
+            have = {c["name"] for c in inspect(conn).get_columns(table.name)}
+            for name in (n for n in names if n not in have):
+                column = CreateColumn(table.c[name]).compile(dialect=conn.dialect)
+                conn.execute(text(f"ALTER TABLE {table.name} ADD COLUMN {column}"))
+    return run
+
+
 # version -> step that brings version-1 to version. Append only; never edit a shipped step.
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     1: _create(MIGRATION_1_TABLES),
     2: _create(MIGRATION_2_TABLES),
+    3: _add_columns(MIGRATION_3_COLUMNS),
 }
 LATEST = max(MIGRATIONS)
 

@@ -83,6 +83,10 @@ runtimes = Table(
     Column("started_at", Float, nullable=False),
     Column("heartbeat_at", Float, nullable=False),
     Column("stopped_at", Float),
+    # migration 3: where to see it
+    Column("spark_app_id", String(255)),
+    Column("spark_ui_url", Text),
+    Column("master", String(255)),
 )
 
 leases = Table(
@@ -110,3 +114,4 @@ progress = Table(
 
 MIGRATION_1_TABLES = (sources, queries, query_versions, commands)
 MIGRATION_2_TABLES = (runtimes, leases, progress)
+MIGRATION_3_COLUMNS = {runtimes: ("spark_app_id", "spark_ui_url", "master")}

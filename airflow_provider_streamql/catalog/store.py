@@ -7,7 +7,7 @@ import time
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from sqlalchemy import Connection, create_engine, delete, func, insert, select, update
+from sqlalchemy import Connection, create_engine, delete, func, insert, make_url, select, update
 from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
 from sqlalchemy.pool import NullPool
 
@@ -33,11 +33,32 @@ def default_url(home: str | None = None) -> str:
     return f"sqlite:///{os.path.join(home, 'catalog.db')}"
 
 
+def safe_url(url: str) -> str:
+    """A catalog URL fit to show: its password replaced by ``***``."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return url.split("@")[-1] if "@" in url else url
+
+
+def _with_env_password(url: str) -> str:
+    """``$STREAMQL_CATALOG_PASSWORD`` fills in a URL without a password: runtimes get it in
+    an environment variable whose name Spark redacts, not in a URL it would show."""
+    password = os.environ.get("STREAMQL_CATALOG_PASSWORD")
+    if not password or url.startswith("sqlite"):
+        return url
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return url
+    return url if parsed.password else parsed.set(password=password).render_as_string(hide_password=False)
+
+
 class Catalog:
     """Access to one catalog database (SQLite or PostgreSQL), migrated to the latest schema."""
 
     def __init__(self, url: str | None = None, *, home: str | None = None, migrate_to: int = LATEST):
-        self.url = url or default_url(home)
+        self.url = _with_env_password(url or default_url(home))
         try:
             if self.url.startswith("sqlite"):
                 self.engine = create_engine(self.url, poolclass=NullPool,
@@ -50,7 +71,8 @@ class Catalog:
             self.dialect = self.engine.dialect.name
             migrate(self.engine, migrate_to) if migrate_to else None
         except (ArgumentError, OperationalError) as e:
-            raise CatalogError(f"cannot open catalog {self.url!r}: {str(e).splitlines()[0]}") from None
+            raise CatalogError(f"cannot open catalog {safe_url(self.url)!r}: "
+                               f"{str(e).splitlines()[0]}") from None
 
     def close(self) -> None:
         self.engine.dispose()
@@ -204,7 +226,10 @@ class Catalog:
             return [dict(r._mapping) for r in conn.execute(select(s.runtimes).order_by(s.runtimes.c.started_at))]
 
     # -- runtimes: heartbeats, leases, observed state, progress ------------------------------
-    def heartbeat(self, runtime_id: str, pipeline: str, host: str, pid: int) -> None:
+    def heartbeat(self, runtime_id: str, pipeline: str, host: str, pid: int,
+                  **spark: str | None) -> None:
+        """Record that a runtime is alive; the first beat registers it with ``spark``'s
+        ``spark_app_id``, ``spark_ui_url`` and ``master``."""
         now = time.time()
         with write_connection(self.engine) as conn:
             done = conn.execute(update(s.runtimes).where(s.runtimes.c.id == runtime_id)
@@ -212,7 +237,7 @@ class Catalog:
             if not done:
                 conn.execute(insert(s.runtimes).values(
                     id=runtime_id, pipeline=pipeline, host=host, pid=pid, started_at=now,
-                    heartbeat_at=now))
+                    heartbeat_at=now, **spark))
 
     def runtime_stopped(self, runtime_id: str) -> None:
         with write_connection(self.engine) as conn:

@@ -60,6 +60,9 @@ class Runtime:
         self.readiness_window = readiness_window
         self.pending: dict[str, PendingUpgrade] = {}
         self.stopping = threading.Event()
+        context = spark.sparkContext  # recorded with the first heartbeat, for links to it
+        self.spark_info = {"spark_app_id": context.applicationId,
+                           "spark_ui_url": context.uiWebUrl, "master": context.master}
         # A query is ours from the moment we hold its lease: its first batch may report
         # progress before start() returns.
         self.listener = ProgressListener(catalog, lambda name: name in self.epochs)
@@ -85,7 +88,7 @@ class Runtime:
 
     def tick(self) -> None:
         """One reconcile pass over the pipeline's queries."""
-        self.catalog.heartbeat(self.id, self.pipeline, self.host, self.pid)
+        self.catalog.heartbeat(self.id, self.pipeline, self.host, self.pid, **self.spark_info)
         for query in self.catalog.queries(self.pipeline):
             if self.stopping.is_set():
                 return

@@ -14,9 +14,13 @@ DEFAULT_CONF = {
 }
 
 
-def build_session(master: str = "local[*]", app_name: str = "streamql",
+def build_session(master: str | None = "local[*]", app_name: str = "streamql",
                   conf: dict[str, str] | None = None) -> SparkSession:
-    builder = SparkSession.builder.master(master).appName(app_name)
+    """A session on ``master``; ``None`` or ``''`` keeps the master (and application
+    name) spark-submit was given."""
+    builder = SparkSession.builder
+    if master:
+        builder = builder.master(master).appName(app_name)
     for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

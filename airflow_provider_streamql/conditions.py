@@ -1,0 +1,226 @@
+"""What a wait waits for, as data: a query reaching a state, a version becoming ready,
+progress since a point, catching up with the input.
+
+A condition is checked against an :class:`~airflow_provider_streamql.engine.Engine` and
+never blocks, so the same object serves ``Engine.wait``, the CLI, a sensor's poke and a
+deferrable trigger. ``to_dict``/``from_dict`` carry it across a trigger's serialisation.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from . import topics
+from .checkpoints import processed_files
+from .errors import ValidationError
+from .introspection import shown_state
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+
+@dataclass
+class Check:
+    """One look at a condition: ``done``; or ``failed`` (it can no longer come true);
+    else still waiting. ``message`` says where things stand; ``details`` is for XCom."""
+
+    done: bool
+    message: str
+    failed: bool = False
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class Condition:
+    """Base of every condition; subclasses are dataclasses with JSON-friendly fields."""
+
+    kind: ClassVar[str]
+
+    def check(self, engine: "Engine") -> Check:
+        raise NotImplementedError
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, **asdict(self)}
+
+    @staticmethod
+    def from_dict(data: dict[str, Any]) -> "Condition":
+        data = dict(data)
+        kind = data.pop("kind", None)
+        if kind not in CONDITIONS:
+            raise ValidationError(f"unknown condition kind {kind!r} (known: {', '.join(CONDITIONS)})")
+        return CONDITIONS[kind](**data)
+
+
+@dataclass
+class QueriesInState(Condition):
+    """Each query (``query_ids=None``: ALL queries of ``pipeline``) is in one of ``states``;
+    the state ``DESIRED`` means each query's own desired state (converged).
+
+    ALL leaves out terminated queries unless TERMINATED is awaited. A query in ERROR fails
+    the wait unless ERROR is awaited or ``fail_on_error`` is off; one terminated while
+    another state is awaited fails it too.
+    """
+
+    kind: ClassVar[str] = "state"
+    query_ids: list[str] | None
+    states: list[str]
+    pipeline: str | None = None
+    fail_on_error: bool = True
+
+    def __post_init__(self) -> None:
+        self.states = [s.upper() for s in self.states]
+        self.query_ids = [q.upper() for q in self.query_ids] if self.query_ids is not None else None
+
+    def check(self, engine: "Engine") -> Check:
+        if self.query_ids is None:
+            queries = [q for q in engine.catalog.queries(self.pipeline or engine.pipeline)
+                       if q.desired_state != "TERMINATED" or "TERMINATED" in self._wanted(q)]
+        else:
+            queries = [engine.query(q) for q in self.query_ids]  # NotFoundError for a wrong ID
+        leases = engine.catalog.leases()
+        states = {q.id: shown_state(q, leases.get(q.id)) for q in queries}
+        waiting = {q.id: states[q.id] for q in queries if states[q.id] not in self._wanted(q)}
+        wanted = " or ".join(self.states)
+        for q in queries:
+            state = states[q.id]
+            if state == "ERROR" and "ERROR" not in self._wanted(q) and self.fail_on_error:
+                return Check(False, f"query {q.id} is in ERROR while waiting for {wanted}: "
+                                    f"{q.error}", failed=True, details={"states": states})
+            if q.desired_state == "TERMINATED" and "TERMINATED" not in self._wanted(q) and \
+                    self.query_ids is not None:
+                return Check(False, f"query {q.id} was terminated while waiting for {wanted}",
+                             failed=True, details={"states": states})
+        if waiting:
+            shown = ", ".join(f"{q} is {s}" for q, s in waiting.items())
+            return Check(False, f"{shown}; waiting for {wanted}", details={"states": states})
+        what = ", ".join(states) if states else "no queries"
+        return Check(True, f"{what}: {wanted}", details={"states": states})
+
+    def _wanted(self, query) -> set[str]:
+        """The awaited states for ``query``: DESIRED stands for its own desired state."""
+        return {query.desired_state if s == "DESIRED" else s for s in self.states}
+
+
+@dataclass
+class VersionRunning(Condition):
+    """A runtime runs ``version`` of the query; with ``ready``, the version has also left its
+    readiness window (committed a batch, or the window passed without a failure). A rolled
+    back version fails the wait with the reason."""
+
+    kind: ClassVar[str] = "version"
+    query_id: str
+    version: int
+    ready: bool = False
+
+    def check(self, engine: "Engine") -> Check:
+        query = engine.query(self.query_id)
+        row = next((v for v in engine.catalog.versions(query.id) if v["version"] == self.version), None)
+        if row is None:
+            return Check(False, f"query {query.id} has no version {self.version}", failed=True)
+        details = {"query_id": query.id, "version": self.version, "outcome": row["outcome"],
+                   "running_version": query.running_version, "state": engine.state(query.id)}
+        if row["outcome"] == "ROLLED_BACK":
+            return Check(False, f"version {self.version} of {query.id} was rolled back: "
+                                f"{row['error']}", failed=True, details=details)
+        running = query.running_version == self.version
+        if running and (not self.ready or row["outcome"] == "ACTIVE"):
+            return Check(True, f"version {self.version} of {query.id} is "
+                               f"{'ready' if self.ready else 'running'}", details=details)
+        return Check(False, f"version {self.version} of {query.id}: "
+                            f"{row['outcome'] or 'not started'} ({details['state']})", details=details)
+
+
+@dataclass
+class ProgressSince(Condition):
+    """The query committed at least ``batches`` micro-batches after batch ``since_batch``
+    and/or read at least ``rows`` input rows beyond ``since_rows`` (its running total)."""
+
+    kind: ClassVar[str] = "progress"
+    query_id: str
+    batches: int | None = None
+    rows: int | None = None
+    since_batch: int = -1
+    since_rows: int = 0
+    fail_on_error: bool = True
+
+    def __post_init__(self) -> None:
+        if self.batches is None and self.rows is None:
+            raise ValidationError("progress needs batches or rows (or both)")
+
+    @classmethod
+    def from_now(cls, engine: "Engine", query_id: str, **kw: Any) -> "ProgressSince":
+        """Progress counted from the query's last committed batch at this moment."""
+        p = engine.progress(query_id)
+        return cls(query_id.upper(), since_batch=p.batch_id if p else -1,
+                   since_rows=p.total_input_rows if p else 0, **kw)
+
+    def check(self, engine: "Engine") -> Check:
+        query = engine.query(self.query_id)
+        state = engine.state(query.id)
+        p = engine.progress(query.id)
+        batches = (p.batch_id - self.since_batch) if p else 0
+        rows = (p.total_input_rows - self.since_rows) if p else 0
+        details = {"query_id": query.id, "batches": batches, "rows": rows, "state": state,
+                   "batch_id": p.batch_id if p else None}
+        if (self.batches is None or batches >= self.batches) and (self.rows is None or rows >= self.rows):
+            return Check(True, f"{query.id} committed {batches} batches and {rows} rows", details=details)
+        if state == "ERROR" and self.fail_on_error:
+            return Check(False, f"query {query.id} is in ERROR: {query.error}", failed=True,
+                         details=details)
+        if query.desired_state == "TERMINATED":
+            return Check(False, f"query {query.id} was terminated", failed=True, details=details)
+        return Check(False, f"{query.id} ({state}) committed {batches}/{self.batches or '-'} "
+                            f"batches and {rows}/{self.rows or '-'} rows", details=details)
+
+
+@dataclass
+class CaughtUp(Condition):
+    """Every input record written by ``as_of`` (epoch seconds, default now) has been
+    processed and its output committed. File topics: each committed input file whose
+    modification time is not after ``as_of`` appears in a committed batch."""
+
+    kind: ClassVar[str] = "caught_up"
+    query_id: str
+    as_of: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.as_of = self.as_of or time.time()
+        self._wanted: set[str] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "query_id": self.query_id, "as_of": self.as_of}
+
+    def check(self, engine: "Engine") -> Check:
+        query = engine.query(self.query_id)
+        if self._wanted is None:
+            self._wanted = _input_files(engine, query, self.as_of)
+        missing = self._wanted - processed_files(query.checkpoint)
+        details = {"query_id": query.id, "input_files": len(self._wanted), "missing": len(missing)}
+        if not missing:
+            return Check(True, f"{query.id} caught up ({len(self._wanted)} input files processed "
+                               f"and committed)", details=details)
+        return Check(False, f"query {query.id} ({engine.state(query.id)}) has not processed "
+                            f"{len(missing)} of {len(self._wanted)} input files", details=details)
+
+
+def _input_files(engine: "Engine", query, as_of: float) -> set[str]:
+    wanted: set[str] = set()
+    # tables joined as of each batch are read whole each time, never consumed
+    static = set(query.properties.get("plan", {}).get("static_tables", []))
+    for name in (n for n in query.sources if n not in static):
+        src = engine.catalog.source(name)
+        if src is not None:
+            wanted.update(f for f in topics.committed_files(src.path) if _mtime(f) <= as_of)
+    return wanted
+
+
+def _mtime(path: str) -> float:
+    try:
+        return os.stat(path).st_mtime
+    except FileNotFoundError:  # compacted away since it was listed: it was processed
+        return float("inf")
+
+
+CONDITIONS: dict[str, type[Condition]] = {
+    c.kind: c for c in (QueriesInState, VersionRunning, ProgressSince, CaughtUp)}
