@@ -2,16 +2,35 @@
 catalogs on both backends, and runtimes running in threads on the shared session."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import uuid
 
 import pytest
+
+# Airflow reads its configuration when first imported: a throwaway home with a SQLite
+# metadata database, no example DAGs, and two DAG bundles: the repository's example DAGs
+# and the test DAGs (dag.test() runs only DAGs of a configured bundle).
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+AIRFLOW_HOME = tempfile.mkdtemp(prefix="streamql-airflow-")
+_bundle = lambda name, path: {"name": name, "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
+                              "kwargs": {"path": path, "refresh_interval": 0}}
+os.environ.update({
+    "AIRFLOW_HOME": AIRFLOW_HOME,
+    "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+    "AIRFLOW__CORE__DAGS_FOLDER": os.path.join(REPO, "dags"),
+    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{AIRFLOW_HOME}/airflow.db",
+    "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": json.dumps([
+        _bundle("dags-folder", os.path.join(REPO, "dags")),
+        _bundle("streamql-tests", os.path.join(REPO, "tests", "dags"))]),
+})
 
 from airflow_provider_streamql.catalog import Catalog
 from airflow_provider_streamql.engine import Engine
@@ -166,3 +185,11 @@ def processes(tmp_path, env):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+@pytest.fixture(scope="session")
+def airflow_db():
+    """The Airflow metadata database, migrated once per test session."""
+    subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], check=True,
+                   capture_output=True, timeout=300)
+    return AIRFLOW_HOME

@@ -1,0 +1,96 @@
+"""StreamQLHook: an Airflow connection of type ``streamql`` -> the engine facade."""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from airflow.sdk import BaseHook, Connection
+from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
+from sqlalchemy import make_url
+from sqlalchemy.exc import ArgumentError
+
+from ..engine import Engine
+
+
+class StreamQLHook(BaseHook):
+    """Open the streamql catalog a connection describes and return :class:`Engine`.
+
+    A ``streamql`` connection holds, in its extra fields:
+
+    - ``catalog``: SQLAlchemy URL of the catalog database (PostgreSQL in production, e.g.
+      ``postgresql+psycopg://streamql@db:5432/streamql``); its password goes in the
+      connection's Password field, never in the URL. Empty: SQLite under ``home``.
+    - ``home``: directory of file topics and checkpoints, reachable by every runtime
+      (default ``$STREAMQL_HOME``).
+    - ``pipeline``: the pipeline operators act on when they name none (default ``default``).
+    - ``spark_conn_id``: the Spark connection runtimes are submitted through.
+
+    :param streamql_conn_id: the connection to use.
+    """
+
+    conn_name_attr = "streamql_conn_id"
+    default_conn_name = "streamql_default"
+    conn_type = "streamql"
+    hook_name = "StreamQL"
+
+    #: extra fields shown in the connection form (see get_provider_info)
+    EXTRA_FIELDS = ("catalog", "home", "pipeline", "spark_conn_id")
+
+    def __init__(self, streamql_conn_id: str = default_conn_name, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.streamql_conn_id = streamql_conn_id
+
+    def get_conn(self) -> Engine:
+        return self.get_engine()
+
+    def get_engine(self, *, issuer: str | None = None, pipeline: str | None = None) -> Engine:
+        """The engine for this connection; ``issuer`` is recorded in the command log."""
+        try:
+            conn = self.get_connection(self.streamql_conn_id)
+        except AirflowNotFoundException:
+            raise AirflowNotFoundException(
+                f"Airflow connection {self.streamql_conn_id!r} does not exist; create a "
+                f"connection of type 'streamql' (for the embedded default: "
+                f"AIRFLOW_CONN_{self.streamql_conn_id.upper()}="
+                f"'{{\"conn_type\": \"streamql\", \"extra\": {{\"home\": \"/path/to/.streamql\"}}}}')"
+            ) from None
+        return self.engine_for(conn, issuer=issuer, pipeline=pipeline)
+
+    @classmethod
+    def engine_for(cls, conn: Connection, *, issuer: str | None = None,
+                   pipeline: str | None = None) -> Engine:
+        """The engine a ``streamql`` connection describes (also used by triggers, which
+        fetch the connection themselves)."""
+        settings = cls.settings(conn)
+        return Engine(settings["catalog"], home=settings["home"],
+                      pipeline=pipeline or settings["pipeline"], issuer=issuer)
+
+    @classmethod
+    def settings(cls, conn: Connection) -> dict[str, Any]:
+        """Catalog URL (with the connection's password), home, pipeline and Spark connection
+        of ``conn``; raises naming what is wrong with it."""
+        if conn.conn_type != cls.conn_type:
+            raise AirflowException(f"connection {conn.conn_id!r} has type {conn.conn_type!r}; "
+                                   f"streamql needs a connection of type 'streamql'")
+        extra = conn.extra_dejson
+        # the form stores fields under their own names; older forms used extra__<type>__<name>
+        field = lambda name: extra.get(name) or extra.get(f"extra__{cls.conn_type}__{name}") or None
+        home = field("home") or os.environ.get("STREAMQL_HOME")
+        if not home:
+            raise AirflowException(f"connection {conn.conn_id!r} names no home directory (extra "
+                                   f"field 'home', where topics and checkpoints live) and "
+                                   f"$STREAMQL_HOME is not set")
+        catalog = field("catalog")
+        if catalog:
+            try:
+                url = make_url(catalog)
+            except ArgumentError:
+                raise AirflowException(f"connection {conn.conn_id!r}: catalog {catalog!r} is not "
+                                       f"a database URL (e.g. postgresql+psycopg://user@host/db)") from None
+            if conn.password and url.password is None:
+                url = url.set(password=conn.password)
+            if conn.login and url.username is None:
+                url = url.set(username=conn.login)
+            catalog = url.render_as_string(hide_password=False)
+        return {"catalog": catalog, "home": home, "pipeline": field("pipeline"),
+                "spark_conn_id": field("spark_conn_id")}

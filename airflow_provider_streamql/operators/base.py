@@ -1,0 +1,157 @@
+"""What every streamql operator shares: the connection, the issuer, and waiting on a
+condition either in the worker or deferred to the triggerer."""
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import Any, Iterator
+
+from airflow.sdk import BaseOperator, Context
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+from ..conditions import Condition
+from ..engine import Engine
+from ..errors import CatalogError, NotFoundError, ParseError, StateError, StreamQLError, ValidationError
+from ..hooks.streamql import StreamQLHook
+from .links import LINK_KEYS, SparkUILink, StreamQLQueryLink
+from ..triggers.streamql import StreamQLConditionTrigger
+
+# Errors in what the task asked for: retrying cannot help, so the task fails at once.
+STATEMENT_ERRORS = (ParseError, ValidationError, NotFoundError, StateError)
+
+
+def issuer_of(context: Context) -> str:
+    """Who issues a task's statements, for the command log."""
+    ti = context["ti"]
+    return f"airflow:dag={ti.dag_id}/run={ti.run_id}/task={ti.task_id}"
+
+
+@contextmanager
+def engine_errors() -> Iterator[None]:
+    """Turn engine errors into task failures that carry the engine's message: a statement
+    error fails without retries, a catalog that cannot be reached may be retried."""
+    try:
+        yield
+    except STATEMENT_ERRORS as e:
+        raise AirflowFailException(str(e)) from e
+    except (CatalogError, StreamQLError) as e:
+        raise AirflowException(str(e)) from e
+
+
+class StreamQLOperator(BaseOperator):
+    """Base of the streamql operators.
+
+    :param streamql_conn_id: the ``streamql`` connection (catalog, home, pipeline).
+    :param pipeline: the pipeline new queries join and ``ALL`` means; default the
+        connection's. (templated)
+    :param wait: wait until observed state shows the change took effect.
+    :param deferrable: wait in the triggerer instead of holding a worker slot.
+    :param timeout: seconds the wait may take before the task fails.
+    :param poll_interval: seconds between looks at the catalog while waiting.
+    """
+
+    template_fields: tuple[str, ...] = ("pipeline",)
+    operator_extra_links = (StreamQLQueryLink(), SparkUILink())
+    ui_color = "#d8ecf3"
+
+    def __init__(self, *, streamql_conn_id: str = StreamQLHook.default_conn_name,
+                 pipeline: str | None = None, wait: bool = True, deferrable: bool = True,
+                 timeout: float = 600.0, poll_interval: float = 2.0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.streamql_conn_id = streamql_conn_id
+        self.pipeline = pipeline
+        self.wait = wait
+        self.deferrable = deferrable
+        self.timeout = timeout
+        self.poll_interval = poll_interval
+
+    def execute(self, context: Context) -> Any:
+        # the links read these keys; until the task knows better they are empty (set here,
+        # not in pre_execute, which runs again when a deferred task resumes)
+        push(context, **{key: None for key in LINK_KEYS})
+        return self.apply(context)
+
+    def apply(self, context: Context) -> Any:
+        """Do the operator's work (``execute`` without the bookkeeping)."""
+        raise NotImplementedError
+
+    def engine(self, context: Context) -> Engine:
+        with engine_errors():
+            return StreamQLHook(self.streamql_conn_id).get_engine(
+                issuer=issuer_of(context), pipeline=self.pipeline or None)
+
+    def wait_for(self, context: Context, engine: Engine, condition: Condition) -> Any:
+        """Wait for ``condition``, then :meth:`finish`. Deferred, this never returns:
+        :meth:`execute_complete` resumes the task when the trigger fires."""
+        try:
+            with engine_errors():
+                if self.deferrable:
+                    check = condition.check(engine)  # often true already: no need to defer
+                    if not check.done and not check.failed:
+                        push_spark_ui(context, engine)
+                        self.defer(trigger=StreamQLConditionTrigger(
+                            condition=condition.to_dict(), streamql_conn_id=self.streamql_conn_id,
+                            end_at=time.time() + self.timeout, poll_interval=self.poll_interval,
+                            pipeline=self.pipeline or engine.pipeline),
+                            method_name="execute_complete",
+                            timeout=timedelta(seconds=self.timeout + 60))
+                else:
+                    check = engine.wait(condition, timeout=self.timeout, poll=self.poll_interval)
+        finally:
+            engine.close()
+        return self.finish(context, {"status": "done" if check.done else "failed",
+                                     "message": check.message, "details": check.details})
+
+    def no_wait(self, context: Context, engine: Engine) -> Any:
+        """Return without waiting (``wait=False``)."""
+        try:
+            push_spark_ui(context, engine)
+        finally:
+            engine.close()
+        return self.result(context)
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
+        """Resume after the trigger fired."""
+        return self.finish(context, event)
+
+    def finish(self, context: Context, event: dict[str, Any]) -> Any:
+        """Fail on a failed or timed-out wait; else push what the wait observed and return
+        what the operator returns. Subclasses add their own XCom values."""
+        if event["status"] == "failed":
+            raise AirflowFailException(event["message"])
+        if event["status"] == "timeout":
+            raise AirflowException(f"timed out after {self.timeout:g}s: {event['message']}")
+        if event["message"]:
+            self.log.info("%s", event["message"])
+        states = event["details"].get("states")
+        if states:
+            push(context, states=states, state=next(iter(states.values())) if len(states) == 1 else None)
+        elif "state" in event["details"]:
+            push(context, state=event["details"]["state"])
+        return self.no_wait(context, self.engine(context))
+
+    def result(self, context: Context) -> Any:
+        return context["ti"].xcom_pull(task_ids=context["ti"].task_id, key="query_id")
+
+    def on_kill(self) -> None:
+        """Killing the task never touches the pipeline: desired state already written
+        stays, and no running query is stopped."""
+
+
+def push(context: Context, **values: Any) -> None:
+    for key, value in values.items():
+        context["ti"].xcom_push(key=key, value=value)
+
+
+def push_spark_ui(context: Context, engine: Engine) -> None:
+    """The Spark UI of the runtime that holds the task's query, for :class:`SparkUILink`
+    (None when unknown, so the link finds its XCom)."""
+    query_id = context["ti"].xcom_pull(task_ids=context["ti"].task_id, key="query_id")
+    url = None
+    if query_id and query_id != "ALL":
+        lease = engine.catalog.leases().get(query_id)
+        runtime = next((r for r in engine.catalog.runtimes()
+                        if lease and r["id"] == lease["runtime_id"]), None)
+        url = runtime.get("spark_ui_url") if runtime else None
+    push(context, spark_ui_url=url)

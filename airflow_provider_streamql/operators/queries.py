@@ -1,0 +1,243 @@
+"""Operators for the lifecycle of persistent queries: create, validate, replace, pause,
+resume, terminate. Each changes desired state through the engine, then (by default) waits,
+deferred, until observed state shows the change, and pushes what it did to XCom."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from airflow.sdk import Context
+from airflow.sdk.exceptions import AirflowFailException
+
+from ..conditions import QueriesInState, VersionRunning
+from ..upgrades.report import VERDICTS
+from .base import StreamQLOperator, engine_errors, push
+
+MODES = ("in_place", "replacing")
+
+
+class CreateQueryOperator(StreamQLOperator):
+    """Apply a StreamQL script: streams, tables and the persistent queries that fill them.
+
+    The script is validated whole before any of it is applied. Applying an unchanged
+    script again changes nothing (each statement whose object exists as defined is
+    reported ``unchanged``), so the task can run on every schedule. It waits until every
+    query the script created is RUNNING.
+
+    XCom: ``query_ids`` (the script's persistent queries, created or unchanged),
+    ``query_id`` (the last of them), ``version``, ``versions``, ``actions`` (per statement)
+    and, after the wait, ``states``. Returns the list of query IDs.
+
+    :param sql: StreamQL statements, or a path ending in ``.sql``. (templated)
+    """
+
+    template_fields = ("sql", "pipeline")
+    template_ext = (".sql",)
+    template_fields_renderers = {"sql": "sql"}
+
+    def __init__(self, *, sql: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.sql = sql
+
+    def apply(self, context: Context) -> Any:
+        engine = self.engine(context)
+        with engine_errors():
+            results = engine.execute(self.sql, skip_unchanged=True)
+        for r in results:
+            self.log.info("%s", r.render() or r.message)
+        queries = [r for r in results if r.query_id and r.action]
+        push(context, query_ids=[r.query_id for r in queries],
+             query_id=queries[-1].query_id if queries else None,
+             version=queries[-1].version if queries else None,
+             versions={r.query_id: r.version for r in queries},
+             actions=[{"statement": r.statement.strip(), "action": r.action, "query_id": r.query_id}
+                      for r in results])
+        created = [r.query_id for r in queries if r.action == "created"]
+        if self.wait and created:
+            return self.wait_for(context, engine, QueriesInState(created, ["RUNNING"]))
+        return self.no_wait(context, engine)
+
+    def result(self, context: Context) -> Any:
+        return context["ti"].xcom_pull(task_ids=context["ti"].task_id, key="query_ids")
+
+
+class ValidateUpgradeOperator(StreamQLOperator):
+    """The validation gate: what would ``CREATE OR REPLACE`` of a query do? Changes nothing.
+
+    The report (traits, upgrade kinds, verdict, one finding per difference) is written to
+    the task log and pushed to XCom as ``report``; the task returns the verdict
+    (``IN_PLACE``, ``REPLACING_REQUIRED`` or ``REJECTED``), so a branch can follow it.
+
+    :param sql: one ``CREATE [OR REPLACE] STREAM|TABLE ... AS SELECT``. (templated)
+    :param query_id: the query it must replace (checked when given). (templated)
+    :param fail_on: verdicts that fail the task; ``()`` lets every verdict through for
+        branching. Default: anything that is not IN_PLACE fails.
+    :param dry_run: also run the new version on a copy of the checkpoint with local Spark
+        in the worker, so Spark's own checks have their say (takes a SparkSession).
+    :param dry_run_master: Spark master for the dry run.
+    """
+
+    template_fields = ("sql", "query_id", "pipeline", "dry_run")
+    template_ext = (".sql",)
+    template_fields_renderers = {"sql": "sql"}
+
+    def __init__(self, *, sql: str, query_id: str | None = None,
+                 fail_on: Sequence[str] = ("REPLACING_REQUIRED", "REJECTED"),
+                 dry_run: bool = False, dry_run_master: str = "local[1]", **kwargs: Any) -> None:
+        kwargs.setdefault("wait", False)
+        super().__init__(**kwargs)
+        unknown = [v for v in fail_on if v not in VERDICTS]
+        if unknown:
+            raise ValueError(f"fail_on: unknown verdict(s) {unknown!r} (verdicts: {', '.join(VERDICTS)})")
+        self.sql = sql
+        self.query_id = query_id
+        self.fail_on = tuple(fail_on)
+        self.dry_run = dry_run
+        self.dry_run_master = dry_run_master
+
+    def apply(self, context: Context) -> str:
+        engine = self.engine(context)
+        query_id = self.query_id or None
+        with engine_errors():
+            if self.dry_run in (True, "True", "true"):
+                report = self._dry_run(engine, query_id)
+            else:
+                report = engine.validate(self.sql, query_id=query_id)
+        self.log.info("Validation report:\n%s", report.render())
+        version = engine.query(report.query_id).version
+        push(context, report=report.to_dict(), query_id=report.query_id, version=version,
+             verdict=report.verdict)
+        self.no_wait(context, engine)
+        if report.verdict in self.fail_on:
+            findings = "; ".join(f"{f.code}: {f.message}" for f in report.findings
+                                 if f.verdict == report.verdict)
+            raise AirflowFailException(f"{report.query_id}: the upgrade is {report.verdict}: {findings}")
+        return report.verdict
+
+    def _dry_run(self, engine, query_id):
+        from pyspark import SparkContext
+        from pyspark.sql import SparkSession
+
+        from ..runtime import build_session
+        # a worker process that already runs Spark shares its session; never stop it
+        shared = SparkContext._active_spark_context is not None
+        spark = SparkSession.builder.getOrCreate() if shared else build_session(
+            self.dry_run_master, "streamql-dry-run", {"spark.ui.enabled": "false"})
+        try:
+            return engine.dry_run(self.sql, spark, query_id=query_id)
+        finally:
+            if not shared:
+                spark.stop()
+
+
+class ReplaceQueryOperator(StreamQLOperator):
+    """Upgrade a running query to a new definition.
+
+    ``mode="in_place"`` (default): CREATE OR REPLACE behind the validator, keeping the
+    query ID and checkpoint; fails with the findings unless the verdict is IN_PLACE. It
+    waits until the new version is ready (committed a batch, or its readiness window passed)
+    and fails with the reason if the runtime rolled it back.
+
+    ``mode="replacing"``: for what cannot be done in place: terminate the query, drop its
+    output, and create it again reading from ``start_from``. The new query has a new ID; it
+    waits until it is RUNNING.
+
+    XCom: ``query_id`` (the new ID when replacing), ``version``, ``previous_version``,
+    ``previous_query_id``, ``report`` (in place) and ``state``. Returns the query ID.
+
+    :param sql: one ``CREATE [OR REPLACE] STREAM|TABLE ... AS SELECT``. (templated)
+    :param query_id: the query it must replace (checked when given). (templated)
+    :param mode: ``in_place`` or ``replacing``. (templated)
+    :param start_from: where a replacing upgrade reads from: ``earliest``. (templated)
+    """
+
+    template_fields = ("sql", "query_id", "mode", "start_from", "pipeline")
+    template_ext = (".sql",)
+    template_fields_renderers = {"sql": "sql"}
+
+    def __init__(self, *, sql: str, query_id: str | None = None, mode: str = "in_place",
+                 start_from: str = "earliest", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.sql = sql
+        self.query_id = query_id
+        self.mode = mode
+        self.start_from = start_from
+
+    def apply(self, context: Context) -> Any:
+        if self.mode not in MODES:
+            raise AirflowFailException(f"mode must be one of {', '.join(MODES)}, not {self.mode!r}")
+        engine = self.engine(context)
+        with engine_errors():
+            old = engine.writer_of(self.sql, query_id=self.query_id or None)
+            previous = engine.query(old).version if old else None
+            if self.mode == "in_place":
+                result = engine.upgrade(self.sql, query_id=self.query_id or None)
+                condition = VersionRunning(result.query_id, result.version, ready=True)
+                push(context, report=result.report)
+            else:
+                result = engine.replace(self.sql, start_from=self.start_from,
+                                        query_id=self.query_id or None)[-1]
+                condition = QueriesInState([result.query_id], ["RUNNING"])
+        self.log.info("%s", result.message)
+        push(context, query_id=result.query_id, version=result.version or 1,
+             previous_query_id=old, previous_version=previous)
+        if self.wait:
+            return self.wait_for(context, engine, condition)
+        return self.no_wait(context, engine)
+
+
+class QueryControlOperator(StreamQLOperator):
+    """Base of PAUSE, RESUME and TERMINATE: one query ID, or ``ALL`` queries of the
+    pipeline. Waits until each reaches the target state.
+
+    XCom: ``query_id`` (as given), ``query_ids`` (the queries it acted on) and, after the
+    wait, ``states`` (and ``state`` for one query).
+
+    :param query_id: a query ID, or ``ALL``. (templated)
+    """
+
+    action: str = ""
+    target: str = ""
+    template_fields = ("query_id", "pipeline")
+
+    def __init__(self, *, query_id: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.query_id = query_id
+
+    def statement(self) -> str:
+        return f"{self.action} {self.query_id.strip()}"
+
+    def apply(self, context: Context) -> Any:
+        if not (self.query_id or "").strip():
+            raise AirflowFailException(f"{type(self).__name__}: query_id is empty; give a query ID or ALL")
+        engine = self.engine(context)
+        with engine_errors():
+            result = engine.execute(self.statement())[0]
+        self.log.info("%s", result.message)
+        ids = [q for q, _state in result.waits]
+        push(context, query_id=self.query_id.strip().upper(), query_ids=ids)
+        if self.wait:
+            return self.wait_for(context, engine, QueriesInState(ids, [self.target]))
+        return self.no_wait(context, engine)
+
+
+class PauseQueryOperator(QueryControlOperator):
+    """``PAUSE <query_id>|ALL``: stop after the in-flight micro-batch, keeping offsets and
+    state; RESUME continues from there."""
+
+    action, target = "PAUSE", "PAUSED"
+
+
+class ResumeQueryOperator(QueryControlOperator):
+    """``RESUME <query_id>|ALL``: restart paused queries from their checkpoints."""
+
+    action, target = "RESUME", "RUNNING"
+
+
+class TerminateQueryOperator(QueryControlOperator):
+    """``TERMINATE <query_id>|ALL``: stop for good (a terminated query cannot be resumed)."""
+
+    action, target = "TERMINATE", "TERMINATED"
+
+
+__all__ = ["CreateQueryOperator", "ValidateUpgradeOperator", "ReplaceQueryOperator",
+           "PauseQueryOperator", "ResumeQueryOperator", "TerminateQueryOperator"]

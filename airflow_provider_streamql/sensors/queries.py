@@ -1,0 +1,159 @@
+"""Sensors on persistent queries: a state reached, progress made, input caught up."""
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from typing import Any, Sequence
+
+from airflow.sdk import BaseSensorOperator, Context
+from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
+
+from ..conditions import CaughtUp, Condition, ProgressSince, QueriesInState
+from ..engine import Engine
+from ..hooks.streamql import StreamQLHook
+from ..operators.base import engine_errors, issuer_of, push
+from ..triggers.streamql import StreamQLConditionTrigger
+
+
+class StreamQLSensor(BaseSensorOperator):
+    """Base of the streamql sensors: poke a condition, or (``deferrable``, the default)
+    hand it to :class:`StreamQLConditionTrigger` until it holds. ``timeout`` and
+    ``poke_interval`` are the usual sensor arguments.
+
+    :param streamql_conn_id: the ``streamql`` connection.
+    :param pipeline: the pipeline ``ALL`` means; default the connection's. (templated)
+    :param deferrable: wait in the triggerer instead of holding a worker slot.
+    """
+
+    template_fields: Sequence[str] = ("pipeline",)
+    ui_color = "#d8ecf3"
+
+    def __init__(self, *, streamql_conn_id: str = StreamQLHook.default_conn_name,
+                 pipeline: str | None = None, deferrable: bool = True, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.streamql_conn_id = streamql_conn_id
+        self.pipeline = pipeline
+        self.deferrable = deferrable
+
+    def engine(self, context: Context) -> Engine:
+        with engine_errors():
+            return StreamQLHook(self.streamql_conn_id).get_engine(
+                issuer=issuer_of(context), pipeline=self.pipeline or None)
+
+    def condition(self, context: Context, engine: Engine) -> Condition:
+        raise NotImplementedError
+
+    def poke(self, context: Context) -> bool:
+        engine = self.engine(context)
+        try:
+            with engine_errors():
+                check = self.condition(context, engine).check(engine)
+        finally:
+            engine.close()
+        return self._outcome(context, check.done, check.failed, check.message, check.details)
+
+    def execute(self, context: Context) -> Any:
+        if not self.deferrable:
+            return super().execute(context)
+        engine = self.engine(context)
+        try:
+            with engine_errors():
+                condition = self.condition(context, engine)
+                check = condition.check(engine)
+        finally:
+            engine.close()
+        if self._outcome(context, check.done, check.failed, check.message, check.details):
+            return check.details
+        self.defer(trigger=StreamQLConditionTrigger(
+            condition=condition.to_dict(), streamql_conn_id=self.streamql_conn_id,
+            end_at=time.time() + self.timeout, poll_interval=self.poke_interval,
+            pipeline=self.pipeline or engine.pipeline),
+            method_name="execute_complete", timeout=timedelta(seconds=self.timeout + 60))
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
+        if event["status"] == "timeout":
+            raise AirflowSensorTimeout(f"{self.task_id} timed out after {self.timeout:g}s: {event['message']}")
+        self._outcome(context, event["status"] == "done", event["status"] == "failed",
+                      event["message"], event["details"])
+        return event["details"]
+
+    def _outcome(self, context: Context, done: bool, failed: bool, message: str,
+                 details: dict[str, Any]) -> bool:
+        self.log.info("%s", message)
+        if failed:
+            raise AirflowFailException(message)
+        if done:
+            push(context, **{k: v for k, v in details.items() if k in ("states", "state", "batch_id")})
+        return done
+
+
+class QueryStateSensor(StreamQLSensor):
+    """Wait until a query, or ``ALL`` queries of the pipeline, is in one of
+    ``target_states``. A query in ERROR fails the sensor unless ERROR is awaited
+    (``fail_on_error=False`` keeps waiting through the runtime's retries instead).
+
+    :param query_id: a query ID or ``ALL``. (templated)
+    :param target_states: one state or several (RUNNING, PAUSED, TERMINATED, ...). (templated)
+    """
+
+    template_fields = ("query_id", "target_states", "pipeline")
+
+    def __init__(self, *, query_id: str, target_states: str | Sequence[str] = "RUNNING",
+                 fail_on_error: bool = True, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.query_id = query_id
+        self.target_states = target_states
+        self.fail_on_error = fail_on_error
+
+    def condition(self, context: Context, engine: Engine) -> Condition:
+        states = [self.target_states] if isinstance(self.target_states, str) else list(self.target_states)
+        ids = None if self.query_id.strip().upper() == "ALL" else [self.query_id.strip()]
+        return QueriesInState(ids, states, pipeline=engine.pipeline, fail_on_error=self.fail_on_error)
+
+
+class QueryProgressSensor(StreamQLSensor):
+    """Wait for a query's progress: ``caught_up`` (every input record written before the
+    sensor started is processed and its output committed), or ``batches`` micro-batches /
+    ``rows`` input rows committed since a point: ``since_batch`` / ``since_rows`` (e.g. from
+    an upstream task's XCom), default the query's progress when the sensor starts.
+
+    :param query_id: the query. (templated)
+    :param caught_up: wait for catch-up instead of a count.
+    :param batches: micro-batches to wait for. (templated)
+    :param rows: input rows to wait for. (templated)
+    :param since_batch: the batch id counting starts after. (templated)
+    :param since_rows: the running total of input rows counting starts from. (templated)
+    """
+
+    template_fields = ("query_id", "batches", "rows", "since_batch", "since_rows", "pipeline")
+
+    def __init__(self, *, query_id: str, caught_up: bool = False, batches: int | None = None,
+                 rows: int | None = None, since_batch: int | None = None,
+                 since_rows: int | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if caught_up == (batches is not None or rows is not None):
+            raise ValueError("QueryProgressSensor: give caught_up=True, or batches and/or rows")
+        self.query_id = query_id
+        self.caught_up = caught_up
+        self.batches, self.rows = batches, rows
+        self.since_batch, self.since_rows = since_batch, since_rows
+        self._condition: Condition | None = None
+
+    def condition(self, context: Context, engine: Engine) -> Condition:
+        # fixed at the first look, so that every later poke measures from the same point
+        if self._condition is None:
+            if self.caught_up:
+                self._condition = CaughtUp(self.query_id.strip().upper())
+            else:
+                base = ProgressSince.from_now(engine, self.query_id.strip(), batches=_int(self.batches),
+                                              rows=_int(self.rows))
+                if self.since_batch not in (None, ""):
+                    base.since_batch = int(self.since_batch)
+                if self.since_rows not in (None, ""):
+                    base.since_rows = int(self.since_rows)
+                self._condition = base
+        return self._condition
+
+
+def _int(value: Any) -> int | None:
+    return None if value in (None, "") else int(value)

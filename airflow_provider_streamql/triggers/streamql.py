@@ -1,0 +1,73 @@
+"""The trigger behind every deferrable streamql wait: poll a condition in the catalog."""
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, AsyncIterator
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from ..conditions import Condition
+
+
+class StreamQLConditionTrigger(BaseTrigger):
+    """Fire once ``condition`` (a :class:`~airflow_provider_streamql.conditions.Condition`
+    as a dict) is met, can no longer be met, or ``end_at`` (epoch seconds) passes.
+
+    The event's payload is ``{"status": "done"|"failed"|"timeout", "message", "details"}``.
+    The deadline is absolute so that it survives the trigger being serialised and resumed
+    elsewhere, and it is enforced here because ``dag.test()`` runs triggers without one.
+    """
+
+    def __init__(self, *, condition: dict[str, Any], streamql_conn_id: str, end_at: float,
+                 poll_interval: float = 2.0, pipeline: str | None = None):
+        super().__init__()
+        self.condition = condition
+        self.streamql_conn_id = streamql_conn_id
+        self.end_at = end_at
+        self.poll_interval = poll_interval
+        self.pipeline = pipeline
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (f"{type(self).__module__}.{type(self).__qualname__}", {
+            "condition": self.condition, "streamql_conn_id": self.streamql_conn_id,
+            "end_at": self.end_at, "poll_interval": self.poll_interval, "pipeline": self.pipeline})
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        condition = Condition.from_dict(self.condition)
+        engine = await self._engine()
+        try:
+            while True:
+                try:
+                    check = await asyncio.to_thread(condition.check, engine)
+                except Exception as e:  # e.g. the query was dropped: say so, do not hang
+                    yield TriggerEvent({"status": "failed", "message": str(e), "details": {}})
+                    return
+                status = "done" if check.done else "failed" if check.failed else None
+                if status is None and time.time() >= self.end_at:
+                    status = "timeout"
+                if status:
+                    yield TriggerEvent({"status": status, "message": check.message,
+                                        "details": check.details})
+                    return
+                await asyncio.sleep(self.poll_interval)
+        finally:
+            engine.close()
+
+    async def _engine(self):
+        from ..hooks.streamql import StreamQLHook
+        conn = await _connection(self.streamql_conn_id)
+        return await asyncio.to_thread(StreamQLHook.engine_for, conn, pipeline=self.pipeline)
+
+
+async def _connection(conn_id: str):
+    """The connection, looked up without blocking the triggerer's event loop. Under
+    ``dag.test()`` the async lookup sees only environment connections, so fall back to the
+    synchronous one in a thread."""
+    from airflow.sdk import BaseHook
+    from airflow.sdk.exceptions import AirflowNotFoundException
+    from asgiref.sync import sync_to_async
+    try:
+        return await BaseHook.aget_connection(conn_id)
+    except AirflowNotFoundException:
+        return await sync_to_async(BaseHook.get_connection)(conn_id)

@@ -1,0 +1,51 @@
+"""DAGs the tests run with dag.test(): one streamql task each, set up through params.
+Short timeouts and polls keep failures fast."""
+from __future__ import annotations
+
+from datetime import datetime
+
+from airflow.sdk import DAG
+
+from airflow_provider_streamql.operators.queries import (CreateQueryOperator, PauseQueryOperator,
+                                                         ReplaceQueryOperator, ResumeQueryOperator,
+                                                         TerminateQueryOperator, ValidateUpgradeOperator)
+from airflow_provider_streamql.operators.runtime import SubmitRuntimeOperator
+from airflow_provider_streamql.sensors.queries import QueryProgressSensor, QueryStateSensor
+
+FAST = {"timeout": 90, "poll_interval": 0.2}
+SENSOR = {"timeout": 90, "poke_interval": 0.2}
+
+
+def single(dag_id: str, make, **params) -> None:
+    with DAG(dag_id, schedule=None, start_date=datetime(2026, 1, 1), catchup=False,
+             params=params, render_template_as_native_obj=True, tags=["streamql-tests"]):
+        make()
+
+
+single("t_create", lambda: CreateQueryOperator(task_id="task", sql="{{ params.sql }}", **FAST), sql="")
+single("t_validate_gate", lambda: ValidateUpgradeOperator(
+    task_id="task", sql="{{ params.sql }}", query_id="{{ params.query_id }}"), sql="", query_id="")
+single("t_validate_branch", lambda: ValidateUpgradeOperator(
+    task_id="task", sql="{{ params.sql }}", fail_on=(), dry_run="{{ params.dry_run }}"), sql="",
+    dry_run=False)
+single("t_replace", lambda: ReplaceQueryOperator(
+    task_id="task", sql="{{ params.sql }}", query_id="{{ params.query_id }}", mode="{{ params.mode }}",
+    **FAST), sql="", query_id="", mode="in_place")
+for name, cls in (("pause", PauseQueryOperator), ("resume", ResumeQueryOperator),
+                  ("terminate", TerminateQueryOperator)):
+    single(f"t_{name}", lambda cls=cls: cls(task_id="task", query_id="{{ params.query_id }}", **FAST),
+           query_id="ALL")
+single("t_pause_in_worker", lambda: PauseQueryOperator(
+    task_id="task", query_id="{{ params.query_id }}", deferrable=False, **FAST), query_id="ALL")
+single("t_state_sensor", lambda: QueryStateSensor(
+    task_id="task", query_id="{{ params.query_id }}", target_states="{{ params.states }}", **SENSOR),
+    query_id="ALL", states="RUNNING")
+single("t_progress_sensor", lambda: QueryProgressSensor(
+    task_id="task", query_id="{{ params.query_id }}", batches="{{ params.batches }}", **SENSOR),
+    query_id="", batches=1)
+single("t_caught_up_sensor", lambda: QueryProgressSensor(
+    task_id="task", query_id="{{ params.query_id }}", caught_up=True, **SENSOR), query_id="")
+single("t_submit_runtime", lambda: SubmitRuntimeOperator(
+    task_id="task", spark_conn_id="{{ params.spark_conn_id }}", conf={"spark.ui.enabled": "false"},
+    runtime_args=["--interval", "0.2", "--lease-ttl", "3"], timeout=180, poll_interval=0.5),
+    spark_conn_id="spark_local")

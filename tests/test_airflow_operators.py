@@ -1,0 +1,268 @@
+"""The operators and sensors under dag.test(), against a real runtime and catalog: what
+they change in the catalog and in the queries' output, what they push to XCom, and how
+they fail on bad input."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from .airflow_support import run_dag, set_connection, streamql_connection
+from .support import insert, stream_rows, table, wait_until
+from .test_statements import dump, topic_files
+
+PIPELINE = """
+CREATE STREAM purchases (id INT KEY, user STRING, cost DOUBLE);
+CREATE STREAM valid AS SELECT * FROM purchases WHERE cost > 0;
+CREATE TABLE stats AS SELECT user, COUNT(*) AS n FROM valid GROUP BY user;
+"""
+
+
+@pytest.fixture
+def airflow(sqlite_engine, home, monkeypatch, airflow_db):
+    """The streamql_default connection points at the test's catalog; returns its engine."""
+    set_connection(monkeypatch, "streamql_default", streamql_connection(sqlite_engine.catalog.url, home))
+    return sqlite_engine
+
+
+@pytest.fixture
+def running(airflow, runtimes):
+    """PIPELINE created and RUNNING on a runtime (readiness window 3 s)."""
+    airflow.execute(PIPELINE)
+    runtimes.start(airflow, readiness_window=3)
+    for query_id in ("CSAS_VALID_1", "CTAS_STATS_2"):
+        airflow.wait_for_state(query_id, "RUNNING", timeout=90)
+    return airflow
+
+
+def later(seconds: float, action) -> threading.Thread:
+    """Run ``action`` in the background after a delay (records arriving while a task waits)."""
+    thread = threading.Thread(target=lambda: (time.sleep(seconds), action()), daemon=True)
+    thread.start()
+    return thread
+
+
+def test_create_defers_until_running_and_is_idempotent(airflow, runtimes, capfd):
+    engine = airflow
+    runtimes.start(engine)
+    run = run_dag("t_create", capfd, sql=PIPELINE)
+    assert run.states == {"task": "success"}, run.log
+    assert "Pausing task as DEFERRED" in run.log and "[DAG TEST] Trigger completed" in run.log
+    assert run.xcom("task") == ["CSAS_VALID_1", "CTAS_STATS_2"]
+    assert run.xcom("task", "states") == {"CSAS_VALID_1": "RUNNING", "CTAS_STATS_2": "RUNNING"}
+    assert {q["query_id"]: q["state"] for q in engine.queries()} == {
+        "CSAS_VALID_1": "RUNNING", "CTAS_STATS_2": "RUNNING"}
+    assert engine.catalog.commands()[0]["issuer"].startswith("airflow:dag=t_create/run=manual__")
+
+    again = run_dag("t_create", capfd, sql=PIPELINE)
+    assert again.states == {"task": "success"}
+    assert [a["action"] for a in again.xcom("task", "actions")] == ["unchanged"] * 3
+    assert again.xcom("task", "versions") == {"CSAS_VALID_1": 1, "CTAS_STATS_2": 1}
+    assert len(engine.catalog.commands()) == 3  # nothing new was applied
+    assert "DEFERRED" not in again.log  # nothing to wait for
+
+
+def test_validation_gate_fails_with_the_findings_and_changes_nothing(running, capfd):
+    engine = running
+    incompatible = "CREATE OR REPLACE STREAM valid AS SELECT id, cost FROM purchases"
+    run = run_dag("t_validate_gate", capfd, sql=incompatible, query_id="CSAS_VALID_1")
+    assert run.states == {"task": "failed"}
+    assert "CSAS_VALID_1: REJECTED" in run.log and "COLUMN_REMOVED" in run.log
+    assert run.xcom("task", "report")["findings"][0]["code"] == "COLUMN_REMOVED"
+    assert [v["version"] for v in engine.catalog.versions("CSAS_VALID_1")] == [1]
+    assert engine.state("CSAS_VALID_1") == "RUNNING"
+
+    regroup = "CREATE OR REPLACE TABLE stats AS SELECT cost AS user, COUNT(*) AS n FROM valid GROUP BY cost"
+    branch = run_dag("t_validate_branch", capfd, sql=regroup)
+    assert branch.states == {"task": "success"}  # fail_on=(): the verdict is for a branch
+    assert branch.xcom("task") == "REJECTED" or branch.xcom("task") == "REPLACING_REQUIRED"
+    assert branch.xcom("task", "verdict") == branch.xcom("task")
+    assert branch.xcom("task", "query_id") == "CTAS_STATS_2" and branch.xcom("task", "version") == 1
+
+
+def test_validation_dry_run_asks_spark(running, capfd):
+    ok = "CREATE OR REPLACE STREAM valid AS SELECT * FROM purchases WHERE cost > 1"
+    run = run_dag("t_validate_branch", capfd, sql=ok, dry_run=True)
+    assert run.states == {"task": "success"}, run.log
+    report = run.xcom("task", "report")
+    assert report["verdict"] == "IN_PLACE" and report["spark"]["ran"] is True
+    assert "spark dry run: ran" in run.log
+
+
+def test_replace_in_place_keeps_the_id_and_waits_for_the_new_version(running, capfd):
+    engine = running
+    insert(engine, "purchases", [(1, "ann", 5.0), (2, "bob", -1.0)])
+    engine.wait_caught_up("CSAS_VALID_1", timeout=60)
+    later(2.0, lambda: insert(engine, "purchases", [(3, "cat", -2.0)]))
+    run = run_dag("t_replace", capfd, sql="CREATE OR REPLACE STREAM valid AS SELECT * FROM purchases",
+                  query_id="CSAS_VALID_1")
+    assert run.states == {"task": "success"}, run.log
+    assert run.xcom("task") == "CSAS_VALID_1"
+    assert (run.xcom("task", "version"), run.xcom("task", "previous_version")) == (2, 1)
+    assert run.xcom("task", "report")["verdict"] == "IN_PLACE"
+    assert run.xcom("task", "state") == "RUNNING"
+    assert [(v["version"], v["outcome"]) for v in engine.catalog.versions("CSAS_VALID_1")] == [
+        (1, "REPLACED"), (2, "ACTIVE")]
+    engine.wait_caught_up("CSAS_VALID_1", timeout=60)
+    # the new version lets negative purchases through from the swap on, not before
+    assert stream_rows(engine, "valid") == [(1, "ann", 5.0), (3, "cat", -2.0)]
+
+
+def test_replace_fails_with_the_reason_when_the_new_version_is_rolled_back(airflow, runtimes, capfd):
+    engine = airflow
+    engine.execute(PIPELINE)
+    runtimes.start(engine, readiness_window=60)
+    engine.wait_for_state("CSAS_VALID_1", "RUNNING", timeout=90)
+    # valid to the validator, but CAST('bob' AS INT) fails on the first record
+    failing = "CREATE OR REPLACE STREAM valid AS SELECT id, user, cost / CAST(user AS INT) AS cost FROM purchases"
+    feed = lambda: (wait_until(lambda: engine.query("CSAS_VALID_1").running_version == 2, 60),
+                    insert(engine, "purchases", [(1, "bob", 7.0)]))
+    later(0, feed)
+    run = run_dag("t_replace", capfd, sql=failing, query_id="CSAS_VALID_1")
+    assert run.states == {"task": "failed"}
+    assert "version 2 of CSAS_VALID_1 was rolled back" in run.log
+    engine.wait_for_state("CSAS_VALID_1", "RUNNING", timeout=60)
+    engine.wait_caught_up("CSAS_VALID_1", timeout=60)
+    assert engine.query("CSAS_VALID_1").version == 1
+    assert stream_rows(engine, "valid") == [(1, "bob", 7.0)]  # version 1 took the record
+
+
+def test_replacing_mode_rebuilds_under_a_new_id(running, capfd):
+    engine = running
+    insert(engine, "purchases", [(1, "ann", 5.0), (2, "ann", 1.0), (3, "bob", 2.0)])
+    engine.wait_caught_up("CTAS_STATS_2", timeout=60)
+    regroup = "CREATE OR REPLACE TABLE stats AS SELECT user, SUM(cost) AS n FROM valid GROUP BY user"
+    run = run_dag("t_replace", capfd, sql=regroup, query_id="CTAS_STATS_2", mode="replacing")
+    assert run.states == {"task": "success"}, run.log
+    new_id = run.xcom("task")
+    assert (new_id, run.xcom("task", "previous_query_id")) == ("CTAS_STATS_3", "CTAS_STATS_2")
+    assert engine.state("CTAS_STATS_2") == "TERMINATED" and engine.state(new_id) == "RUNNING"
+    engine.wait_caught_up(new_id, timeout=60)
+    assert table(engine, "stats") == {"ann": (6.0,), "bob": (2.0,)}  # rebuilt from the earliest input
+
+
+def test_pause_resume_terminate_change_what_the_runtime_does(running, capfd):
+    engine = running
+    paused = run_dag("t_pause", capfd, query_id="CTAS_STATS_2")
+    assert paused.states == {"task": "success"}, paused.log
+    assert (paused.xcom("task", "query_id"), paused.xcom("task", "state")) == ("CTAS_STATS_2", "PAUSED")
+    insert(engine, "purchases", [(1, "ann", 5.0)])
+    engine.wait_caught_up("CSAS_VALID_1", timeout=60)
+    time.sleep(1.0)
+    assert table(engine, "stats") == {}  # paused: the record waits
+
+    resumed = run_dag("t_resume", capfd, query_id="CTAS_STATS_2")
+    assert resumed.xcom("task", "state") == "RUNNING"
+    engine.wait_caught_up("CTAS_STATS_2", timeout=60)
+    assert table(engine, "stats") == {"ann": (1,)}
+
+    in_worker = run_dag("t_pause_in_worker", capfd, query_id="ALL")
+    assert in_worker.states == {"task": "success"} and "DEFERRED" not in in_worker.log
+    assert in_worker.xcom("task", "states") == {"CSAS_VALID_1": "PAUSED", "CTAS_STATS_2": "PAUSED"}
+    ended = run_dag("t_terminate", capfd, query_id="ALL")
+    assert ended.xcom("task", "states") == {"CSAS_VALID_1": "TERMINATED", "CTAS_STATS_2": "TERMINATED"}
+    assert {q["state"] for q in engine.queries()} == {"TERMINATED"}
+
+
+def test_sensors_wait_for_state_progress_and_catch_up(running, capfd):
+    engine = running
+    state = run_dag("t_state_sensor", capfd, query_id="ALL", states="RUNNING")
+    assert state.states == {"task": "success"}
+    assert state.xcom("task", "states") == {"CSAS_VALID_1": "RUNNING", "CTAS_STATS_2": "RUNNING"}
+
+    later(2.0, lambda: insert(engine, "purchases", [(1, "ann", 5.0)]))
+    progress = run_dag("t_progress_sensor", capfd, query_id="CSAS_VALID_1", batches=1)
+    assert progress.states == {"task": "success"}, progress.log
+    assert "DEFERRED" in progress.log  # nothing had happened yet when it started
+    assert progress.xcom("task")["batches"] >= 1 and progress.xcom("task")["rows"] >= 1
+
+    engine.execute("PAUSE CTAS_STATS_2")
+    engine.wait_for_state("CTAS_STATS_2", "PAUSED", timeout=60)
+    insert(engine, "purchases", [(2, "bob", 5.0)])
+    engine.wait_caught_up("CSAS_VALID_1", timeout=60)  # bob is in VALID, which STATS reads
+    later(2.0, lambda: engine.execute("RESUME CTAS_STATS_2"))
+    caught_up = run_dag("t_caught_up_sensor", capfd, query_id="CTAS_STATS_2")
+    assert caught_up.states == {"task": "success"}, caught_up.log
+    assert table(engine, "stats") == {"ann": (1,), "bob": (1,)}  # what it waited for is there
+
+
+# (DAG, params, connection override or None to keep it, fragment of the task's error)
+BAD_INPUT = [
+    ("t_pause", {"query_id": "CSAS_NOPE_9"}, None, "no query 'CSAS_NOPE_9'"),
+    ("t_resume", {"query_id": " "}, None, "query_id is empty"),
+    ("t_create", {"sql": "CREATE STREAM broken (id INT"}, None, "expected ')'"),
+    ("t_create", {"sql": "CREATE STREAM ok (id INT); CREATE STREAM x AS SELECT nope FROM ok"}, None,
+     "line 1, column 54: unknown column 'nope'"),
+    ("t_replace", {"sql": "CREATE OR REPLACE STREAM valid AS SELECT * FROM purchases",
+                   "query_id": "CTAS_STATS_2"}, None, "VALID is written by CSAS_VALID_1, not by CTAS_STATS_2"),
+    ("t_replace", {"sql": "CREATE OR REPLACE STREAM valid AS SELECT * FROM purchases", "mode": "sideways"},
+     None, "mode must be one of in_place, replacing, not 'sideways'"),
+    ("t_pause", {"query_id": "CSAS_VALID_1"}, "missing", "connection 'streamql_default' does not exist"),
+    ("t_pause", {"query_id": "CSAS_VALID_1"}, json.dumps({"conn_type": "postgres", "host": "db"}),
+     "has type 'postgres'; streamql needs a connection of type 'streamql'"),
+    ("t_pause", {"query_id": "CSAS_VALID_1"}, "bad-catalog", "cannot open catalog 'postgresql+psycopg://u:***@127.0.0.1:1/x'"),
+    ("t_pause", {"query_id": "CSAS_VALID_1"}, "not-a-url", "catalog 'no such url' is not a database URL"),
+]
+
+
+@pytest.mark.parametrize("dag_id, params, connection, fragment", BAD_INPUT)
+def test_bad_input_fails_the_task_with_the_engines_message(airflow, home, monkeypatch, capfd,
+                                                           dag_id, params, connection, fragment):
+    engine = airflow
+    engine.execute(PIPELINE)
+    before, files = dump(engine), topic_files(home)
+    overrides = {"missing": None, "bad-catalog": streamql_connection(
+        "postgresql+psycopg://u:secret@127.0.0.1:1/x", home),
+        "not-a-url": streamql_connection("no such url", home)}
+    if connection is not None:
+        set_connection(monkeypatch, "streamql_default", overrides.get(connection, connection))
+    run = run_dag(dag_id, capfd, **params)
+    assert run.states == {"task": "failed"}
+    assert fragment in run.log
+    assert "secret" not in run.log  # the catalog password never reaches the log
+    assert dump(engine) == before and topic_files(home) == files  # nothing half-applied
+
+
+def test_submit_runtime_returns_at_once_when_a_runtime_serves_the_pipeline(airflow, runtimes, capfd):
+    runtime = runtimes.start(airflow)
+    wait_until(lambda: airflow.runtimes("default"), 30, "the runtime's heartbeat")
+    run = run_dag("t_submit_runtime", capfd, spark_conn_id="nowhere")  # never consulted
+    assert run.states == {"task": "success"}, run.log
+    assert run.xcom("task") == runtime.id and run.xcom("task", "pid") is None
+    assert "nothing to submit" in run.log
+
+
+def test_submit_runtime_refuses_a_missing_spark_connection(airflow, capfd):
+    run = run_dag("t_submit_runtime", capfd, spark_conn_id="spark_missing")
+    assert run.states == {"task": "failed"}
+    assert "Spark connection 'spark_missing' does not exist" in run.log
+    assert "does not fall back to master 'yarn'" in run.log
+    assert airflow.runtimes() == []
+
+
+def test_submit_runtime_starts_a_runtime_through_spark_submit(airflow, monkeypatch, capfd):
+    engine = airflow
+    engine.execute(PIPELINE)
+    set_connection(monkeypatch, "spark_local", json.dumps({"conn_type": "spark", "host": "local[1]"}))
+    run = run_dag("t_submit_runtime", capfd, spark_conn_id="spark_local")
+    pid = run.xcom("task", "pid")
+    try:
+        assert run.states == {"task": "success"}, run.log
+        runtime = engine.runtimes("default")[0]
+        assert run.xcom("task") == runtime["id"] and runtime["master"] == "local[1]"
+        assert runtime["pid"] == pid or runtime["host"]  # the driver is spark-submit's child
+        engine.wait_for_state("CTAS_STATS_2", "RUNNING", timeout=120)
+        insert(engine, "purchases", [(1, "ann", 5.0)])
+        engine.wait_caught_up("CSAS_VALID_1", timeout=120)
+        engine.wait_caught_up("CTAS_STATS_2", timeout=120)
+        assert table(engine, "stats") == {"ann": (1,)}
+        with open(run.xcom("task", "log")) as log:
+            assert "serving pipeline 'default'" in log.read()
+    finally:
+        if pid:
+            os.killpg(pid, signal.SIGTERM)
+            wait_until(lambda: not engine.runtimes("default"), 90, "the runtime to stop")
