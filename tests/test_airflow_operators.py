@@ -8,6 +8,7 @@ import os
 import signal
 import threading
 import time
+import urllib.request
 
 import pytest
 
@@ -248,13 +249,12 @@ def test_submit_runtime_starts_a_runtime_through_spark_submit(airflow, monkeypat
     engine = airflow
     engine.execute(PIPELINE)
     set_connection(monkeypatch, "spark_local", json.dumps({"conn_type": "spark", "host": "local[1]"}))
-    run = run_dag("t_submit_runtime", capfd, spark_conn_id="spark_local")
+    run = run_dag("t_submit_runtime", capfd, spark_conn_id="spark_local", conf={"spark.ui.port": "0"})
     pid = run.xcom("task", "pid")
     try:
         assert run.states == {"task": "success"}, run.log
         runtime = engine.runtimes("default")[0]
         assert run.xcom("task") == runtime["id"] and runtime["master"] == "local[1]"
-        assert runtime["pid"] == pid or runtime["host"]  # the driver is spark-submit's child
         engine.wait_for_state("CTAS_STATS_2", "RUNNING", timeout=120)
         insert(engine, "purchases", [(1, "ann", 5.0)])
         engine.wait_caught_up("CSAS_VALID_1", timeout=120)
@@ -262,6 +262,13 @@ def test_submit_runtime_starts_a_runtime_through_spark_submit(airflow, monkeypat
         assert table(engine, "stats") == {"ann": (1,)}
         with open(run.xcom("task", "log")) as log:
             assert "serving pipeline 'default'" in log.read()
+        # the Spark UI link of a task acting on one of its queries is that runtime's live UI
+        paused = run_dag("t_pause", capfd, query_id="CSAS_VALID_1")
+        ui = paused.xcom("task", "_link_SparkUILink")
+        assert ui == runtime["spark_ui_url"] == run.xcom("task", "_link_SparkUILink")
+        with urllib.request.urlopen(ui + "/StreamingQuery/", timeout=30) as page:
+            assert page.status == 200
+        assert paused.xcom("task", "_link_StreamQLQueryLink") in ("", None)  # no UI plugin here
     finally:
         if pid:
             os.killpg(pid, signal.SIGTERM)

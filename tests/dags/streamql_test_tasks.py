@@ -46,6 +46,6 @@ single("t_progress_sensor", lambda: QueryProgressSensor(
 single("t_caught_up_sensor", lambda: QueryProgressSensor(
     task_id="task", query_id="{{ params.query_id }}", caught_up=True, **SENSOR), query_id="")
 single("t_submit_runtime", lambda: SubmitRuntimeOperator(
-    task_id="task", spark_conn_id="{{ params.spark_conn_id }}", conf={"spark.ui.enabled": "false"},
+    task_id="task", spark_conn_id="{{ params.spark_conn_id }}", conf="{{ params.conf }}",
     runtime_args=["--interval", "0.2", "--lease-ttl", "3"], timeout=180, poll_interval=0.5),
-    spark_conn_id="spark_local")
+    spark_conn_id="spark_local", conf={"spark.ui.enabled": "false"})
