@@ -204,6 +204,11 @@ class CaughtUp(Condition):
                             f"{len(missing)} of {len(self._wanted)} input files", details=details)
 
 
+def unprocessed_files(engine: "Engine", query) -> int:
+    """How many committed input files the query has not processed yet (its lag, in files)."""
+    return len(_input_files(engine, query, float("inf")) - processed_files(query.checkpoint))
+
+
 def _input_files(engine: "Engine", query, as_of: float) -> set[str]:
     wanted: set[str] = set()
     # tables joined as of each batch are read whole each time, never consumed

@@ -268,7 +268,8 @@ def test_submit_runtime_starts_a_runtime_through_spark_submit(airflow, monkeypat
         assert ui == runtime["spark_ui_url"] == run.xcom("task", "_link_SparkUILink")
         with urllib.request.urlopen(ui + "/StreamingQuery/", timeout=30) as page:
             assert page.status == 200
-        assert paused.xcom("task", "_link_StreamQLQueryLink") in ("", None)  # no UI plugin here
+        # the query's page of the UI plugin (installed with the package)
+        assert paused.xcom("task", "_link_StreamQLQueryLink").endswith("/streamql/queries/CSAS_VALID_1")
     finally:
         if pid:
             os.killpg(pid, signal.SIGTERM)

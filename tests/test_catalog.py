@@ -60,3 +60,19 @@ def test_newer_catalog_than_code_is_refused(sqlite_url):
         conn.execute(update(schema.schema_version).values(version=LATEST + 1))
     with pytest.raises(CatalogError, match="newer than this streamql"):
         Catalog(sqlite_url)
+
+
+def test_progress_history_keeps_the_last_batches(catalog_url):
+    from airflow_provider_streamql.catalog import Progress
+    from airflow_provider_streamql.catalog.store import HISTORY
+    catalog = Catalog(catalog_url)
+    batch = lambda n: Progress("Q", n, 10, 10, float(n), [], 1000.0 + n)
+    for n in range(HISTORY + 11):
+        catalog.record_progress(batch(n))
+    history = catalog.progress_history("Q")
+    assert [h["batch_id"] for h in history] == list(range(11, HISTORY + 11))
+    assert history[-1] == {"batch_id": HISTORY + 10, "at": 1000.0 + HISTORY + 10, "input_rows": 10,
+                           "rows_per_second": float(HISTORY + 10)}
+    assert catalog.progress("Q").total_input_rows == 10 * (HISTORY + 11)
+    catalog.record_progress(batch(40))  # a rolled-back checkpoint runs batch 40 again
+    assert [h["batch_id"] for h in catalog.progress_history("Q")] == list(range(11, 41))

@@ -9,7 +9,8 @@ from sqlalchemy.schema import CreateColumn
 from .connections import write_connection
 
 from ..errors import CatalogError
-from .schema import MIGRATION_1_TABLES, MIGRATION_2_TABLES, MIGRATION_3_COLUMNS, schema_version
+from .schema import (MIGRATION_1_TABLES, MIGRATION_2_TABLES, MIGRATION_3_COLUMNS, MIGRATION_4_TABLES,
+                     schema_version)
 
 
 def _create(tables) -> Callable[[Connection], None]:
@@ -36,6 +37,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     1: _create(MIGRATION_1_TABLES),
     2: _create(MIGRATION_2_TABLES),
     3: _add_columns(MIGRATION_3_COLUMNS),
+    4: _create(MIGRATION_4_TABLES),
 }
 LATEST = max(MIGRATIONS)
 

@@ -112,6 +112,17 @@ progress = Table(
     Column("state_operators", Text, nullable=False, default="[]"),  # JSON, per operator
 )
 
+# -- migration 4: recent batches per query (throughput sparklines) ---------------
+progress_history = Table(
+    "progress_history", metadata,
+    Column("query_id", NAME, primary_key=True),
+    Column("batch_id", Integer, primary_key=True),
+    Column("at", Float, nullable=False),
+    Column("input_rows", Integer, nullable=False),
+    Column("rows_per_second", Float, nullable=False),
+)
+
 MIGRATION_1_TABLES = (sources, queries, query_versions, commands)
 MIGRATION_2_TABLES = (runtimes, leases, progress)
 MIGRATION_3_COLUMNS = {runtimes: ("spark_app_id", "spark_ui_url", "master")}
+MIGRATION_4_TABLES = (progress_history,)

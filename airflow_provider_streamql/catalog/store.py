@@ -7,7 +7,8 @@ import time
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from sqlalchemy import Connection, create_engine, delete, func, insert, make_url, select, update
+from sqlalchemy import (Connection, create_engine, delete, func, insert, make_url, or_, select,
+                        update)
 from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
 from sqlalchemy.pool import NullPool
 
@@ -16,6 +17,10 @@ from . import schema as s
 from .connections import serialise_sqlite, write_connection
 from .migrations import LATEST, migrate
 from .model import Progress, QueryInfo, Snapshot, SourceInfo
+
+
+#: batches of throughput history kept per query
+HISTORY = 60
 
 
 def default_home() -> str:
@@ -304,7 +309,8 @@ class Catalog:
             return True
 
     def record_progress(self, p: Progress) -> None:
-        """Store the latest batch; input and late rows accumulate over new batch ids."""
+        """Store the latest batch; input and late rows accumulate over new batch ids. The
+        last :data:`HISTORY` batches are kept for throughput over time."""
         values = dict(batch_id=p.batch_id, input_rows=p.input_rows,
                       rows_per_second=p.rows_per_second,
                       source_offsets=json.dumps(p.source_offsets), last_batch_at=p.last_batch_at,
@@ -320,3 +326,18 @@ class Catalog:
                 conn.execute(update(s.progress).where(s.progress.c.query_id == p.query_id).values(
                     total_input_rows=row.total_input_rows + (p.input_rows if new else 0),
                     late_rows=row.late_rows + (p.late_rows if new else 0), **values))
+            h = s.progress_history
+            # ids above this batch belong to a checkpoint that was rolled back
+            conn.execute(delete(h).where(h.c.query_id == p.query_id, or_(
+                h.c.batch_id >= p.batch_id, h.c.batch_id <= p.batch_id - HISTORY)))
+            conn.execute(insert(h).values(query_id=p.query_id, batch_id=p.batch_id,
+                                          at=p.last_batch_at, input_rows=p.input_rows,
+                                          rows_per_second=p.rows_per_second))
+
+    def progress_history(self, query_id: str, conn: Connection | None = None) -> list[dict[str, Any]]:
+        """The query's last batches, oldest first: batch_id, at, input_rows, rows_per_second."""
+        h = s.progress_history
+        with self._reading(conn) as conn:
+            return [dict(r._mapping) for r in conn.execute(
+                select(h.c.batch_id, h.c.at, h.c.input_rows, h.c.rows_per_second)
+                .where(h.c.query_id == query_id).order_by(h.c.batch_id))]

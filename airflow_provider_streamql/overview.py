@@ -1,0 +1,59 @@
+"""What the Streaming queries page shows: every query with its state, throughput over its
+last batches, lag and last error, and one query's versions and command history. Plain
+data, no secrets (no catalog URL, no paths outside the query's own)."""
+from __future__ import annotations
+
+import json
+import re
+from typing import TYPE_CHECKING, Any
+
+from .conditions import unprocessed_files
+from .introspection import query_rows
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+
+def query_list(engine: "Engine") -> list[dict[str, Any]]:
+    """One row per query of every pipeline, oldest first."""
+    rows = []
+    queries = engine.catalog.queries()
+    for row, query in zip(query_rows(engine.catalog, queries), queries):
+        progress = engine.catalog.progress(query.id)
+        history = engine.catalog.progress_history(query.id)
+        rows.append({
+            **{k: row[k] for k in ("query_id", "pipeline", "state", "desired", "version", "sink", "error")},
+            "rows_per_sec": row["rows_per_sec"],
+            "throughput": [round(h["rows_per_second"], 1) for h in history],
+            "last_batch": row["last_batch"],
+            "last_batch_at": progress.last_batch_at if progress else None,
+            "lag_files": unprocessed_files(engine, query) if query.desired_state != "TERMINATED" else None,
+            "actions": actions(query.desired_state),
+        })
+    return rows
+
+
+def actions(desired: str) -> list[str]:
+    """What a button may do to a query in this desired state."""
+    return {"RUNNING": ["pause"], "PAUSED": ["resume"]}.get(desired, [])
+
+
+def query_details(engine: "Engine", query_id: str) -> dict[str, Any]:
+    """One query: its row, the SQL of each version with the validator's verdict and what
+    became of it, and the commands that named it (who, when)."""
+    query = engine.query(query_id)
+    row = next(r for r in query_list(engine) if r["query_id"] == query.id)
+    versions = []
+    for v in engine.catalog.versions(query.id):
+        report = json.loads(v["report"]) if v["report"] else None
+        versions.append({
+            "version": v["version"], "sql": v["sql"], "verdict": v["verdict"],
+            "outcome": v["outcome"], "created_at": v["created_at"], "started_at": v["started_at"],
+            "ended_at": v["ended_at"], "error": v["error"],
+            "findings": [f"{f['code']}: {f['message']}" for f in report["findings"]] if report else []})
+    named = re.compile(rf"\b({re.escape(query.id)}|{re.escape(query.sink)}|ALL)\b", re.IGNORECASE)
+    commands = [{"statement": c["statement"], "issuer": c["issuer"], "issued_at": c["issued_at"]}
+                for c in engine.catalog.commands()
+                if c["pipeline"] == query.pipeline and named.search(c["statement"])]
+    return {**row, "sources": query.sources, "sql": query.sql, "versions": versions,
+            "commands": commands}

@@ -1,0 +1,267 @@
+"""The Streaming queries page: a real `airflow api-server` with the plugin (loaded through
+its entry point), a real runtime and a PostgreSQL catalog, driven by Debian's Chromium.
+Screenshots go to test-artifacts/ui (or $STREAMQL_ARTIFACTS)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import requests
+
+from airflow_provider_streamql.catalog import Catalog
+from airflow_provider_streamql.engine import Engine
+
+from .conftest import REPO, _free_port, _new_pg_database
+from .support import insert, table, wait_until
+
+CHROMIUM = os.environ.get("STREAMQL_CHROMIUM", "/usr/bin/chromium")
+ARTIFACTS = os.environ.get("STREAMQL_ARTIFACTS", os.path.join(REPO, "test-artifacts", "ui"))
+PASSWORD = "s3cret-catalog-pw"  # in the catalog URL the server uses: must never be shown
+PIPELINE = """
+CREATE STREAM purchases (id INT KEY, user STRING, cost DOUBLE);
+CREATE STREAM valid AS SELECT * FROM purchases WHERE cost > 0;
+CREATE TABLE stats AS SELECT user, COUNT(*) AS n FROM valid GROUP BY user;
+"""
+VALID, STATS = "CSAS_VALID_1", "CTAS_STATS_2"
+
+
+@pytest.fixture(scope="module")
+def ui(tmp_path_factory, postgres_server):
+    """The API server on 127.0.0.1 with users admin (admin role) and viewer (viewer role),
+    its streamql_default connection on a fresh PostgreSQL catalog with a password."""
+    root = tmp_path_factory.mktemp("ui")
+    home = str(root / "streamql")
+    catalog = _new_pg_database(postgres_server).replace("streamql@", f"streamql:{PASSWORD}@")
+    airflow_home = root / "airflow"
+    airflow_home.mkdir()
+    (airflow_home / "passwords.json").write_text(json.dumps({"admin": "admin-pw", "viewer": "viewer-pw"}))
+    env = {**os.environ, "AIRFLOW_HOME": str(airflow_home),
+           "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{airflow_home}/airflow.db",
+           "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,viewer:viewer",
+           "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(airflow_home / "passwords.json"),
+           "AIRFLOW__API_AUTH__JWT_SECRET": "test-jwt-secret",
+           "AIRFLOW_CONN_STREAMQL_DEFAULT": json.dumps(
+               {"conn_type": "streamql", "extra": {"catalog": catalog, "home": home}})}
+    subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], env=env, check=True,
+                   capture_output=True, timeout=300)
+    port = _free_port()
+    log = open(root / "api-server.log", "w")
+    server = subprocess.Popen([sys.executable, "-m", "airflow", "api-server", "-H", "127.0.0.1",
+                               "-p", str(port), "-w", "1"], env=env, stdout=log,
+                              stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+
+    def up():
+        try:
+            return requests.get(f"{base}/api/v2/version", timeout=2).status_code == 200
+        except requests.ConnectionError:
+            assert server.poll() is None, (root / "api-server.log").read_text()[-3000:]
+            return False
+    wait_until(up, 120, "the Airflow API server")
+    engine = Engine(catalog, home=home, issuer="test")
+    yield {"base": base, "engine": engine, "catalog": catalog, "log": root / "api-server.log"}
+    engine.close()
+    os.killpg(server.pid, signal.SIGTERM)
+    server.wait(60)
+
+
+def token(ui, user: str) -> str:
+    response = requests.post(f"{ui['base']}/auth/token", json={"username": user, "password": f"{user}-pw"})
+    assert response.status_code == 201, response.text
+    return response.json()["access_token"]
+
+
+@pytest.fixture(scope="module")
+def pipeline(ui):
+    ui["engine"].execute(PIPELINE)
+    return ui["engine"]
+
+
+def call(ui, method: str, path: str, user: str | None = None, csrf: bool = False, **headers):
+    if user:
+        headers["Authorization"] = f"Bearer {token(ui, user)}"
+    if csrf:
+        listed = requests.get(f"{ui['base']}/streamql/api/queries", headers={"Authorization": headers["Authorization"]})
+        headers["X-StreamQL-CSRF"] = listed.json()["csrf_token"]
+    return requests.request(method, f"{ui['base']}{path}", headers=headers, timeout=30)
+
+
+# (method, path, user, with the page's CSRF token, extra headers, status)
+ROUTES = [
+    ("GET", "/streamql/", None, False, {}, 401),
+    ("GET", "/streamql/api/queries", None, False, {}, 401),
+    ("GET", f"/streamql/api/queries/{VALID}", None, False, {}, 401),
+    ("POST", f"/streamql/api/queries/{VALID}/pause", None, False, {}, 401),
+    ("POST", "/streamql/api/all/pause", None, False, {}, 401),
+    ("GET", "/streamql/", "viewer", False, {}, 200),
+    ("GET", "/streamql/api/queries", "viewer", False, {}, 200),
+    ("GET", f"/streamql/api/queries/{VALID}", "viewer", False, {}, 200),
+    ("POST", f"/streamql/api/queries/{VALID}/pause", "viewer", False, {}, 403),
+    ("POST", "/streamql/api/all/pause", "viewer", False, {}, 403),
+    ("GET", f"/streamql/api/queries/{VALID}/pause", "admin", False, {}, 405),  # state changes are POST only
+    ("POST", f"/streamql/api/queries/{VALID}/pause", "admin", False, {}, 403),  # no CSRF token
+    ("POST", f"/streamql/api/queries/{VALID}/pause", "admin", True, {"Origin": "https://evil.example"}, 403),
+    ("POST", f"/streamql/api/queries/{VALID}/nap", "admin", True, {}, 404),
+    ("POST", "/streamql/api/queries/CSAS_NOPE_9/pause", "admin", True, {}, 404),
+    ("GET", "/streamql/api/queries", "admin", False, {}, 200),
+    ("POST", f"/streamql/api/queries/{VALID}/resume", "admin", True, {}, 200),
+]
+
+
+@pytest.mark.parametrize("method, path, user, csrf, headers, status", ROUTES)
+def test_routes_need_an_airflow_user_and_edit_rights_to_change_state(ui, pipeline, method, path, user,
+                                                                     csrf, headers, status):
+    response = call(ui, method, path, user, csrf, **headers)
+    assert response.status_code == status, response.text
+    assert PASSWORD not in response.text and ui["catalog"] not in response.text
+
+
+def test_what_each_user_may_do_is_in_the_listing(ui, pipeline):
+    viewer = call(ui, "GET", "/streamql/api/queries", "viewer").json()
+    admin = call(ui, "GET", "/streamql/api/queries", "admin").json()
+    assert (viewer["can_edit"], viewer["csrf_token"]) == (False, None)
+    assert admin["can_edit"] is True and admin["csrf_token"]
+    assert [q["query_id"] for q in admin["queries"]] == [VALID, STATS]
+    browser_login = call(ui, "GET", "/streamql/", Accept="text/html")
+    assert browser_login.status_code == 401 and "/auth/login?next=%2Fstreamql%2F" in browser_login.text
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(f"Chromium not found at {CHROMIUM!r}; run scripts/setup (apt-get install chromium)")
+    shutil.rmtree(ARTIFACTS, ignore_errors=True)
+    os.makedirs(ARTIFACTS)
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-background-networking", "--disable-gpu", "--disable-quic",
+            "--no-first-run", "--disable-component-update", "--disable-sync"])
+        yield chromium
+        chromium.close()
+
+
+def log_in(browser, ui, user: str, width: int = 1280):
+    page = browser.new_context(viewport={"width": width, "height": 900}).new_page()
+    page.goto(f"{ui['base']}/streamql/")  # 401 page -> Airflow's login -> back to the page
+    page.wait_for_selector("input[name=username]", timeout=60_000)
+    page.fill("input[name=username]", user)
+    page.fill("input[name=password]", f"{user}-pw")
+    page.keyboard.press("Enter")
+    page.wait_for_url(f"{ui['base']}/streamql/", timeout=60_000)
+    page.wait_for_selector(f"tr[data-query-id='{VALID}']", timeout=60_000)
+    return page
+
+
+def state_of(page, query_id: str) -> str:
+    return page.inner_text(f"tr[data-query-id='{query_id}'] .state")
+
+
+def wait_for_state(page, query_id: str, state: str, seen: set | None = None) -> None:
+    def check():
+        current = state_of(page, query_id)
+        if seen is not None:
+            seen.add(current)
+        return current == state
+    wait_until(check, 90, f"{query_id} shown {state}")
+
+
+def test_pause_and_resume_from_the_page(ui, pipeline, browser, runtimes):
+    engine = pipeline
+    runtimes.start(engine)
+    for query_id in (VALID, STATS):
+        engine.wait_for_state(query_id, "RUNNING", timeout=120)
+    insert(engine, "purchases", [(1, "ann", 5.0)])
+    engine.wait_caught_up(VALID, timeout=60)
+    engine.wait_caught_up(STATS, timeout=60)
+
+    page = log_in(browser, ui, "admin")
+    wait_for_state(page, STATS, "RUNNING")
+    page.screenshot(path=f"{ARTIFACTS}/1-running-1280.png", full_page=True)
+    assert PASSWORD not in page.content()
+
+    seen: set[str] = set()
+    page.click(f"tr[data-query-id='{STATS}'] button[data-action=pause]")
+    wait_for_state(page, STATS, "PAUSED", seen)
+    assert "RUNNING" not in seen or seen & {"PAUSING", "PAUSED"}
+    assert page.is_visible(f"tr[data-query-id='{STATS}'] button[data-action=resume]")
+    assert not page.is_visible(f"tr[data-query-id='{STATS}'] button[data-action=pause]")
+    page.screenshot(path=f"{ARTIFACTS}/2-paused-1280.png", full_page=True)
+    assert engine.state(STATS) == "PAUSED"
+    assert engine.catalog.commands()[-1]["issuer"] == "airflow-ui:admin"
+    assert engine.catalog.commands()[-1]["statement"] == f"PAUSE {STATS}"
+
+    # the runtime really stopped it: new records pass VALID but do not reach STATS
+    insert(engine, "purchases", [(2, "bob", 3.0), (3, "ann", 1.0)])
+    engine.wait_caught_up(VALID, timeout=60)
+    time.sleep(1.5)
+    assert table(engine, "stats") == {"ann": (1,)}
+    batch_before = page.inner_text(f"tr[data-query-id='{STATS}'] td[data-label='Last batch']")
+
+    page.click(f"tr[data-query-id='{STATS}'] button[data-action=resume]")
+    wait_for_state(page, STATS, "RUNNING")
+    engine.wait_caught_up(STATS, timeout=60)
+    assert table(engine, "stats") == {"ann": (2,), "bob": (1,)}  # the records arrived, once
+    wait_until(lambda: page.inner_text(f"tr[data-query-id='{STATS}'] td[data-label='Last batch']")
+               != batch_before, 30, "the page to show the new batch")
+    page.screenshot(path=f"{ARTIFACTS}/3-resumed-1280.png", full_page=True)
+
+    # details: the SQL of each version and its history
+    page.click(f"tr[data-query-id='{VALID}'] a.qid")
+    page.wait_for_selector("#details .version[data-version='1'] pre", timeout=30_000)
+    assert "CREATE STREAM valid AS SELECT * FROM purchases WHERE cost > 0" in page.inner_text("#details")
+    page.screenshot(path=f"{ARTIFACTS}/4-details-1280.png", full_page=True)
+
+    # page-wide buttons ask first
+    page.once("dialog", lambda dialog: dialog.dismiss())
+    page.click("#pause-all")
+    time.sleep(1.0)
+    assert {q["desired"] for q in engine.queries()} == {"RUNNING"}  # dismissed: nothing changed
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click("#pause-all")
+    for query_id in (VALID, STATS):
+        wait_for_state(page, query_id, "PAUSED")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click("#resume-all")
+    for query_id in (VALID, STATS):
+        wait_for_state(page, query_id, "RUNNING")
+    page.context.close()
+
+
+@pytest.mark.parametrize("width", [1280, 400])
+def test_the_page_is_usable_at_desktop_and_phone_width(ui, pipeline, browser, width):
+    page = log_in(browser, ui, "admin", width)
+    assert page.evaluate("document.documentElement.scrollWidth") <= width  # no sideways scrolling
+    for query_id in (VALID, STATS):
+        button = page.locator(f"tr[data-query-id='{query_id}'] button").first
+        box = button.bounding_box()
+        assert box and box["x"] >= 0 and box["x"] + box["width"] <= width
+    page.goto(f"{ui['base']}/streamql/queries/{STATS}")  # the operators' extra link
+    page.wait_for_selector("#details .version pre", timeout=30_000)
+    page.screenshot(path=f"{ARTIFACTS}/5-details-{width}.png", full_page=True)
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    page.context.close()
+
+
+def test_read_only_users_see_no_buttons(ui, pipeline, browser):
+    page = log_in(browser, ui, "viewer")
+    assert page.locator("tr[data-query-id] button").count() == 0
+    assert not page.is_visible("#pause-all")
+    page.screenshot(path=f"{ARTIFACTS}/6-viewer-1280.png", full_page=True)
+    page.context.close()
+
+
+def test_the_page_is_in_the_airflow_navigation(ui, pipeline, browser):
+    page = log_in(browser, ui, "admin")
+    page.goto(f"{ui['base']}/")
+    page.get_by_text("Streaming queries").first.click()
+    frame = page.frame_locator("iframe")
+    frame.locator(f"tr[data-query-id='{VALID}']").wait_for(timeout=60_000)
+    page.screenshot(path=f"{ARTIFACTS}/7-in-airflow-1280.png")
+    page.context.close()
