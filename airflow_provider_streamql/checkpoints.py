@@ -17,13 +17,19 @@ def last_committed_batch(checkpoint: str) -> int:
     return max(ids, default=-1)
 
 
-def committed_source_offsets(checkpoint: str) -> dict[str, int]:
-    """Source index -> the file source's log offset that the last committed micro-batch
-    read up to. Source offsets count only batches with new files, so they differ from
-    micro-batch ids; the offset log of the committed batch maps one to the other."""
-    last = last_committed_batch(checkpoint)
-    path = os.path.join(checkpoint, "offsets", str(last))
-    if last < 0 or not os.path.exists(path):
+def last_planned_batch(checkpoint: str) -> int:
+    """Highest batch id in ``offsets/`` (-1 before any): a batch is planned before it runs."""
+    offsets = os.path.join(checkpoint, "offsets")
+    ids = [int(n) for n in os.listdir(offsets) if n.isdigit()] if os.path.isdir(offsets) else []
+    return max(ids, default=-1)
+
+
+def source_offsets(checkpoint: str, batch_id: int) -> dict[str, int]:
+    """Source index -> the file source's log offset that micro-batch ``batch_id`` reads up
+    to, from the offset log ({} if that batch was never planned). Source offsets count only
+    batches with new files, so they differ from micro-batch ids."""
+    path = os.path.join(checkpoint, "offsets", str(batch_id))
+    if batch_id < 0 or not os.path.exists(path):
         return {}
     with open(path, encoding="utf-8") as f:
         lines = f.read().splitlines()[2:]  # version, metadata, then one offset per source
@@ -34,25 +40,41 @@ def committed_source_offsets(checkpoint: str) -> dict[str, int]:
     return offsets
 
 
+def committed_source_offsets(checkpoint: str) -> dict[str, int]:
+    """:func:`source_offsets` of the last committed micro-batch."""
+    return source_offsets(checkpoint, last_committed_batch(checkpoint))
+
+
+def _source_files(checkpoint: str, source: str, after: int, upto: int) -> set[str]:
+    """Files a file source logged with log offsets in (after, upto]."""
+    files = set()
+    for log_offset, entries in read_log(os.path.join(checkpoint, "sources", source)).items():
+        for entry in entries:
+            if after < entry.get("batchId", log_offset) <= upto:
+                files.add(uri_path(entry["path"]))
+    return files
+
+
 def processed_files(checkpoint: str) -> set[str]:
     """Input files of every committed batch, over all file sources of the query."""
-    done: set[str] = set()
-    for source, offset in committed_source_offsets(checkpoint).items():
-        for log_offset, entries in read_log(os.path.join(checkpoint, "sources", source)).items():
-            for entry in entries:
-                if entry.get("batchId", log_offset) <= offset:
-                    done.add(uri_path(entry["path"]))
-    return done
+    return {f for source, offset in committed_source_offsets(checkpoint).items()
+            for f in _source_files(checkpoint, source, -1, offset)}
+
+
+def batch_files(checkpoint: str, batch_id: int) -> set[str]:
+    """The input files micro-batch ``batch_id`` reads (planned, whether or not it committed)."""
+    before = source_offsets(checkpoint, batch_id - 1)
+    return {f for source, offset in source_offsets(checkpoint, batch_id).items()
+            for f in _source_files(checkpoint, source, before.get(source, -1), offset)}
 
 
 def planned_watermark_ms(checkpoint: str) -> int:
     """The event-time watermark (epoch ms) of the latest planned batch, as Spark recorded it
     in the offset log; 0 before any. This is what a restart resumes from: an advance computed
     after the last planned batch lives only in the driver's memory."""
-    offsets = os.path.join(checkpoint, "offsets")
-    ids = [int(n) for n in os.listdir(offsets) if n.isdigit()] if os.path.isdir(offsets) else []
-    if not ids:
+    last = last_planned_batch(checkpoint)
+    if last < 0:
         return 0
-    with open(os.path.join(offsets, str(max(ids))), encoding="utf-8") as f:
+    with open(os.path.join(checkpoint, "offsets", str(last)), encoding="utf-8") as f:
         lines = f.read().splitlines()
     return int(json.loads(lines[1]).get("batchWatermarkMs", 0)) if len(lines) > 1 else 0

@@ -59,6 +59,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="Spark master (default local[*]; '' under spark-submit: the master it was given)")
     p.add_argument("--interval", type=float, default=0.5, help="reconcile interval, seconds")
     p.add_argument("--lease-ttl", type=float, default=10.0, help="query lease lifetime, seconds")
+    p.add_argument("--on-error", default="FAIL", type=str.upper,
+                   choices=("FAIL", "LOG_AND_CONTINUE", "PAUSE"),
+                   help="what a record a query cannot read does, for queries that set no "
+                        "on_error (default FAIL)")
     p.add_argument("--readiness-window", type=float, default=30.0,
                    help="seconds a new version has to fail and be rolled back automatically "
                         "after an in-place upgrade (it is ready earlier once it commits a batch)")
@@ -99,6 +103,13 @@ def _parser() -> argparse.ArgumentParser:
                    help="seconds unprocessed input may wait before a query counts as stuck")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=_health)
+
+    p = sub.add_parser("bad-records", parents=[common],
+                       help="list the records a query could not read, and what became of them")
+    p.add_argument("query_id")
+    p.add_argument("--status", help="only these (PENDING, SKIPPED, LOGGED, FAILED, RETRIED, RESOLVED)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=_bad_records)
 
     p = sub.add_parser("migrate", parents=[common], help="bring the catalog schema up to date")
     p.set_defaults(handler=_migrate)
@@ -198,6 +209,13 @@ def _health(args: argparse.Namespace) -> int:
     return EXIT_FAILED if problems else EXIT_OK
 
 
+def _bad_records(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+    rows = [{**asdict(r), "position": r.position} for r in _engine(args).bad_records(args.query_id, args.status)]
+    _table(rows, ["status", "batch_id", "source", "position", "error", "raw", "handled_by"], args.json)
+    return EXIT_OK
+
+
 def _migrate(args: argparse.Namespace) -> int:
     from .catalog import current_version, safe_url
     engine = _engine(args)
@@ -220,7 +238,8 @@ def _runtime(args: argparse.Namespace) -> int:
     engine = _engine(args)
     spark = build_session(args.master, f"streamql-{engine.pipeline}", conf)
     runtime = Runtime(engine.catalog, engine.pipeline, spark, interval=args.interval,
-                      lease_ttl=args.lease_ttl, readiness_window=args.readiness_window)
+                      lease_ttl=args.lease_ttl, readiness_window=args.readiness_window,
+                      on_error=args.on_error)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: runtime.stop())
     runtime.run()

@@ -7,7 +7,7 @@ import re
 import time
 from typing import Any, Iterable
 
-from .catalog import Catalog, Progress, QueryInfo, default_home
+from .catalog import BadRecord, Catalog, Progress, QueryInfo, default_home
 from .conditions import CaughtUp, Check, Condition, QueriesInState, VersionRunning
 from .errors import NotFoundError, StateError, ValidationError, WaitTimeout
 from .introspection import query_rows, shown_state
@@ -60,7 +60,7 @@ class Engine:
         issuer = issuer or self.issuer
         with self.catalog.transaction() as conn:
             planner = self._planner(conn, pipeline)
-            planner.skip_unchanged = skip_unchanged
+            planner.skip_unchanged, planner.issuer = skip_unchanged, issuer
             steps = [planner.plan(stmt) for stmt in statements]
             for stmt, step in zip(statements, steps):
                 if step.write:
@@ -195,6 +195,11 @@ class Engine:
         """Every query (optionally of one pipeline) with state, progress and last error."""
         return query_rows(self.catalog, self.catalog.queries(pipeline))
 
+    def bad_records(self, query_id: str, status: str | None = None) -> list[BadRecord]:
+        """The records ``query_id`` could not read: where each sits, its text, the error,
+        the batch, and what became of it (``status``: PENDING, SKIPPED, LOGGED, ...)."""
+        return self.catalog.bad_records(self.query(query_id).id, status.upper() if status else None)
+
     def progress(self, query_id: str) -> Progress | None:
         return self.catalog.progress(self.query(query_id).id)
 
@@ -244,7 +249,7 @@ class Engine:
         for result in results:
             for query_id, state in result.waits:
                 self.wait_for_state(query_id, state, timeout=max(0.0, deadline - time.monotonic()))
-            if result.action == "replaced" and result.version is not None and result.query_id:
+            if result.action == "replaced" and (result.query_id, "RUNNING") in result.waits:
                 self.wait_for_version(result.query_id, result.version,
                                       timeout=max(0.0, deadline - time.monotonic()))
 

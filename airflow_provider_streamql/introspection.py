@@ -12,7 +12,8 @@ from .language import statements as st
 from .results import Result
 
 QUERY_COLUMNS = ["query_id", "pipeline", "state", "desired", "version", "sink", "sources",
-                 "last_batch", "rows_per_sec", "state_rows", "state_bytes", "late_rows", "error"]
+                 "last_batch", "rows_per_sec", "state_rows", "state_bytes", "late_rows",
+                 "bad_records", "error"]
 
 
 def shown_state(query: QueryInfo, lease: dict[str, Any] | None, now: float | None = None) -> str:
@@ -27,6 +28,7 @@ def shown_state(query: QueryInfo, lease: dict[str, Any] | None, now: float | Non
 def query_rows(catalog: Catalog, queries: list[QueryInfo], conn: Connection | None = None) -> list[dict[str, Any]]:
     """One dict per query with state, progress and last error."""
     leases = catalog.leases(conn)
+    bad = catalog.bad_record_counts(conn)
     rows = []
     for q in queries:
         p = catalog.progress(q.id, conn)
@@ -39,6 +41,7 @@ def query_rows(catalog: Catalog, queries: list[QueryInfo], conn: Connection | No
             "state_rows": p.state_rows if p else None,
             "state_bytes": p.state_bytes if p else None,
             "late_rows": p.late_rows if p else None,
+            "bad_records": sum(bad.get(q.id, {}).values()),
             "error": q.error,
         })
     return rows
@@ -67,6 +70,7 @@ def describe(catalog: Catalog, conn: Connection, snapshot: Snapshot, stmt: st.De
     if stmt.extended:
         for writer in writers:
             lines += [f"{label} of {writer}: {text}" for label, text in version_history(catalog, writer, conn)]
+            lines += [f"Bad record of {writer}: {text}" for text in bad_record_lines(catalog, writer, conn)]
         for row in query_rows(catalog, [snapshot.queries[i] for i in writers + readers], conn):
             lines.append(f"Query {row['query_id']}: {row['state']} (desired {row['desired']}), "
                          f"last batch {row['last_batch']}, {row['rows_per_sec']} rows/s"
@@ -95,9 +99,26 @@ def explain(catalog: Catalog, conn: Connection, snapshot: Snapshot, stmt: st.Exp
                           f"{op['dropped_by_watermark']} late rows dropped")
           for n, op in enumerate(p.state_operators if p else [])],
         ("error", q.error),
+        ("on_error", q.properties.get("on_error") or "(the pipeline's default)"),
         *version_history(catalog, q.id, conn),
+        *[("bad record", text) for text in bad_record_lines(catalog, q.id, conn)],
     ]
     return Result(stmt.text, columns=["field", "value"], rows=[[k, v] for k, v in fields])
+
+
+def describe_query(catalog: Catalog, conn: Connection, snapshot: Snapshot, stmt: st.Describe) -> Result:
+    """``DESCRIBE <query_id> [EXTENDED]``: the query's fields (as EXPLAIN), and with
+    EXTENDED its bad records."""
+    explained = explain(catalog, conn, snapshot, st.Explain(query_id=stmt.name, text=stmt.text))
+    rows = explained.rows if stmt.extended else [r for r in explained.rows if r[0] != "bad record"]
+    return Result(stmt.text, columns=explained.columns, rows=rows)
+
+
+def bad_record_lines(catalog: Catalog, query_id: str, conn: Connection | None = None) -> list[str]:
+    """One line per bad record of the query: status, batch, position, error and raw text."""
+    return [f"{r.status} (batch {r.batch_id}) at {r.position}: {r.error}; raw: {r.raw[:200]}"
+            + (f"; {r.status.lower()} by {r.handled_by}" if r.handled_by else "")
+            for r in catalog.bad_records(query_id, conn=conn)]
 
 
 def version_history(catalog: Catalog, query_id: str, conn: Connection | None = None) -> list[tuple[str, str]]:

@@ -40,7 +40,7 @@ def actions(desired: str) -> list[str]:
 
 def query_details(engine: "Engine", query_id: str) -> dict[str, Any]:
     """One query: its row, the SQL of each version with the validator's verdict and what
-    became of it, and the commands that named it (who, when)."""
+    became of it, the commands that named it (who, when) and the records it could not read."""
     query = engine.query(query_id)
     row = next(r for r in query_list(engine) if r["query_id"] == query.id)
     versions = []
@@ -55,5 +55,8 @@ def query_details(engine: "Engine", query_id: str) -> dict[str, Any]:
     commands = [{"statement": c["statement"], "issuer": c["issuer"], "issued_at": c["issued_at"]}
                 for c in engine.catalog.commands()
                 if c["pipeline"] == query.pipeline and named.search(c["statement"])]
+    bad = [{"status": r.status, "batch_id": r.batch_id, "source": r.source, "position": r.position,
+            "error": r.error, "raw": r.raw[:500], "recorded_at": r.recorded_at,
+            "handled_by": r.handled_by} for r in engine.catalog.bad_records(query.id)]
     return {**row, "sources": query.sources, "sql": query.sql, "versions": versions,
-            "commands": commands}
+            "commands": commands, "bad_records": bad, "on_error": query.properties.get("on_error")}

@@ -16,7 +16,9 @@ from sqlalchemy import Connection
 
 from . import topics
 from .catalog import Catalog, QueryInfo, Snapshot, SourceInfo
+from .deadletter import append_dead_letters, dead_letter_source
 from .errors import NotFoundError, StateError, ValidationError
+from .language import parse_one
 from .language import statements as st
 from .language.analyzer import SelectAnalysis, analyze_select
 from .language.streaming import plan_streaming
@@ -33,6 +35,16 @@ SOURCE_PROPERTIES: dict[str, Callable[[Any], str | None] | None] = {
     "timestamp_format": lambda v: None if isinstance(v, str) and v
     else "must be a Spark datetime pattern such as 'yyyy-MM-dd HH:mm:ss'",
 }
+# a declared column type -> the types CREATE OR REPLACE may widen it to (every value of the
+# old type reads the same under the new one)
+WIDENINGS = {
+    "TINYINT": ("SMALLINT", "INT", "BIGINT", "FLOAT", "DOUBLE"),
+    "SMALLINT": ("INT", "BIGINT", "FLOAT", "DOUBLE"),
+    "INT": ("BIGINT", "DOUBLE"),
+    "FLOAT": ("DOUBLE",),
+}
+# WITH (on_error=...) of a persistent query: what a record it cannot read does
+ERROR_POLICIES = ("FAIL", "LOG_AND_CONTINUE", "PAUSE")
 # SET 'key' -> allowed values.
 SESSION_PROPERTIES = {"auto.offset.reset": ("earliest", "latest")}
 QUERY_PREFIX = {"STREAM": "CSAS", "TABLE": "CTAS"}
@@ -61,6 +73,8 @@ class Planner:
     #: statement defines it changes nothing (its result's action is "unchanged"), so that a
     #: deploy script can be applied again
     skip_unchanged: bool = False
+    #: who issues the statements (the command log's issuer), recorded on skipped bad records
+    issuer: str = ""
 
     def plan(self, stmt: st.Statement) -> Step:
         handler = getattr(self, "_" + type(stmt).__name__)
@@ -90,13 +104,24 @@ class Planner:
                     after_commit=lambda _r: os.makedirs(src.path, exist_ok=True))
 
     def _replace_source(self, stmt: st.CreateSource) -> Step:
-        """``CREATE OR REPLACE STREAM s (...)`` of a declared source: columns may only be
-        appended, as with ALTER ... ADD COLUMN; queries reading it keep their column list."""
+        """``CREATE OR REPLACE STREAM s (...)`` of a declared source: columns may be appended
+        (as with ALTER ... ADD COLUMN) and existing ones widened (INT to BIGINT or DOUBLE, ...),
+        e.g. to read a record that held a query. Every query reading the source gets a new
+        version that reads it with the new columns, validated like any CREATE OR REPLACE: if
+        one cannot take it in place, nothing is replaced."""
         old = self._declared(stmt.name, stmt.kind, stmt, f"CREATE OR REPLACE {stmt.kind}")
-        kept = [(c.name.lower(), c.type, c.key) for c in stmt.columns[:len(old.columns)]]
-        if kept != [(c.name.lower(), c.type, c.key) for c in old.columns]:
-            raise self._error(f"CREATE OR REPLACE {stmt.kind} {stmt.name} may only append columns "
-                              f"to ({', '.join(f'{c.name} {c.type}' for c in old.columns)})", stmt)
+        widened = []
+        for was, now in zip(old.columns, stmt.columns):
+            same = (was.name.lower(), was.key) == (now.name.lower(), now.key)
+            if same and was.type != now.type and now.type.upper() in WIDENINGS.get(was.type.upper(), ()):
+                widened.append((was, now))
+            elif not same or was.type != now.type:
+                raise self._error(f"CREATE OR REPLACE {stmt.kind} {stmt.name} may only append columns "
+                                  f"to ({', '.join(f'{c.name} {c.type}' for c in old.columns)}) and widen "
+                                  f"their types ({_widenings()}); {now.name} {now.type} does not fit", stmt)
+        if len(stmt.columns) < len(old.columns):
+            raise self._error(f"CREATE OR REPLACE {stmt.kind} {stmt.name} cannot remove columns "
+                              f"({', '.join(c.name for c in old.columns[len(stmt.columns):])})", stmt)
         if stmt.properties and {**old.properties, **stmt.properties} != old.properties:
             raise self._error(f"CREATE OR REPLACE {stmt.kind} {stmt.name} cannot change its WITH "
                               f"properties {old.properties}", stmt)
@@ -105,9 +130,39 @@ class Planner:
             raise self._error("key columns cannot be added", stmt)
         new = replace(old, columns=list(stmt.columns))
         self.snapshot.sources[old.name] = new
-        return Step(Result(stmt.text, f"Replaced {stmt.kind.lower()} {old.name}: "
-                           f"{len(added)} column(s) appended", action="replaced"),
-                    write=lambda conn: self.catalog.update_source(conn, new))
+        versions = [self._reread(reader, stmt, widened) for reader in self._readers(old.name)] if widened else []
+        message = f"Replaced {stmt.kind.lower()} {old.name}: {len(added)} column(s) appended" + (
+            f", {', '.join(f'{w.name} widened to {n.type}' for w, n in widened)}; new versions of "
+            f"{', '.join(f'{q.id} (v{q.version})' for q, _s, _r in versions) or 'no query'}" if widened else "")
+
+        def write(conn: Connection) -> None:
+            self.catalog.update_source(conn, new)
+            for query, sink, report in versions:
+                self.catalog.add_version(conn, query, sink, report.to_dict())
+        return Step(Result(stmt.text, message, action="replaced",
+                           waits=[(q.id, q.desired_state) for q, _s, _r in versions]), write=write)
+
+    def _readers(self, source: str) -> list[QueryInfo]:
+        return sorted((q for q in self.snapshot.queries.values()
+                       if source in q.sources and q.desired_state != "TERMINATED"), key=lambda q: q.seq)
+
+    def _reread(self, reader: QueryInfo, stmt: st.CreateSource, widened) -> tuple[QueryInfo, SourceInfo, Report]:
+        """A new version of ``reader`` over the widened source, or the reason it cannot be."""
+        what = ", ".join(f"{stmt.name}.{w.name} {w.type} -> {n.type}" for w, n in widened)
+        definition = parse_one(reader.sql)
+        if not isinstance(definition, st.CreateAsSelect):
+            raise self._error(f"cannot widen {what}: {reader.id} is an INSERT INTO query; "
+                              f"TERMINATE it first", stmt)
+        _current, report, new, sink = self.check_replace(definition)
+        if report.verdict != "IN_PLACE":
+            reasons = "; ".join(f"{f.code}: {f.message}" for f in report.findings if f.verdict != "IN_PLACE")
+            raise self._error(f"cannot widen {what}: {reader.id} reads it and cannot take the change "
+                              f"in place ({report.verdict}: {reasons})", stmt)
+        report.findings.append(Finding("SOURCE_COLUMN_WIDENED", "FROM", "schema evolution", "IN_PLACE",
+                                       f"{what}: records are read with the wider type"))
+        self.snapshot.queries[new.id] = new
+        self.snapshot.sources[sink.name] = sink
+        return new, sink, report
 
     def _AlterSource(self, stmt: st.AlterSource) -> Step:
         src = self._declared(stmt.name, stmt.kind, stmt, "ALTER")
@@ -189,6 +244,10 @@ class Planner:
         version = max(self.catalog.next_version(self.conn, current.id), current.version + 1)
         new = self._query(current.id, current.seq, QUERY_PREFIX[stmt.kind], sink, analysis, stmt,
                           version=version, register=False)
+        if "on_error" not in stmt.properties and "on_error" in current.properties:
+            new.properties["on_error"] = current.properties["on_error"]
+        # a paused query stays paused (RESUME it when ready); a terminated one restarts
+        new.desired_state = "PAUSED" if current.desired_state == "PAUSED" else "RUNNING"
         readers = sorted(q.id for q in self.snapshot.queries.values()
                          if sink.name in q.sources and q.desired_state != "TERMINATED")
         report = validate_upgrade(current.id, current.properties["shape"], new.properties["shape"],
@@ -214,14 +273,12 @@ class Planner:
                 "or TERMINATE, DROP and create it again")
             raise error(f"CREATE OR REPLACE of {current.id} is {report.verdict}: {reasons}{hint}",
                         line=stmt.line, col=stmt.col, text=stmt.text.strip()[:120])
-        if current.desired_state == "TERMINATED":
-            new.desired_state = "RUNNING"  # validated against its last version, restarts from it
         self.snapshot.queries[new.id] = new
         self.snapshot.sources[sink.name] = sink
         return Step(Result(stmt.text, f"Replaced {new.id} in place: version {new.version} "
                            f"({', '.join(report.kinds)})", query_id=new.id,
-                           waits=[(new.id, "RUNNING")] if new.desired_state == "RUNNING" else [],
-                           report=report.to_dict(), version=new.version, action="replaced"),
+                           waits=[(new.id, new.desired_state)], report=report.to_dict(),
+                           version=new.version, action="replaced"),
                     write=lambda conn: self.catalog.add_version(conn, new, sink, report.to_dict()))
 
     def _analyze_as_select(self, stmt: st.CreateAsSelect) -> SelectAnalysis:
@@ -238,6 +295,8 @@ class Planner:
         it restates them."""
         if replacing is not None:
             stmt = replace(stmt, properties={**replacing.properties, **stmt.properties})
+        # on_error belongs to the query, not to its output
+        stmt = replace(stmt, properties={k: v for k, v in stmt.properties.items() if k != "on_error"})
         sink = self._source(stmt, analysis.columns, writer=query_id, replacing=replacing)
         inherited = self.snapshot.sources[analysis.sources[0]].timestamp_column
         if "timestamp" not in sink.properties and stmt.window is None and \
@@ -284,17 +343,46 @@ class Planner:
                                  f"create a new query instead", line=stmt.line, col=stmt.col,
                                  text=stmt.text)
             chosen = [query]
+        # records holding paused queries: a RESUME retries their batch, or skips them
+        held = {q.id: self.catalog.bad_records(q.id, "PENDING", self.conn) for q in chosen} \
+            if target == "RUNNING" else {}
+        held = {q: records for q, records in held.items() if records}
+        if stmt.skip_bad_records and not held:
+            what = stmt.query_id or f"any query of pipeline {self.pipeline!r}"
+            raise StateError(f"no bad records are holding {what}; nothing to skip (RESUME without "
+                             f"SKIP BAD RECORDS)", line=stmt.line, col=stmt.col, text=stmt.text)
         changed = [q for q in chosen if q.desired_state != target]
         for q in changed:
             q.desired_state = target
+        dead_letters = {q: dead_letter_source(self.snapshot.queries[q], self.home) for q in held} \
+            if stmt.skip_bad_records else {}
+        new_dead_letters = [d for d in dead_letters.values() if d.name not in self.snapshot.sources]
+        for d in new_dead_letters:
+            self.snapshot.sources[d.name] = d
 
         def write(conn: Connection) -> None:
             for q in changed:
                 self.catalog.set_desired(conn, q.id, target)
+            for d in new_dead_letters:
+                self.catalog.insert_source(conn, d)
+            for q in held:
+                self.catalog.mark_bad_records(conn, q, "PENDING", "SKIPPED" if stmt.skip_bad_records
+                                              else "RETRIED", handled_by=self.issuer)
+
+        def after(_result: Result) -> None:
+            for q, records in held.items():
+                if stmt.skip_bad_records:
+                    skipped = [replace(r, status="SKIPPED", handled_by=self.issuer, handled_at=time.time())
+                               for r in records]
+                    append_dead_letters(self.catalog.source(dead_letters[q].name), skipped)
         ids = ", ".join(q.id for q in chosen) or "no queries"
         verb = {"PAUSED": "Paused", "RUNNING": "Resumed", "TERMINATED": "Terminated"}[target]
-        return Step(Result(stmt.text, f"{verb} {ids}", query_id=stmt.query_id,
-                           waits=[(q.id, target) for q in chosen]), write=write)
+        notes = [f"{q}: {len(r)} bad record(s) " + (f"skipped (sent to {dead_letters[q].name})"
+                                                   if stmt.skip_bad_records else "retried")
+                 for q, r in held.items()]
+        return Step(Result(stmt.text, f"{verb} {ids}" + (f"; {'; '.join(notes)}" if notes else ""),
+                           query_id=stmt.query_id, waits=[(q.id, target) for q in chosen]),
+                    write=write, after_commit=after if stmt.skip_bad_records else None)
 
     # -- records -------------------------------------------------------------------
     def _InsertValues(self, stmt: st.InsertValues) -> Step:
@@ -351,7 +439,9 @@ class Planner:
         return Step(show(self.catalog, self.conn, self.snapshot, stmt))
 
     def _Describe(self, stmt: st.Describe) -> Step:
-        from .introspection import describe
+        from .introspection import describe, describe_query
+        if stmt.name not in self.snapshot.sources and stmt.name in self.snapshot.queries:
+            return Step(describe_query(self.catalog, self.conn, self.snapshot, stmt))
         if stmt.name not in self.snapshot.sources:
             raise self._unknown(stmt.name, stmt)
         return Step(describe(self.catalog, self.conn, self.snapshot, stmt))
@@ -474,13 +564,19 @@ class Planner:
             timestamps={n: sources[n].timestamp_column for n in analysis.sources},
             tables=static, schemas={n: sources[n].columns for n in analysis.sources})
         writer = "file sink" if kind == "CSAS" and not static else "batch files"
+        settings = dict(self.settings)
+        policy = getattr(stmt, "properties", {}).get("on_error")
+        if policy is not None:
+            if str(policy).upper() not in ERROR_POLICIES:
+                raise self._error(f"on_error must be one of {', '.join(ERROR_POLICIES)}, not {policy!r}", stmt)
+            settings["on_error"] = str(policy).upper()
         shape = {**analysis.shape, "kind": kind,
                  "sink": {"path": sink.path, "format": sink.format, "writer": writer},
                  "streams": [n for n in analysis.sources if n not in static]}
         query = QueryInfo(
             id=query_id, seq=seq, pipeline=self.pipeline, kind=kind, sink=sink.name,
             sources=analysis.sources, sql=stmt.text.strip(), select_sql=plan.spark_sql,
-            properties={**self.settings, "plan": plan.to_dict(), "shape": shape}, version=version,
+            properties={**settings, "plan": plan.to_dict(), "shape": shape}, version=version,
             checkpoint=os.path.join(self.home, "checkpoints", query_id),
             desired_state="RUNNING", observed_state="PENDING", created_at=now, updated_at=now)
         if register:
@@ -522,3 +618,7 @@ def _same_query(current: QueryInfo, old_sink: SourceInfo, new: QueryInfo, sink: 
     """The new definition runs exactly what ``current`` runs and writes the same output."""
     return (new.select_sql, new.properties, _column_tuples(sink.columns), sink.properties) == \
         (current.select_sql, current.properties, _column_tuples(old_sink.columns), old_sink.properties)
+
+
+def _widenings() -> str:
+    return ", ".join(f"{old} to {'/'.join(new)}" for old, new in WIDENINGS.items())

@@ -151,10 +151,17 @@ def coerce(value: Any, column: Column) -> Any:
     raise ValidationError(f"INSERT VALUES does not support column {column.name!r} of type {column.type}")
 
 
-def append(path: str, fmt: str, columns: list[Column], rows: Iterable[dict[str, Any]]) -> str:
-    """Write ``rows`` as one new file in ``path``: to a hidden name, then renamed into place."""
+def append(path: str, fmt: str, columns: list[Column], rows: Iterable[dict[str, Any]],
+           name: str | None = None) -> str:
+    """Write ``rows`` as one new file in ``path``: to a hidden name, then renamed into place.
+    With ``name``, a file of that name already there means it was written: nothing is."""
     os.makedirs(path, exist_ok=True)
-    name = f"i{time.time_ns():020d}-{uuid.uuid4().hex[:8]}{FORMATS[fmt][1]}"
+    if name is not None:
+        name += FORMATS[fmt][1]
+        if os.path.exists(os.path.join(path, name)):
+            return os.path.join(path, name)
+    else:
+        name = f"i{time.time_ns():020d}-{uuid.uuid4().hex[:8]}{FORMATS[fmt][1]}"
     tmp = os.path.join(path, f".{name}.tmp")
     rows = list(rows)
     if fmt == "PARQUET":

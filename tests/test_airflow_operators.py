@@ -169,6 +169,26 @@ def test_pause_resume_terminate_change_what_the_runtime_does(running, capfd):
     assert {q["state"] for q in engine.queries()} == {"TERMINATED"}
 
 
+def test_resume_skipping_bad_records(airflow, runtimes, capfd):
+    engine = airflow
+    engine.execute(PIPELINE)
+    runtimes.start(engine, on_error="PAUSE")
+    engine.wait_for_state("CSAS_VALID_1", "RUNNING", timeout=90)
+    path = engine.catalog.source("PURCHASES").path
+    with open(os.path.join(path, ".b.tmp"), "w") as f:
+        f.write('{"id": 1, "user": "ann", "cost": 5.0}\n{"id": 2, "user": "bob", "cost": "free"}\n')
+    os.rename(os.path.join(path, ".b.tmp"), os.path.join(path, "b.json"))
+    engine.wait_for_state("CSAS_VALID_1", "PAUSED", timeout=90)
+    run = run_dag("t_resume_skipping", capfd, query_id="CSAS_VALID_1")
+    assert run.states == {"task": "success"}, run.log
+    assert run.xcom("task", "state") == "RUNNING"
+    assert "1 bad record(s) skipped (sent to CSAS_VALID_1_DLQ)" in run.log
+    engine.wait_caught_up("CSAS_VALID_1", timeout=60)
+    assert stream_rows(engine, "valid") == [(1, "ann", 5.0)]
+    (record,) = engine.bad_records("CSAS_VALID_1")
+    assert record.status == "SKIPPED" and record.handled_by.startswith("airflow:dag=t_resume_skipping/")
+
+
 def test_sensors_wait_for_state_progress_and_catch_up(running, capfd):
     engine = running
     state = run_dag("t_state_sensor", capfd, query_id="ALL", states="RUNNING")

@@ -27,6 +27,11 @@ PARSES = [
     ("PAUSE csas_v_1", st.QueryControl, {"action": "PAUSE", "query_id": "CSAS_V_1"}),
     ("RESUME ALL", st.QueryControl, {"action": "RESUME", "query_id": None}),
     ("TERMINATE ALL", st.QueryControl, {"action": "TERMINATE", "query_id": None}),
+    ("RESUME csas_v_1 SKIP BAD RECORDS", st.QueryControl,
+     {"action": "RESUME", "query_id": "CSAS_V_1", "skip_bad_records": True}),
+    ("resume all skip bad records", st.QueryControl, {"query_id": None, "skip_bad_records": True}),
+    ("CREATE STREAM v WITH (on_error='PAUSE') AS SELECT * FROM s", st.CreateAsSelect,
+     {"properties": {"on_error": "PAUSE"}}),
     ("DROP STREAM IF EXISTS s DELETE TOPIC", st.DropSource, {"kind": "STREAM", "if_exists": True, "delete_topic": True}),
     ("DROP TABLE t", st.DropSource, {"kind": "TABLE", "if_exists": False, "delete_topic": False}),
     ("SHOW QUERIES EXTENDED", st.Show, {"what": "QUERIES", "extended": True}),
@@ -51,6 +56,8 @@ ERRORS = [
     ("SHOW THINGS", "expected STREAMS, TABLES or QUERIES", 1, 6),
     ("CREATE STREAM v AS SELECT * FROM s EMIT SOMETIMES", "expected EMIT CHANGES or EMIT FINAL", 1, 41),
     ("PAUSE q1 now", "unexpected text after the statement", 1, 10),
+    ("RESUME q1 SKIP RECORDS", "expected BAD", 1, 16),
+    ("PAUSE q1 SKIP BAD RECORDS", "unexpected text after the statement", 1, 10),
 ]
 
 

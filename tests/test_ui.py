@@ -265,3 +265,24 @@ def test_the_page_is_in_the_airflow_navigation(ui, pipeline, browser):
     frame.locator(f"tr[data-query-id='{VALID}']").wait_for(timeout=60_000)
     page.screenshot(path=f"{ARTIFACTS}/7-in-airflow-1280.png")
     page.context.close()
+
+
+def test_bad_records_show_on_the_page(ui, pipeline, browser, runtimes):
+    engine = pipeline
+    runtimes.start(engine, on_error="PAUSE")
+    engine.wait_for_state(VALID, "RUNNING", timeout=120)
+    path = engine.catalog.source("PURCHASES").path
+    with open(os.path.join(path, ".bad.tmp"), "w") as f:
+        f.write('{"id": 9, "user": "eve", "cost": 1.0}\n{"id": 10, "user": "mal", "cost": "lots"}\n')
+    os.rename(os.path.join(path, ".bad.tmp"), os.path.join(path, "bad.json"))
+    engine.wait_for_state(VALID, "PAUSED", timeout=90)
+    page = log_in(browser, ui, "admin")
+    wait_for_state(page, VALID, "PAUSED")
+    assert "BAD_RECORD" in page.inner_text(f"tr[data-query-id='{VALID}'] .error")
+    page.click(f"tr[data-query-id='{VALID}'] a.qid")
+    page.wait_for_selector("#details .bad-record[data-status=PENDING]", timeout=30_000)
+    shown = page.inner_text("#details .bad-record")
+    assert "bad.json:2" in shown and '{"id": 10, "user": "mal", "cost": "lots"}' in shown
+    assert "value 'lots' does not fit column 'cost' of type DOUBLE" in shown
+    page.screenshot(path=f"{ARTIFACTS}/8-bad-record-1280.png", full_page=True)
+    page.context.close()

@@ -91,6 +91,39 @@ class Progress:
     state_operators: list[dict[str, Any]] = field(default_factory=list)
 
 
+#: what became of a bad record
+BAD_RECORD_STATUSES = {
+    "PENDING": "the query is paused on it (policy PAUSE)",
+    "RETRIED": "the query was resumed without skipping it: its batch is retried",
+    "RESOLVED": "its batch committed after a retry (the definition was fixed)",
+    "SKIPPED": "skipped by RESUME ... SKIP BAD RECORDS and sent to the dead-letter stream",
+    "LOGGED": "sent to the dead-letter stream by policy LOG_AND_CONTINUE",
+    "FAILED": "the query failed on it (policy FAIL)",
+}
+
+
+@dataclass
+class BadRecord:
+    """A record a query could not read with its source's declared schema."""
+
+    query_id: str
+    record_id: str
+    batch_id: int
+    source: str
+    file: str
+    line: int | None
+    raw: str
+    error: str
+    status: str = "PENDING"
+    recorded_at: float = 0.0
+    handled_by: str | None = None
+    handled_at: float | None = None
+
+    @property
+    def position(self) -> str:
+        return f"{self.file}:{self.line}" if self.line is not None else self.file
+
+
 @dataclass
 class Snapshot:
     """The catalog as statements see it; validation applies statements to a copy of it."""

@@ -1,7 +1,7 @@
 """Catalog tables (SQLAlchemy Core). Each table names the migration that created it."""
 from __future__ import annotations
 
-from sqlalchemy import Column, Float, Integer, MetaData, String, Table, Text
+from sqlalchemy import Column, Float, Integer, MetaData, String, Table, Text, UniqueConstraint
 
 metadata = MetaData()
 NAME = String(255)
@@ -122,7 +122,27 @@ progress_history = Table(
     Column("rows_per_second", Float, nullable=False),
 )
 
+# -- migration 5: records a query could not read (poison pills) ---------------------
+bad_records = Table(
+    "bad_records", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("query_id", NAME, nullable=False, index=True),
+    Column("record_id", String(64), nullable=False),        # sha256 of file and text, as Spark computes it
+    Column("batch_id", Integer, nullable=False),
+    Column("source", NAME, nullable=False),
+    Column("file", Text, nullable=False),
+    Column("line", Integer),
+    Column("raw", Text, nullable=False),                    # truncated to the runtime's limit
+    Column("error", Text, nullable=False),
+    Column("status", String(16), nullable=False),           # see model.BAD_RECORD_STATUSES
+    Column("recorded_at", Float, nullable=False),
+    Column("handled_by", String(512)),
+    Column("handled_at", Float),
+    UniqueConstraint("query_id", "record_id", "batch_id"),
+)
+
 MIGRATION_1_TABLES = (sources, queries, query_versions, commands)
 MIGRATION_2_TABLES = (runtimes, leases, progress)
 MIGRATION_3_COLUMNS = {runtimes: ("spark_app_id", "spark_ui_url", "master")}
 MIGRATION_4_TABLES = (progress_history,)
+MIGRATION_5_TABLES = (bad_records,)

@@ -16,7 +16,7 @@ from ..errors import CatalogError
 from . import schema as s
 from .connections import serialise_sqlite, write_connection
 from .migrations import LATEST, migrate
-from .model import Progress, QueryInfo, Snapshot, SourceInfo
+from .model import BadRecord, Progress, QueryInfo, Snapshot, SourceInfo
 
 
 #: batches of throughput history kept per query
@@ -100,6 +100,15 @@ class Catalog:
             name=src.name, kind=src.kind, columns=src.column_json(),
             properties=json.dumps(src.properties), format=src.format, path=src.path,
             writer_query=src.writer_query, created_at=time.time()))
+
+    def ensure_source(self, src: SourceInfo) -> SourceInfo:
+        """The source named ``src.name``, inserted as ``src`` if it does not exist yet."""
+        with write_connection(self.engine) as conn:
+            existing = self.source(src.name, conn)
+            if existing is not None:
+                return existing
+            self.insert_source(conn, src)
+            return src
 
     def update_source(self, conn: Connection, src: SourceInfo) -> None:
         conn.execute(update(s.sources).where(s.sources.c.name == src.name).values(
@@ -341,3 +350,70 @@ class Catalog:
             return [dict(r._mapping) for r in conn.execute(
                 select(h.c.batch_id, h.c.at, h.c.input_rows, h.c.rows_per_second)
                 .where(h.c.query_id == query_id).order_by(h.c.batch_id))]
+
+    # -- bad records ------------------------------------------------------------------------
+    def record_bad_records(self, records: list[BadRecord], conn: Connection | None = None) -> None:
+        """Store bad records; one already stored (same query, record and batch) takes the
+        new status (a retried batch that fails again holds the query again)."""
+        with (self._reading(conn) if conn is not None else write_connection(self.engine)) as conn:
+            b = s.bad_records
+            for r in records:
+                done = conn.execute(update(b).where(
+                    b.c.query_id == r.query_id, b.c.record_id == r.record_id, b.c.batch_id == r.batch_id)
+                    .values(status=r.status, error=r.error)).rowcount
+                if not done:
+                    conn.execute(insert(b).values(
+                        query_id=r.query_id, record_id=r.record_id, batch_id=r.batch_id,
+                        source=r.source, file=r.file, line=r.line, raw=r.raw, error=r.error,
+                        status=r.status, recorded_at=r.recorded_at or time.time(),
+                        handled_by=r.handled_by, handled_at=r.handled_at))
+
+    def hold_on_bad_records(self, query_id: str, records: list[BadRecord], reason: str, *,
+                            runtime_id: str, epoch: int) -> bool:
+        """Policy PAUSE: record the bad records and pause the query in one transaction
+        (desired and observed PAUSED, ``reason`` as its error), while the lease is held."""
+        with write_connection(self.engine) as conn:
+            held = conn.execute(select(s.leases.c.query_id).where(
+                s.leases.c.query_id == query_id, s.leases.c.runtime_id == runtime_id,
+                s.leases.c.epoch == epoch)).first()
+            if held is None:
+                return False
+            self.record_bad_records(records, conn)
+            pipeline = conn.execute(select(s.queries.c.pipeline).where(s.queries.c.id == query_id)).scalar()
+            conn.execute(update(s.queries).where(s.queries.c.id == query_id).values(
+                desired_state="PAUSED", observed_state="PAUSED", error=reason, updated_at=time.time()))
+            self.log_command(conn, f"PAUSE {query_id}", pipeline, f"runtime:{runtime_id} (BAD_RECORD)")
+            return True
+
+    def bad_records(self, query_id: str | None = None, status: str | None = None,
+                    conn: Connection | None = None) -> list[BadRecord]:
+        b = s.bad_records
+        stmt = select(b).order_by(b.c.id)
+        if query_id is not None:
+            stmt = stmt.where(b.c.query_id == query_id)
+        if status is not None:
+            stmt = stmt.where(b.c.status == status)
+        with self._reading(conn) as conn:
+            return [BadRecord(**{k: v for k, v in r._mapping.items() if k != "id"})
+                    for r in conn.execute(stmt)]
+
+    def bad_record_counts(self, conn: Connection | None = None) -> dict[str, dict[str, int]]:
+        """query id -> {status: how many bad records}."""
+        b = s.bad_records
+        with self._reading(conn) as conn:
+            counts: dict[str, dict[str, int]] = {}
+            for r in conn.execute(select(b.c.query_id, b.c.status, func.count()).group_by(b.c.query_id, b.c.status)):
+                counts.setdefault(r[0], {})[r[1]] = r[2]
+            return counts
+
+    def mark_bad_records(self, conn: Connection, query_id: str, from_status: str, to_status: str,
+                         handled_by: str | None = None, upto_batch: int | None = None) -> int:
+        """Move a query's bad records from one status to another; returns how many."""
+        b = s.bad_records
+        stmt = update(b).where(b.c.query_id == query_id, b.c.status == from_status)
+        if upto_batch is not None:
+            stmt = stmt.where(b.c.batch_id <= upto_batch)
+        values: dict[str, Any] = {"status": to_status}
+        if handled_by is not None:
+            values.update(handled_by=handled_by, handled_at=time.time())
+        return conn.execute(stmt.values(**values)).rowcount

@@ -428,8 +428,12 @@ class _StatementParser:
         action = self.tokens[self.i].text.upper()
         self.i += 1
         query_id = None if self.accept("ALL") else self.object_name()
+        skip = action == "RESUME" and self.accept("SKIP")
+        if skip:
+            self.expect("BAD")
+            self.expect("RECORDS")
         self.done()
-        return self.make(QueryControl, action=action, query_id=query_id)
+        return self.make(QueryControl, action=action, query_id=query_id, skip_bad_records=skip)
 
     def drop(self) -> Statement:
         self.expect("DROP")

@@ -119,10 +119,11 @@ class PullQuery(Statement):
 
 @dataclass
 class QueryControl(Statement):
-    """``PAUSE|RESUME|TERMINATE <query_id>|ALL``"""
+    """``PAUSE|RESUME|TERMINATE <query_id>|ALL``, ``RESUME <query_id>|ALL SKIP BAD RECORDS``"""
 
     action: str
     query_id: str | None  # None means ALL
+    skip_bad_records: bool = False
 
 
 @dataclass

@@ -228,9 +228,23 @@ class PauseQueryOperator(QueryControlOperator):
 
 
 class ResumeQueryOperator(QueryControlOperator):
-    """``RESUME <query_id>|ALL``: restart paused queries from their checkpoints."""
+    """``RESUME <query_id>|ALL``: restart paused queries from their checkpoints.
+
+    A query held by bad records (policy PAUSE) retries the batch that held it, e.g. after
+    its source was widened; with ``skip_bad_records`` the batch is reprocessed without the
+    recorded bad records, which go to the query's dead-letter stream.
+
+    :param skip_bad_records: ``RESUME ... SKIP BAD RECORDS``.
+    """
 
     action, target = "RESUME", "RUNNING"
+
+    def __init__(self, *, skip_bad_records: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.skip_bad_records = skip_bad_records
+
+    def statement(self) -> str:
+        return super().statement() + (" SKIP BAD RECORDS" if self.skip_bad_records else "")
 
 
 class TerminateQueryOperator(QueryControlOperator):

@@ -19,6 +19,7 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 from ..catalog import QueryInfo, SourceInfo
 from ..language.streaming import StreamingPlan
 from ..topics import FORMATS, changelog_entries, entry_files, is_data_name
+from .badrecords import RecordGuard, checked, dead_letters, parse_options, schema_ddl
 
 # format -> extra reader/writer options
 FORMAT_OPTIONS = {"JSON": {}, "CSV": {"header": "true"}, "PARQUET": {}}
@@ -28,19 +29,29 @@ def ddl_schema(src: SourceInfo) -> str:
     return ", ".join(f"`{c.name}` {c.type}" for c in src.columns)
 
 
-def _reader_options(src: SourceInfo) -> dict[str, str]:
+def reader_options(src: SourceInfo) -> dict[str, str]:
     options = dict(FORMAT_OPTIONS[src.format])
     if src.properties.get("timestamp_format"):
         options["timestampFormat"] = src.properties["timestamp_format"]
     return options
 
 
-def read_stream(spark: SparkSession, src: SourceInfo, watermark: list | None = None) -> DataFrame:
-    """A streaming DataFrame over a file topic (only committed files if a query writes it),
-    with the query's watermark on its event-time column."""
+def file_stream(spark: SparkSession, src: SourceInfo, *, checked: bool) -> DataFrame:
+    """A streaming DataFrame over a file topic (only committed files if a query writes it);
+    ``checked``: with the corrupt-record column that tells bad records apart."""
     os.makedirs(src.path, exist_ok=True)
-    reader = spark.readStream.format(FORMATS[src.format][0]).schema(ddl_schema(src))
-    df = reader.options(**_reader_options(src)).load(src.path)
+    reader = spark.readStream.format(FORMATS[src.format][0])
+    reader = reader.schema(schema_ddl(src) if checked else ddl_schema(src))
+    return reader.options(**reader_options(src), **(parse_options(src) if checked else {})).load(src.path)
+
+
+def read_stream(spark: SparkSession, src: SourceInfo, watermark: list | None = None,
+                record_guard: RecordGuard | None = None) -> DataFrame:
+    """A streaming DataFrame over a file topic with the query's error policy applied to its
+    bad records (``record_guard``) and its watermark on the event-time column."""
+    df = file_stream(spark, src, checked=record_guard is not None)
+    if record_guard is not None:
+        df = record_guard.apply(df, src)
     if watermark:
         column, seconds = watermark
         df = df.withWatermark(column, f"{int(round(seconds * 1000))} milliseconds")
@@ -53,7 +64,7 @@ def read_table_snapshot(spark: SparkSession, src: SourceInfo) -> DataFrame:
     if not files:
         return spark.createDataFrame([], ddl_schema(src))
     df = (spark.read.format(FORMATS[src.format][0]).schema(ddl_schema(src))
-          .options(**_reader_options(src)).load(files)
+          .options(**reader_options(src)).load(files)
           .withColumn("__entry", F.col("_metadata.file_path")))
     # entry names sort oldest first, so the greatest path per key is its latest row
     latest = Window.partitionBy(*[F.col(f"`{k}`") for k in src.key_columns]).orderBy(F.col("__entry").desc())
@@ -61,10 +72,11 @@ def read_table_snapshot(spark: SparkSession, src: SourceInfo) -> DataFrame:
 
 
 def streaming_frame(spark: SparkSession, query: QueryInfo, plan: StreamingPlan,
-                    sources: dict[str, SourceInfo]) -> tuple[DataFrame, Callable | None]:
+                    sources: dict[str, SourceInfo], record_guard: RecordGuard | None = None
+                    ) -> tuple[DataFrame, Callable | None]:
     """The query's streaming DataFrame, and for stream-table joins the function that turns
     each micro-batch into the join with the tables as they are then (else None)."""
-    streams = {n: read_stream(spark, sources[n], plan.watermarks.get(n))
+    streams = {n: read_stream(spark, sources[n], plan.watermarks.get(n), record_guard)
                for n in query.sources if n not in plan.static_tables}
     if plan.static_tables:
         (stream_name, stream_df), = streams.items()
@@ -76,15 +88,31 @@ def streaming_frame(spark: SparkSession, query: QueryInfo, plan: StreamingPlan,
 
 def start_query(spark: SparkSession, query: QueryInfo, plan: StreamingPlan,
                 sources: dict[str, SourceInfo], sink: SourceInfo,
-                before_commit: Callable[[], None]) -> StreamingQuery:
+                before_commit: Callable[[], None], record_guard: RecordGuard | None = None) -> StreamingQuery:
     """Build and start a query's streaming plan."""
-    df, compute = streaming_frame(spark, query, plan, sources)
+    df, compute = streaming_frame(spark, query, plan, sources, record_guard)
     if compute is not None:
         writer = df.writeStream.foreachBatch(
             BatchWriter(sink, f"{query.id}-v{query.version:04d}", before_commit,
                         as_directory=False, compute=compute))
         return writer.queryName(query.id).option("checkpointLocation", query.checkpoint).start()
     return sink_writer(df, query, plan, sink, before_commit).start()
+
+
+def start_dead_letter_query(spark: SparkSession, query: QueryInfo, plan: StreamingPlan,
+                            sources: dict[str, SourceInfo],
+                            on_batch: Callable[[DataFrame, int], None]) -> StreamingQuery | None:
+    """For policy LOG_AND_CONTINUE: a companion query reading the query's streams, with a
+    checkpoint of its own, that hands each batch of bad records to ``on_batch``."""
+    frames = [dead_letters(file_stream(spark, sources[n], checked=True), sources[n])
+              for n in query.sources if n not in plan.static_tables and checked(sources[n])]
+    if not frames:
+        return None
+    df = frames[0]
+    for other in frames[1:]:
+        df = df.unionByName(other)
+    return (df.writeStream.queryName(f"{query.id}__dead_letters").foreachBatch(on_batch)
+            .option("checkpointLocation", f"{query.checkpoint}.dead_letters").start())
 
 
 def sink_writer(df: DataFrame, query: QueryInfo, plan: StreamingPlan, sink: SourceInfo,

@@ -19,10 +19,13 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from ..catalog import Catalog, QueryInfo
-from ..checkpoints import last_committed_batch
+from ..catalog.connections import write_connection
+from ..checkpoints import batch_files, last_committed_batch, last_planned_batch
+from ..planner import ERROR_POLICIES
 from ..errors import StateError
 from ..language.streaming import StreamingPlan
-from .connectors import start_query
+from .badrecords import MARKER, DeadLetterWriter, RecordGuard, scan_files
+from .connectors import start_dead_letter_query, start_query
 from .listener import ProgressListener
 from .upgrade import PendingUpgrade, discard_output, restore_snapshot, take_snapshot
 
@@ -36,6 +39,8 @@ class _Running:
     stream: StreamingQuery
     epoch: int
     version: int
+    #: LOG_AND_CONTINUE: the companion query sending bad records to the dead-letter stream
+    dead_letters: StreamingQuery | None = None
 
 
 class Runtime:
@@ -45,11 +50,18 @@ class Runtime:
         takes the pipeline's queries this long after the last heartbeat.
     :param readiness_window: seconds a new version has, after an in-place swap, to fail
         and be rolled back automatically; it is ready earlier once it commits a batch.
+    :param on_error: the pipeline's error policy for records a query cannot read (FAIL,
+        LOG_AND_CONTINUE or PAUSE), for queries whose statement sets none.
     """
 
     def __init__(self, catalog: Catalog, pipeline: str, spark: SparkSession, *,
                  interval: float = 0.5, lease_ttl: float = 10.0, runtime_id: str | None = None,
-                 readiness_window: float = 30.0):
+                 readiness_window: float = 30.0, on_error: str = "FAIL"):
+        if on_error.upper() not in ERROR_POLICIES:
+            raise ValueError(f"on_error must be one of {', '.join(ERROR_POLICIES)}, not {on_error!r}")
+        self.on_error = on_error.upper()
+        #: query id -> last batch whose bad records a RESUME retries
+        self.retried: dict[str, int] = {}
         self.catalog, self.pipeline, self.spark = catalog, pipeline, spark
         self.interval, self.lease_ttl = interval, lease_ttl
         self.host, self.pid = socket.gethostname(), os.getpid()
@@ -132,6 +144,7 @@ class Runtime:
                 self._upgrade(query, epoch)
             else:
                 self._check_readiness(query)
+                self._check_retried(query)
                 self._report(query, "RUNNING", epoch)
         elif desired == "PAUSED":
             self.retry_at.pop(query.id, None)
@@ -151,6 +164,8 @@ class Runtime:
         checkpoint); it leaves ``active`` only once stopped. Returns the epoch it ran under."""
         running = self.active[query_id]
         _stop_quietly(running.stream)
+        if running.dead_letters is not None:
+            _stop_quietly(running.dead_letters)
         del self.active[query_id]
         return running.epoch
 
@@ -208,7 +223,12 @@ class Runtime:
                 raise StateError(f"{', '.join(missing)} no longer exist(s) in the catalog")
             fence = lambda: self._check_lease(query.id, epoch)
             plan = StreamingPlan.from_dict(query.properties["plan"])
-            stream = start_query(self.spark, query, plan, sources, sink, fence)
+            guard = self._record_guard(query)
+            stream = start_query(self.spark, query, plan, sources, sink, fence, guard)
+            dead_letters = None
+            if guard.policy == "LOG_AND_CONTINUE":
+                dead_letters = start_dead_letter_query(self.spark, query, plan, sources,
+                                                       DeadLetterWriter(self.catalog, query, sources))
         except Exception as e:
             if query.id in self.pending:
                 self._roll_back(query, epoch, _short(e))
@@ -217,7 +237,14 @@ class Runtime:
             log.error("query %s failed to start (retry in %.0fs): %s", query.id, delay, e)
             self._report(query, "ERROR", epoch, error=_short(e))
             return
-        self.active[query.id] = _Running(stream, epoch, query.version)
+        self.active[query.id] = _Running(stream, epoch, query.version, dead_letters)
+        if query.running_version not in (None, query.version) and query.id not in self.pending:
+            earlier = next((v for v in self.catalog.versions(query.id)
+                            if v["version"] == query.running_version), None)
+            if earlier is not None and earlier["outcome"] == "ACTIVE":
+                # replaced while it did not run (paused): the earlier version ended then
+                self.catalog.mark_version(query.id, query.running_version, outcome="REPLACED",
+                                          ended_at=time.time())
         # the version's record first, so whoever sees RUNNING also sees its outcome
         self.catalog.mark_version(query.id, query.version, started_at=time.time(),
                                   **({} if query.id in self.pending else {"outcome": "ACTIVE"}))
@@ -228,10 +255,16 @@ class Runtime:
     def _notice_failure(self, query: QueryInfo) -> bool:
         """Handle a query Spark stopped by itself; True if that rolled back an upgrade."""
         running = self.active.get(query.id)
-        if running is None or running.stream.isActive:
+        if running is None or (running.stream.isActive and
+                               (running.dead_letters is None or running.dead_letters.isActive)):
             return False
-        self.active.pop(query.id)
-        error = running.stream.exception()
+        self._stop(query.id)  # both of its streaming queries
+        error = running.stream.exception() or (running.dead_letters.exception()
+                                                if running.dead_letters is not None else None)
+        # the guard's own error (a plan dump in another error may quote its expression)
+        if error is not None and f"{MARKER} {query.id} " in _short(error) and \
+                self._hold(query, running, _short(error)):
+            return True
         if query.id in self.pending:  # the new version failed before it was ready
             self._roll_back(query, running.epoch, _short(error) if error else "stopped")
             return True
@@ -241,6 +274,58 @@ class Runtime:
         self.catalog.set_observed(query.id, "ERROR", message, runtime_id=self.id, epoch=running.epoch)
         query.observed_state, query.error = "ERROR", message
         return False
+
+    # -- bad records -------------------------------------------------------------------------
+    def _record_guard(self, query: QueryInfo) -> RecordGuard:
+        """The query's error policy, and the skipped records its next batches must leave out
+        (those of batches not committed yet)."""
+        committed = last_committed_batch(query.checkpoint)
+        skipped = frozenset(r.record_id for r in self.catalog.bad_records(query.id, "SKIPPED")
+                            if r.batch_id > committed)
+        retried = [r.batch_id for r in self.catalog.bad_records(query.id, "RETRIED")]
+        if retried:
+            self.retried[query.id] = max(retried)
+        return RecordGuard(query.id, query.properties.get("on_error") or self.on_error, skipped)
+
+    def _check_retried(self, query: QueryInfo) -> None:
+        """A retried batch that committed resolved its bad records (the fix worked)."""
+        batch = self.retried.get(query.id)
+        if batch is not None and last_committed_batch(query.checkpoint) >= batch:
+            del self.retried[query.id]
+            with write_connection(self.catalog.engine) as conn:
+                self.catalog.mark_bad_records(conn, query.id, "RETRIED", "RESOLVED", upto_batch=batch)
+            log.info("%s: the batch that held it committed; its bad records are resolved", query.id)
+
+    def _hold(self, query: QueryInfo, running: _Running, error: str) -> bool:
+        """A batch failed on bad records: find them all; under PAUSE record them and pause the
+        query (True); under FAIL record them and let it fail (False)."""
+        policy = query.properties.get("on_error") or self.on_error
+        batch = last_planned_batch(query.checkpoint)
+        files = batch_files(query.checkpoint, batch)
+        records = []
+        for name in query.sources:
+            src = self.catalog.source(name)
+            if src is not None:
+                mine = {f for f in files if f.startswith(os.path.realpath(src.path) + os.sep)}
+                records += scan_files(self.spark, src, mine, query_id=query.id, batch_id=batch,
+                                      status="PENDING" if policy == "PAUSE" else "FAILED")
+        first = records[0] if records else None
+        where = f"first at {first.position}: {first.error}" if first else error[:300]
+        log.error("%s: batch %d holds %d bad record(s); %s (policy %s)", query.id, batch,
+                  len(records), where, policy)
+        if policy != "PAUSE":
+            self.catalog.record_bad_records(records)
+            return False
+        if query.id in self.pending:  # the new version did not fail: the record is bad for it too
+            self.pending.pop(query.id)
+            self.catalog.mark_version(query.id, query.version, outcome="ACTIVE")
+        reason = (f"BAD_RECORD: {len(records)} bad record(s) in batch {batch}, {where}; fix the "
+                  f"definition and RESUME, or RESUME {query.id} SKIP BAD RECORDS")
+        self.retry_at.pop(query.id, None)
+        if self.catalog.hold_on_bad_records(query.id, records, reason, runtime_id=self.id,
+                                            epoch=running.epoch):
+            query.desired_state, query.observed_state, query.error = "PAUSED", "PAUSED", reason
+        return True
 
     def _back_off(self, query_id: str) -> float:
         """Schedule the next start attempt after a failure: 1 s, doubling up to 60 s."""

@@ -35,6 +35,8 @@ for name, cls in (("pause", PauseQueryOperator), ("resume", ResumeQueryOperator)
                   ("terminate", TerminateQueryOperator)):
     single(f"t_{name}", lambda cls=cls: cls(task_id="task", query_id="{{ params.query_id }}", **FAST),
            query_id="ALL")
+single("t_resume_skipping", lambda: ResumeQueryOperator(
+    task_id="task", query_id="{{ params.query_id }}", skip_bad_records=True, **FAST), query_id="")
 single("t_pause_in_worker", lambda: PauseQueryOperator(
     task_id="task", query_id="{{ params.query_id }}", deferrable=False, **FAST), query_id="ALL")
 single("t_state_sensor", lambda: QueryStateSensor(

@@ -1,0 +1,251 @@
+"""Records a query cannot read with its source's declared schema, on the Spark side.
+
+A JSON or CSV record is bad when Spark cannot parse it with the declared columns (malformed
+text, a value of the wrong type) or a KEY column is missing. Sources are read in PERMISSIVE
+mode with a corrupt-record column, and :func:`guard` applies the query's error policy:
+
+- ``FAIL`` and ``PAUSE``: a bad record fails its micro-batch with a message starting with
+  :data:`MARKER` (so nothing of the batch commits); the runtime then finds every bad record
+  of that batch with :func:`scan_files` and fails or pauses the query.
+- ``LOG_AND_CONTINUE``: bad records are left out; a companion query (:func:`dead_letters`)
+  sends them to the dead-letter stream.
+
+Records skipped by ``RESUME ... SKIP BAD RECORDS`` are left out by their ``record_id``: a
+hash of the file and the record's text, computed by the same Spark expression wherever it is
+needed. PARQUET sources are not checked record by record (a file Spark cannot read fails
+the query).
+"""
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+import json
+import os
+import time
+from dataclasses import dataclass
+from typing import Iterable
+
+from pyspark.sql import Column as SparkColumn
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from ..catalog import BadRecord, SourceInfo
+from ..topics import uri_path
+
+MARKER = "STREAMQL_BAD_RECORD"
+_guards = itertools.count()
+CORRUPT = "_corrupt_record"
+FILE = "__sq_file"
+CHECKED_FORMATS = ("JSON", "CSV")
+RAW_LIMIT = 2000  # characters of a bad record kept in the catalog and the dead-letter stream
+
+
+def checked(src: SourceInfo) -> bool:
+    return src.format in CHECKED_FORMATS
+
+
+def schema_ddl(src: SourceInfo) -> str:
+    """The declared columns, and the corrupt-record column for checked formats."""
+    ddl = ", ".join(f"`{c.name}` {c.type}" for c in src.columns)
+    return ddl + (f", `{CORRUPT}` STRING" if checked(src) else "")
+
+
+def parse_options(src: SourceInfo) -> dict[str, str]:
+    return {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT} if checked(src) else {}
+
+
+def _text(src: SourceInfo) -> SparkColumn:
+    """The record as text: what Spark could not parse, else the parsed row as JSON."""
+    return F.coalesce(F.col(CORRUPT), F.to_json(F.struct(*[F.col(f"`{c.name}`") for c in src.columns])))
+
+
+def _bad(src: SourceInfo) -> SparkColumn:
+    condition = F.col(CORRUPT).isNotNull()
+    for key in src.key_columns:
+        condition = condition | F.col(f"`{key}`").isNull()
+    return condition
+
+
+def _record_id(src: SourceInfo) -> SparkColumn:
+    return F.sha2(F.concat_ws("\u0001", F.col(FILE), _text(src)), 256)
+
+
+@dataclass(frozen=True)
+class RecordGuard:
+    """A query's error policy and the records it was told to skip."""
+
+    query_id: str
+    policy: str
+    skipped: frozenset[str] = frozenset()
+
+    def apply(self, df: DataFrame, src: SourceInfo) -> DataFrame:
+        return guard(df, src, self.query_id, self.policy, self.skipped)
+
+
+def guard(df: DataFrame, src: SourceInfo, query_id: str, policy: str, skipped: Iterable[str]) -> DataFrame:
+    """Apply ``policy`` to the bad records of a streaming read of ``src`` (read with
+    :func:`schema_ddl`); returns the declared columns only, so plans and state schemas are
+    the same as without checking."""
+    if not checked(src):
+        return df
+    df = df.withColumn(FILE, F.col("_metadata.file_path"))
+    skipped = sorted(skipped)
+    left_out = _record_id(src).isin(skipped) if skipped else F.lit(False)
+    if policy in ("FAIL", "PAUSE"):
+        message = F.concat(F.lit(f"{MARKER} {query_id} cannot read a record of {src.name} in "),
+                           F.col(FILE), F.lit(": "), F.substring(_text(src), 1, 300))
+        # one expression: given a separate "not bad" filter, the optimizer proves the
+        # raise_error branch unreachable and drops it
+        keep = F.when(_bad(src) & ~left_out, F.raise_error(message)).otherwise(~_bad(src))
+    else:
+        keep = ~_bad(src)
+    # observe() is a barrier the optimizer does not push the query's own filters through:
+    # below it, a filter like "amount >= 10" (or the "amount IS NOT NULL" it implies) would
+    # drop a bad record before the guard sees it
+    name = f"streamql_guard_{src.name.lower()}_{next(_guards)}"  # unique: a stream read twice
+    return df.where(keep).observe(name, F.count(F.lit(1)).alias("rows")).drop(CORRUPT, FILE)
+
+
+def dead_letters(df: DataFrame, src: SourceInfo) -> DataFrame:
+    """The bad records of a streaming read of ``src``: source, file, text, record_id and
+    the parsed values as JSON (for telling which column was wrong)."""
+    return (df.withColumn(FILE, F.col("_metadata.file_path")).where(_bad(src))
+            .select(F.lit(src.name).alias("source"), F.col(FILE).alias("file"), _text(src).alias("text"),
+                    _record_id(src).alias("record_id"), F.col(CORRUPT).isNotNull().alias("corrupt"),
+                    F.to_json(F.struct(*[F.col(f"`{c.name}`") for c in src.columns])).alias("parsed")))
+
+
+def scan_files(spark: SparkSession, src: SourceInfo, files: Iterable[str], *, query_id: str,
+               batch_id: int, status: str) -> list[BadRecord]:
+    """Every bad record of ``files`` (data files of ``src``), as Spark reads them, with its
+    line and what is wrong with it."""
+    files = sorted(f for f in files if os.path.exists(f))
+    if not checked(src) or not files:
+        return []
+    from .connectors import FORMATS, reader_options
+    df = (spark.read.format(FORMATS[src.format][0]).schema(schema_ddl(src))
+          .options(**reader_options(src), **parse_options(src)).load(files))
+    return describe(dead_letters(df, src).collect(), {src.name: src}, query_id=query_id,
+                    batch_id=batch_id, status=status)
+
+
+def describe(rows, sources: dict[str, SourceInfo], *, query_id: str, batch_id: int,
+             status: str) -> list[BadRecord]:
+    """Rows of :func:`dead_letters` as bad records: the line each sits on in its file, the
+    raw text (truncated to :data:`RAW_LIMIT`) and the reason."""
+    lines: dict[str, list[str]] = {}
+    used: set[tuple[str, int]] = set()
+    records = []
+    now = time.time()
+    for row in rows:
+        src, path = sources[row["source"]], uri_path(row["file"])
+        if path not in lines:
+            lines[path] = _read_lines(path)
+        line, raw = _locate(lines[path], row, src, path, used)
+        records.append(BadRecord(
+            query_id=query_id, record_id=row["record_id"], batch_id=batch_id, source=src.name,
+            file=path, line=line, raw=raw[:RAW_LIMIT], error=_reason(raw, row, src),
+            status=status, recorded_at=now))
+    return records
+
+
+def _read_lines(path: str) -> list[str]:
+    try:
+        with open(path, encoding="utf-8", errors="replace", newline="") as f:
+            return f.read().splitlines()
+    except FileNotFoundError:
+        return []
+
+
+def _locate(lines: list[str], row, src: SourceInfo, path: str, used: set) -> tuple[int | None, str]:
+    """(line number, raw text) of the bad record in its file; the first line (after a CSV
+    header) that is exactly the text Spark could not parse, or, for a missing key, that
+    holds the same values."""
+    start = 1 if src.format == "CSV" else 0
+    for number, text in enumerate(lines[start:], start=start + 1):
+        if (path, number) in used:
+            continue
+        if text == row["text"] if row["corrupt"] else _same_values(text, row["parsed"], src):
+            used.add((path, number))
+            return number, text
+    return None, row["text"]
+
+
+def _same_values(text: str, parsed: str, src: SourceInfo) -> bool:
+    """The line holds the values Spark parsed (dates and times aside: their text differs)."""
+    values = _raw_values(text, src)
+    if values is None:
+        return False
+    want = json.loads(parsed)
+    return all(_plain(values.get(c.name)) == _plain(want.get(c.name)) for c in src.columns
+               if not c.type.upper().startswith(("DATE", "TIMESTAMP")))
+
+
+def _plain(value):
+    if value in (None, ""):
+        return None
+    if isinstance(value, bool):
+        return value
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _raw_values(text: str, src: SourceInfo) -> dict | None:
+    """The record's fields by declared column name, as written (None if unreadable)."""
+    if src.format == "JSON":
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return None
+        if not isinstance(data, dict):
+            return None
+        by_lower = {k.lower(): v for k, v in data.items()}
+        return {c.name: by_lower.get(c.name.lower()) for c in src.columns}
+    cells = next(csv.reader(io.StringIO(text)), [])
+    return {c.name: cells[i] if i < len(cells) else None for i, c in enumerate(src.columns)}
+
+
+def _reason(raw: str, row, src: SourceInfo) -> str:
+    """What is wrong with a bad record, in words."""
+    if src.format == "JSON":
+        try:
+            data = json.loads(raw)
+        except ValueError as e:
+            return f"malformed JSON: {getattr(e, 'msg', e)} (column {getattr(e, 'colno', '?')})"
+        if not isinstance(data, dict):
+            return f"not a JSON object: {type(data).__name__}"
+    else:
+        cells = next(csv.reader(io.StringIO(raw)), [])
+        if len(cells) != len(src.columns):
+            return f"expected {len(src.columns)} CSV fields, found {len(cells)}"
+    values, parsed = _raw_values(raw, src) or {}, json.loads(row["parsed"])
+    for c in src.columns:
+        given = values.get(c.name)
+        if given not in (None, "") and parsed.get(c.name) is None:
+            return f"value {given!r} does not fit column {c.name!r} of type {c.type}"
+    for key in src.key_columns:
+        if values.get(key) in (None, ""):
+            return f"missing required column {key!r} (a KEY column)"
+    return "cannot be read with the declared schema"
+
+
+class DeadLetterWriter:
+    """foreachBatch of the LOG_AND_CONTINUE companion query: each batch's bad records go
+    to the query's dead-letter stream (one file per batch, written once) and the catalog."""
+
+    def __init__(self, catalog, query, sources: dict[str, SourceInfo]):
+        self.catalog, self.query, self.sources = catalog, query, sources
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        from ..deadletter import append_dead_letters, dead_letter_source
+        rows = df.collect()
+        if not rows:
+            return
+        records = describe(rows, self.sources, query_id=self.query.id, batch_id=batch_id,
+                           status="LOGGED")
+        target = self.catalog.ensure_source(dead_letter_source(self.query))
+        append_dead_letters(target, records, name=f"logged-b{batch_id:012d}")
+        self.catalog.record_bad_records(records)

@@ -1,0 +1,187 @@
+"""Poison pills on real runtimes: a query holds at a record it cannot read (PAUSE), fails on
+it (FAIL) or sends it to its dead-letter stream (LOG_AND_CONTINUE); the operator fixes the
+definition or skips the record, and nothing is lost or processed twice."""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+from airflow_provider_streamql.errors import StateError, ValidationError
+
+from .support import stream_rows, wait_until
+
+PAYMENTS = "CREATE STREAM payments (id INT KEY, user STRING, amount INT);"
+
+
+def produce(engine, stream: str, lines: list[str], name: str) -> str:
+    """Write one file of raw lines into a stream's topic, as a producer would: to a hidden
+    name, then renamed into place. Returns its path."""
+    path = engine.catalog.source(stream.upper()).path
+    os.makedirs(path, exist_ok=True)
+    final = os.path.join(path, name)
+    with open(os.path.join(path, f".{name}.tmp"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    os.rename(os.path.join(path, f".{name}.tmp"), final)
+    return os.path.realpath(final)
+
+
+def good(i: int, amount: int = 10) -> str:
+    return json.dumps({"id": i, "user": f"u{i % 7}", "amount": amount})
+
+
+def ids(engine, stream: str) -> list[int]:
+    return sorted(row[0] for row in stream_rows(engine, stream))
+
+
+def start(engine, runtimes, query_id: str, **kw):
+    runtime = runtimes.start(engine, **kw)
+    engine.wait_for_state(query_id, "RUNNING", timeout=120)
+    return runtime
+
+
+MALFORMED = '{"id": 1451, "user": "u3", "amount": 10'
+
+
+def test_pause_at_a_malformed_record_then_skip_it(sqlite_engine, runtimes):
+    engine = sqlite_engine
+    engine.execute(PAYMENTS + "CREATE STREAM copy WITH (on_error='PAUSE') AS SELECT * FROM payments;")
+    start(engine, runtimes, "CSAS_COPY_1")
+    # 1000 records in ten files of 100; the fifth file's 51st line is malformed
+    goods = [good(i) for i in range(1, 1000)]
+    files = [goods[n * 100:(n + 1) * 100] for n in range(4)] + [goods[400:450] + [MALFORMED] + goods[450:499]]
+    files += [goods[499 + n * 100:599 + n * 100] for n in range(5)]
+    assert sum(map(len, files)) == 1000
+    for n in range(4):  # four batches commit
+        produce(engine, "payments", files[n], f"part-{n}.json")
+        engine.wait_caught_up("CSAS_COPY_1", timeout=60)
+    bad_file = produce(engine, "payments", files[4], "part-4.json")
+    engine.wait_for_state("CSAS_COPY_1", "PAUSED", timeout=90)
+
+    # the batch holding the bad record committed nothing; the earlier batches are all there
+    assert ids(engine, "copy") == list(range(1, 401))
+    query = engine.query("CSAS_COPY_1")
+    assert (query.desired_state, query.error.split(":")[0]) == ("PAUSED", "BAD_RECORD")
+    (record,) = engine.bad_records("CSAS_COPY_1")
+    assert (record.status, record.file, record.line, record.raw) == ("PENDING", bad_file, 51, MALFORMED)
+    assert record.source == "PAYMENTS" and record.error.startswith("malformed JSON")
+    described = dict(map(tuple, engine.execute("DESCRIBE CSAS_COPY_1 EXTENDED")[0].rows))
+    assert f"PENDING (batch {record.batch_id}) at {bad_file}:51" in described["bad record"]
+    assert engine.catalog.commands()[-1]["issuer"].endswith("(BAD_RECORD)")
+
+    with pytest.raises(StateError, match="no bad records are holding CSAS_OTHER_2"):
+        engine.execute("CREATE STREAM other AS SELECT * FROM payments; RESUME CSAS_OTHER_2 SKIP BAD RECORDS")
+    result = engine.execute("RESUME CSAS_COPY_1 SKIP BAD RECORDS", issuer="user:ops")[0]
+    assert "1 bad record(s) skipped (sent to CSAS_COPY_1_DLQ)" in result.message
+    engine.wait_for_state("CSAS_COPY_1", "RUNNING", timeout=60)
+    for n in range(5, 10):
+        produce(engine, "payments", files[n], f"part-{n}.json")
+    engine.wait_caught_up("CSAS_COPY_1", timeout=90)
+    # every good record exactly once, the 49 after the bad one in its batch included
+    assert ids(engine, "copy") == list(range(1, 1000))
+    assert len(stream_rows(engine, "copy")) == 999
+    (dead,) = engine.execute("SELECT raw, file, line, status, handled_by FROM CSAS_COPY_1_DLQ")[0].rows
+    assert dead == [MALFORMED, bad_file, 51, "SKIPPED", "user:ops"]
+    assert [(r.status, r.handled_by) for r in engine.bad_records("CSAS_COPY_1")] == [("SKIPPED", "user:ops")]
+
+    # skipping is per record: a second bad record holds the query again
+    produce(engine, "payments", [good(2000), '{"id": 2001, "amount": "a lot"}'], "part-10.json")
+    engine.wait_for_state("CSAS_COPY_1", "PAUSED", timeout=90)
+    statuses = [(r.status, r.line) for r in engine.bad_records("CSAS_COPY_1")]
+    assert statuses == [("SKIPPED", 51), ("PENDING", 2)]
+    assert "does not fit column 'amount' of type INT" in engine.bad_records("CSAS_COPY_1", "PENDING")[0].error
+    assert 2000 not in ids(engine, "copy")  # its batch waits with the bad record
+
+
+def test_fix_the_source_and_resume(sqlite_engine, runtimes):
+    engine = sqlite_engine
+    engine.execute(PAYMENTS + "CREATE STREAM big WITH (on_error='PAUSE') AS "
+                              "SELECT id, user FROM payments WHERE amount >= 10;")
+    start(engine, runtimes, "CSAS_BIG_1")
+    produce(engine, "payments", [good(1, 20)], "a.json")
+    engine.wait_caught_up("CSAS_BIG_1", timeout=60)
+    produce(engine, "payments", [json.dumps({"id": 2, "user": "b", "amount": 12.5}), good(3, 30)], "b.json")
+    engine.wait_for_state("CSAS_BIG_1", "PAUSED", timeout=90)
+    (record,) = engine.bad_records("CSAS_BIG_1")
+    assert record.line == 1 and record.error == "value 12.5 does not fit column 'amount' of type INT"
+
+    with pytest.raises(ValidationError, match="may only append columns .* and widen"):
+        engine.execute("CREATE OR REPLACE STREAM payments (id INT KEY, user STRING, amount STRING)")
+    fixed = engine.execute("CREATE OR REPLACE STREAM payments (id INT KEY, user STRING, amount DOUBLE)")[0]
+    assert "amount widened to DOUBLE; new versions of CSAS_BIG_1 (v2)" in fixed.message
+    query = engine.query("CSAS_BIG_1")
+    assert (query.version, query.desired_state) == (2, "PAUSED")  # replacing does not resume it
+    report = json.loads(engine.catalog.versions("CSAS_BIG_1")[1]["report"])
+    assert [f["code"] for f in report["findings"]] == ["UNCHANGED", "SOURCE_COLUMN_WIDENED"]
+
+    engine.execute("RESUME CSAS_BIG_1")  # the batch is retried with the new definition
+    engine.wait_for_state("CSAS_BIG_1", "RUNNING", timeout=60)
+    engine.wait_caught_up("CSAS_BIG_1", timeout=60)
+    assert stream_rows(engine, "big") == [(1, "u1"), (2, "b"), (3, "u3")]
+    wait_until(lambda: engine.bad_records("CSAS_BIG_1")[0].status == "RESOLVED", 30, "the record resolved")
+    assert [(v["version"], v["outcome"]) for v in engine.catalog.versions("CSAS_BIG_1")] == [
+        (1, "REPLACED"), (2, "ACTIVE")]
+
+
+def test_log_and_continue_sends_bad_records_to_the_dead_letter_stream(sqlite_engine, runtimes):
+    engine = sqlite_engine
+    engine.execute(PAYMENTS + "CREATE STREAM copy WITH (on_error='LOG_AND_CONTINUE') AS SELECT * FROM payments;")
+    start(engine, runtimes, "CSAS_COPY_1")
+    path = produce(engine, "payments", [good(1), "not json at all", good(2),
+                                        json.dumps({"user": "nobody", "amount": 5}),
+                                        json.dumps({"id": 3, "user": "x", "amount": "12.5"}), good(4)], "a.json")
+    engine.wait_caught_up("CSAS_COPY_1", timeout=60)
+    assert ids(engine, "copy") == [1, 2, 4]
+    assert engine.state("CSAS_COPY_1") == "RUNNING"
+    wait_until(lambda: len(engine.bad_records("CSAS_COPY_1")) == 3, 60, "three logged bad records")
+    logged = {r.line: (r.status, r.error) for r in engine.bad_records("CSAS_COPY_1")}
+    assert logged == {2: ("LOGGED", "malformed JSON: Expecting value (column 1)"),
+                      4: ("LOGGED", "missing required column 'id' (a KEY column)"),
+                      5: ("LOGGED", "value '12.5' does not fit column 'amount' of type INT")}
+    dead = engine.execute("SELECT line, file, raw FROM CSAS_COPY_1_DLQ")[0].rows
+    assert sorted(dead) == [[2, path, "not json at all"],
+                            [4, path, '{"user": "nobody", "amount": 5}'],
+                            [5, path, '{"id": 3, "user": "x", "amount": "12.5"}']]
+    shown = engine.execute("SHOW QUERIES EXTENDED")[0]
+    assert shown.rows[0][shown.columns.index("bad_records")] == 3
+
+
+def test_fail_puts_the_query_in_error_naming_the_record(sqlite_engine, runtimes):
+    engine = sqlite_engine
+    engine.execute(PAYMENTS + "CREATE STREAM copy WITH (on_error='FAIL') AS SELECT * FROM payments;")
+    start(engine, runtimes, "CSAS_COPY_1")
+    produce(engine, "payments", [good(1), '{"id": 2, "user": "b", "amount": "three"}'], "a.json")
+    engine.wait_for_state("CSAS_COPY_1", "ERROR", timeout=90)
+    assert "STREAMQL_BAD_RECORD CSAS_COPY_1 cannot read a record of PAYMENTS" in engine.query("CSAS_COPY_1").error
+    wait_until(lambda: engine.bad_records("CSAS_COPY_1", "FAILED"), 30, "the failed record")
+    assert engine.bad_records("CSAS_COPY_1")[0].line == 2
+    assert ids(engine, "copy") == []  # the batch committed nothing
+
+
+def test_a_paused_query_stays_held_across_a_runtime_restart(sqlite_engine, runtimes):
+    """Also: the pipeline's default policy (the runtime's) applies to queries that set none,
+    and a CSV record's line counts the header."""
+    engine = sqlite_engine
+    engine.execute("CREATE STREAM readings (id INT KEY, value DOUBLE) WITH (value_format='CSV');"
+                   "CREATE STREAM copy AS SELECT * FROM readings;")
+    first = start(engine, runtimes, "CSAS_COPY_1", on_error="PAUSE")
+    path = produce(engine, "readings", ["id,value", "1,1.5", "2,two", "3,3.5"], "a.csv")
+    engine.wait_for_state("CSAS_COPY_1", "PAUSED", timeout=90)
+    (record,) = engine.bad_records("CSAS_COPY_1")
+    assert (record.file, record.line, record.raw) == (path, 3, "2,two")
+    assert record.error == "value 'two' does not fit column 'value' of type DOUBLE"
+
+    runtimes.stop(first)
+    start_again = runtimes.start(engine, on_error="PAUSE")
+    wait_until(lambda: engine.runtimes("default") and
+               engine.runtimes("default")[-1]["id"] == start_again.id, 30, "the new runtime")
+    time.sleep(2.0)  # a few reconcile passes
+    assert engine.state("CSAS_COPY_1") == "PAUSED"
+    assert [r.status for r in engine.bad_records("CSAS_COPY_1")] == ["PENDING"]
+    assert stream_rows(engine, "copy") == []
+    engine.execute("RESUME CSAS_COPY_1 SKIP BAD RECORDS")
+    engine.wait_for_state("CSAS_COPY_1", "RUNNING", timeout=60)
+    engine.wait_caught_up("CSAS_COPY_1", timeout=60)
+    assert stream_rows(engine, "copy") == [(1, 1.5), (3, 3.5)]
