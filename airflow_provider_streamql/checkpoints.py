@@ -49,8 +49,8 @@ def _source_files(checkpoint: str, source: str, after: int, upto: int) -> set[st
     """Files a file source logged with log offsets in (after, upto]."""
     files = set()
     for log_offset, entries in read_log(os.path.join(checkpoint, "sources", source)).items():
-        for entry in entries:
-            if after < entry.get("batchId", log_offset) <= upto:
+        for entry in entries:  # a Kafka source logs offsets, not files
+            if "path" in entry and after < entry.get("batchId", log_offset) <= upto:
                 files.add(uri_path(entry["path"]))
     return files
 

@@ -24,6 +24,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.handler(args)
+    except _Unreadable:
+        return EXIT_USAGE
     except STATEMENT_ERRORS as e:
         if getattr(args, "json", False):
             print(json.dumps({"error": str(e), "type": type(e).__name__, "line": e.line, "col": e.col}))
@@ -92,6 +94,22 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--master", default="local[*]", help="Spark master for --dry-run")
     p.set_defaults(handler=_validate)
 
+    p = sub.add_parser("plan", parents=[common],
+                       help="what applying a deploy file would change (exit 1 if it cannot be applied)")
+    p.add_argument("file", help="the deploy file: CREATE/ALTER/INSERT INTO ... SELECT statements")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=_plan)
+
+    p = sub.add_parser("apply", parents=[common],
+                       help="apply a deploy file: all its changes in place, or none of them")
+    p.add_argument("file")
+    p.add_argument("--teardown", help="a script run after the apply (TERMINATE, DROP ... DELETE TOPIC)")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--wait", action="store_true", help="return once the changed queries run")
+    p.add_argument("--timeout", type=float, default=120.0)
+    p.add_argument("--issuer", help="who applies it (command log)")
+    p.set_defaults(handler=_apply)
+
     p = sub.add_parser("runtimes", parents=[common], help="list runtimes (live ones by default)")
     p.add_argument("--all", action="store_true", help="also stopped and silent runtimes")
     p.add_argument("--json", action="store_true")
@@ -120,18 +138,23 @@ def _engine(args: argparse.Namespace, **kw: Any) -> Engine:
     return Engine(args.catalog, home=args.home, pipeline=args.pipeline, **kw)
 
 
+class _Unreadable(Exception):
+    pass
+
+
+def _read(path: str) -> str:
+    try:
+        return sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
+    except OSError as e:
+        print(f"error: cannot read {path!r}: {e.strerror}", file=sys.stderr)
+        raise _Unreadable(path) from None
+
+
 def _exec(args: argparse.Namespace) -> int:
     if (args.sql is None) == (args.file is None):
         print("error: give statements as an argument or with -f FILE (not both)", file=sys.stderr)
         return EXIT_USAGE
-    if args.file:
-        try:
-            script = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()
-        except OSError as e:
-            print(f"error: cannot read {args.file!r}: {e.strerror}", file=sys.stderr)
-            return EXIT_USAGE
-    else:
-        script = args.sql
+    script = _read(args.file) if args.file else args.sql
     engine = _engine(args, issuer=args.issuer)
     results = engine.execute(script)
     if args.json:
@@ -191,6 +214,30 @@ def _table(rows: list[dict[str, Any]], columns: list[str], as_json: bool) -> Non
         print(json.dumps(rows, default=str))
     else:
         print(Result("", columns=columns, rows=[[r.get(c) for c in columns] for r in rows]).render())
+
+
+def _plan(args: argparse.Namespace) -> int:
+    deploy_plan = _engine(args).plan(_read(args.file))
+    print(json.dumps(deploy_plan.to_dict()) if args.json else deploy_plan.render())
+    return EXIT_FAILED if deploy_plan.of("rejected") or deploy_plan.of("replacing required") else EXIT_OK
+
+
+def _apply(args: argparse.Namespace) -> int:
+    engine = _engine(args, issuer=args.issuer)
+    teardown = _read(args.teardown) if args.teardown else None
+    deploy_plan, results = engine.apply(_read(args.file), teardown=teardown)
+    if args.json:
+        print(json.dumps({"plan": deploy_plan.to_dict(), "results": [r.to_dict() for r in results]}, default=str))
+    else:
+        print(deploy_plan.render())
+        print("\n".join(r.message for r in results if r.message))
+    if args.wait:
+        try:
+            engine.wait_for_results(results, timeout=args.timeout)
+        except StreamQLError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return EXIT_FAILED
+    return EXIT_OK
 
 
 def _runtimes(args: argparse.Namespace) -> int:

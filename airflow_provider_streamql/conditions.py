@@ -193,6 +193,11 @@ class CaughtUp(Condition):
 
     def check(self, engine: "Engine") -> Check:
         query = engine.query(self.query_id)
+        on_kafka = [n for n in query.sources if "kafka_topic" in (getattr(engine.catalog.source(n), "properties", {}))]
+        if on_kafka:
+            return Check(False, f"catching up is measured on file topics; {query.id} reads the Kafka "
+                                f"topic(s) of {', '.join(on_kafka)}: wait for batches or rows instead",
+                         failed=True)
         if self._wanted is None:
             self._wanted = _input_files(engine, query, self.as_of)
         missing = self._wanted - processed_files(query.checkpoint)
@@ -202,6 +207,35 @@ class CaughtUp(Condition):
                                f"and committed)", details=details)
         return Check(False, f"query {query.id} ({engine.state(query.id)}) has not processed "
                             f"{len(missing)} of {len(self._wanted)} input files", details=details)
+
+
+@dataclass
+class AllOf(Condition):
+    """Every one of ``conditions`` (as dicts) holds; fails as soon as one cannot."""
+
+    kind: ClassVar[str] = "all_of"
+    conditions: list[dict[str, Any]]
+
+    def __post_init__(self) -> None:
+        self._parts = [Condition.from_dict(c) for c in self.conditions]
+
+    @classmethod
+    def of(cls, *conditions: Condition) -> "AllOf":
+        return cls([c.to_dict() for c in conditions])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "conditions": self.conditions}
+
+    def check(self, engine: "Engine") -> Check:
+        checks = [c.check(engine) for c in self._parts]
+        details = {"states": {k: v for c in checks for k, v in c.details.get("states", {}).items()}}
+        for c in checks:
+            if c.failed:
+                return Check(False, c.message, failed=True, details=details)
+        waiting = [c.message for c in checks if not c.done]
+        if waiting:
+            return Check(False, "; ".join(waiting), details=details)
+        return Check(True, "; ".join(c.message for c in checks), details=details)
 
 
 def unprocessed_files(engine: "Engine", query) -> int:
@@ -228,4 +262,4 @@ def _mtime(path: str) -> float:
 
 
 CONDITIONS: dict[str, type[Condition]] = {
-    c.kind: c for c in (QueriesInState, VersionRunning, ProgressSince, CaughtUp)}
+    c.kind: c for c in (QueriesInState, VersionRunning, ProgressSince, CaughtUp, AllOf)}

@@ -5,7 +5,7 @@ import getpass
 import os
 import re
 import time
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from .catalog import BadRecord, Catalog, Progress, QueryInfo, default_home
 from .conditions import CaughtUp, Check, Condition, QueriesInState, VersionRunning
@@ -16,6 +16,9 @@ from .language.statements import CreateAsSelect
 from .planner import Planner
 from .results import Result
 from .upgrades import Report
+
+if TYPE_CHECKING:
+    from .deploy import DeployPlan
 
 DEFAULT_PIPELINE = "default"
 #: a runtime that has not heartbeated for this many seconds is not live
@@ -170,6 +173,19 @@ class Engine:
                                       f"{query_id.upper()}", line=stmt.line, col=stmt.col,
                                       text=stmt.text.strip()[:120])
         return writer
+
+    def plan(self, script: str, *, pipeline: str | None = None) -> "DeployPlan":
+        """What applying a deploy file would do, statement by statement (see :mod:`.deploy`)."""
+        from .deploy import plan
+        return plan(self, script, pipeline=pipeline)
+
+    def apply(self, script: str, *, pipeline: str | None = None, issuer: str | None = None,
+              teardown: str | None = None) -> tuple["DeployPlan", list[Result]]:
+        """Apply a deploy file: plan it in a sandbox, refuse it whole if any statement is
+        rejected or needs a replacing upgrade, else apply every change in one transaction,
+        upstream before downstream; then the optional ``teardown`` script."""
+        from .deploy import apply
+        return apply(self, script, pipeline=pipeline, issuer=issuer or self.issuer, teardown=teardown)
 
     def check(self, script: str, *, pipeline: str | None = None) -> None:
         """Validate a whole script against the catalog without applying any of it."""

@@ -30,7 +30,8 @@ SOURCE_PROPERTIES: dict[str, Callable[[Any], str | None] | None] = {
     "path": lambda v: None if isinstance(v, str) and v else "must be a non-empty string",
     "value_format": lambda v: None if str(v).upper() in topics.FORMATS
     else f"must be one of {', '.join(topics.FORMATS)}",
-    "kafka_topic": lambda v: "the Kafka connector is not available in this build; use path",
+    "kafka_topic": lambda v: None if isinstance(v, str) and v and "," not in v
+    else "must name one Kafka topic",
     "timestamp": lambda v: None if isinstance(v, str) and v else "must name a TIMESTAMP column",
     "timestamp_format": lambda v: None if isinstance(v, str) and v
     else "must be a Spark datetime pattern such as 'yyyy-MM-dd HH:mm:ss'",
@@ -45,6 +46,8 @@ WIDENINGS = {
 }
 # WITH (on_error=...) of a persistent query: what a record it cannot read does
 ERROR_POLICIES = ("FAIL", "LOG_AND_CONTINUE", "PAUSE")
+# WITH properties that would put Kafka connection settings in SQL text
+KAFKA_CONNECTION_SETTINGS = ("kafka.", "bootstrap", "security", "sasl", "ssl")
 # SET 'key' -> allowed values.
 SESSION_PROPERTIES = {"auto.offset.reset": ("earliest", "latest")}
 QUERY_PREFIX = {"STREAM": "CSAS", "TABLE": "CTAS"}
@@ -101,7 +104,7 @@ class Planner:
         return Step(Result(stmt.text, f"Created {stmt.kind.lower()} {src.name} at {src.path}",
                            action="created"),
                     write=lambda conn: self.catalog.insert_source(conn, src),
-                    after_commit=lambda _r: os.makedirs(src.path, exist_ok=True))
+                    after_commit=None if is_kafka(src) else lambda _r: os.makedirs(src.path, exist_ok=True))
 
     def _replace_source(self, stmt: st.CreateSource) -> Step:
         """``CREATE OR REPLACE STREAM s (...)`` of a declared source: columns may be appended
@@ -194,14 +197,25 @@ class Planner:
         if users:
             raise StateError(f"cannot drop {src.name}: queries {', '.join(users)} use it; "
                              f"TERMINATE them first", line=stmt.line, col=stmt.col, text=stmt.text)
+        if stmt.delete_topic and is_kafka(src):
+            raise self._error(f"DELETE TOPIC deletes file topics; streamql does not delete the "
+                              f"Kafka topic {src.properties['kafka_topic']!r} (drop without it)", stmt)
         if stmt.delete_topic and os.path.commonpath([src.path, self.home]) != self.home:
             raise self._error(f"DELETE TOPIC deletes only topics under {self.home!r}; "
                               f"{src.path!r} is outside it (drop without DELETE TOPIC)", stmt)
         del self.snapshot.sources[src.name]
-        after = (lambda _r: shutil.rmtree(src.path, ignore_errors=True)) if stmt.delete_topic else None
+        # with its data go the checkpoints of the (terminated) queries that wrote it
+        checkpoints = [path for q in self.snapshot.queries.values() if q.sink == src.name
+                       for path in (q.checkpoint, f"{q.checkpoint}.dead_letters")
+                       if os.path.commonpath([path, self.home]) == self.home] if stmt.delete_topic else []
+
+        def after(_result: Result) -> None:
+            for path in [src.path, *checkpoints]:
+                shutil.rmtree(path, ignore_errors=True)
         return Step(Result(stmt.text, f"Dropped {src.kind.lower()} {src.name}"
-                           + (" and deleted its data" if stmt.delete_topic else "")),
-                    write=lambda conn: self.catalog.delete_source(conn, src.name), after_commit=after)
+                           + (" and deleted its data and checkpoints" if stmt.delete_topic else "")),
+                    write=lambda conn: self.catalog.delete_source(conn, src.name),
+                    after_commit=after if stmt.delete_topic else None)
 
     # -- persistent queries ----------------------------------------------------------
     def _CreateAsSelect(self, stmt: st.CreateAsSelect) -> Step:
@@ -392,6 +406,9 @@ class Planner:
         if src.writer_query:
             raise self._error(f"{src.name} is written by query {src.writer_query}; INSERT VALUES "
                               f"appends only to declared streams and tables", stmt)
+        if is_kafka(src):
+            raise self._error(f"{src.name} is the Kafka topic {src.properties['kafka_topic']!r}: "
+                              f"produce to it with a Kafka producer", stmt)
         by_lower = {c.name.lower(): c for c in src.columns}
         names = stmt.columns or [c.name for c in src.columns]
         if len(names) != len(stmt.values):
@@ -418,6 +435,10 @@ class Planner:
     def _PullQuery(self, stmt: st.PullQuery) -> Step:
         analysis = self._analyze(stmt, stmt.select, persistent=False)
         sources = {name: self.snapshot.sources[name] for name in analysis.sources}
+        on_kafka = [f"{s.name} (Kafka topic {s.properties['kafka_topic']!r})" for s in sources.values() if is_kafka(s)]
+        if on_kafka:
+            raise self._error(f"pull queries read file topics; {', '.join(on_kafka)} is read by "
+                              f"persistent queries only", stmt)
 
         def after(result: Result) -> None:
             from .pull import run_pull_query
@@ -516,9 +537,10 @@ class Planner:
                                   "output mode for session windows", stmt)
         if getattr(stmt, "emit", None) == "FINAL" and stmt.window is None:
             raise self._error("EMIT FINAL needs a windowed aggregation (a WINDOW clause)", stmt)
-        if self.settings.get("auto.offset.reset") == "latest":
-            raise self._error("auto.offset.reset = 'latest' is not supported for file "
-                              "topics; they are read from the earliest file", stmt)
+        files = [n for n in analysis.sources if not is_kafka(sources[n]) and sources[n].kind == "STREAM"]
+        if self.settings.get("auto.offset.reset") == "latest" and files:
+            raise self._error(f"auto.offset.reset = 'latest' is not supported for file topics "
+                              f"({', '.join(files)}); they are read from the earliest file", stmt)
 
     def _timestamp(self, name: str, stmt: st.Statement, needed_by: str) -> str:
         column = self.snapshot.sources[name].timestamp_column
@@ -531,13 +553,23 @@ class Planner:
                 replacing: SourceInfo | None = None) -> SourceInfo:
         props = dict(stmt.properties)
         for key, value in props.items():
+            if key.startswith(KAFKA_CONNECTION_SETTINGS):
+                raise self._error(f"property {key!r}: Kafka connection settings come from the "
+                                  f"runtime's configuration (spark.streamql.kafka.*), never from SQL", stmt)
             if key not in SOURCE_PROPERTIES:
                 raise self._error(f"unknown property {key!r} (known: {', '.join(SOURCE_PROPERTIES)})", stmt)
             problem = SOURCE_PROPERTIES[key](value) if SOURCE_PROPERTIES[key] else None
             if problem:
                 raise self._error(f"property {key} = {value!r}: {problem}", stmt)
-        path = os.path.abspath(os.path.join(self.home, props["path"]) if "path" in props
-                               else os.path.join(self.home, "topics", stmt.name))
+        if "kafka_topic" in props:
+            if "path" in props:
+                raise self._error("give either kafka_topic or path, not both", stmt)
+            if str(props.get("value_format", "JSON")).upper() != "JSON":
+                raise self._error("Kafka topics hold JSON values: value_format must be JSON", stmt)
+            path = f"kafka:{props['kafka_topic']}"
+        else:
+            path = os.path.abspath(os.path.join(self.home, props["path"]) if "path" in props
+                                   else os.path.join(self.home, "topics", stmt.name))
         if "timestamp" in props:
             ts = next((c for c in columns if c.name.lower() == props["timestamp"].lower()), None)
             if ts is None or ts.type != "TIMESTAMP":
@@ -563,7 +595,8 @@ class Planner:
             stmt.select, stmt, analysis, query_id, kind=kind,
             timestamps={n: sources[n].timestamp_column for n in analysis.sources},
             tables=static, schemas={n: sources[n].columns for n in analysis.sources})
-        writer = "file sink" if kind == "CSAS" and not static else "batch files"
+        writer = ("kafka sink" if is_kafka(sink) else "file sink") if kind == "CSAS" and not static \
+            else "batch files"
         settings = dict(self.settings)
         policy = getattr(stmt, "properties", {}).get("on_error")
         if policy is not None:
@@ -618,6 +651,10 @@ def _same_query(current: QueryInfo, old_sink: SourceInfo, new: QueryInfo, sink: 
     """The new definition runs exactly what ``current`` runs and writes the same output."""
     return (new.select_sql, new.properties, _column_tuples(sink.columns), sink.properties) == \
         (current.select_sql, current.properties, _column_tuples(old_sink.columns), old_sink.properties)
+
+
+def is_kafka(src: SourceInfo) -> bool:
+    return "kafka_topic" in src.properties
 
 
 def _widenings() -> str:

@@ -1,10 +1,11 @@
-"""Deploy the ksqlMart pipeline from dags/sql/ksqlmart.sql, every hour.
+"""Deploy the ksqlMart pipeline from dags/sql/ksqlmart.sql, every hour (headless mode).
 
-Applying the script again changes nothing that is already as the file defines it, so the
-schedule keeps the catalog in line with the file: a new statement in the file is created on
-the next run. It makes sure a runtime serves the pipeline (submitting one through the
-Spark connection if none heartbeats), then checks that every query converged: RUNNING,
-unless someone paused it on purpose.
+The file is the pipeline's desired state. Each run makes sure a runtime serves the pipeline
+(submitting one through the Spark connection if none heartbeats), plans the file against the
+catalog (the plan is in XCom and the task log) and applies it: new statements are created,
+changed ones upgraded in place behind the validator, untouched queries keep running. A file
+with a change that cannot be applied in place fails the run and changes nothing. Last, it
+checks that every query converged: RUNNING, unless someone paused it on purpose.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from datetime import datetime
 
 from airflow.sdk import DAG
 
-from airflow_provider_streamql.operators.queries import CreateQueryOperator
+from airflow_provider_streamql.operators.queries import DeployScriptOperator
 from airflow_provider_streamql.operators.runtime import SubmitRuntimeOperator
 from airflow_provider_streamql.sensors.queries import QueryStateSensor
 
@@ -28,7 +29,7 @@ with DAG(
     doc_md=__doc__,
 ):
     ensure_runtime = SubmitRuntimeOperator(task_id="ensure_runtime")
-    deploy = CreateQueryOperator(task_id="deploy", sql="ksqlmart.sql")
+    deploy = DeployScriptOperator(task_id="deploy", sql="ksqlmart.sql")
     converged = QueryStateSensor(task_id="all_queries_running", query_id="ALL",
                                  target_states="DESIRED", timeout=600, poke_interval=2)
     ensure_runtime >> deploy >> converged

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from airflow_provider_streamql.conditions import (CaughtUp, Condition, ProgressSince, QueriesInState,
+from airflow_provider_streamql.conditions import (AllOf, CaughtUp, Condition, ProgressSince, QueriesInState,
                                                   VersionRunning)
 from airflow_provider_streamql.triggers.streamql import StreamQLConditionTrigger
 
@@ -24,6 +24,7 @@ CONDITIONS = [
     ProgressSince("CSAS_A_1", batches=2, since_batch=7, since_rows=40),
     ProgressSince("CSAS_A_1", rows=10),
     CaughtUp("CSAS_A_1", as_of=1_700_000_000.5),
+    AllOf.of(QueriesInState(["CSAS_A_1"], ["RUNNING"]), VersionRunning("CSAS_A_1", 2)),
 ]
 
 

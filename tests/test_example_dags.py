@@ -49,7 +49,8 @@ def test_deploy_creates_the_pipeline_and_checks_it_runs(mart, capfd):
     run = run_dag("streamql_deploy", capfd, example=True)
     assert run.states == {"ensure_runtime": "success", "deploy": "success",
                           "all_queries_running": "success"}, run.log
-    assert run.xcom("deploy") == [VALID, STATS]
+    assert run.xcom("deploy", "query_ids") == [VALID, STATS]
+    assert [i["action"] for i in run.xcom("deploy", "plan")["items"]] == ["create"] * 3
     assert run.xcom("all_queries_running", "states") == {VALID: "RUNNING", STATS: "RUNNING"}
     assert "nothing to submit" in run.log  # the runtime already served the pipeline
     buy(engine, (1, "ann", "tea", 2.5, 2), (2, "bob", "tea", 9.0, 0), (3, "bob", "mug", 4.0, 1))
@@ -59,10 +60,13 @@ def test_deploy_creates_the_pipeline_and_checks_it_runs(mart, capfd):
 
     # the next scheduled run changes nothing; a paused query stays paused and passes the check
     engine.execute(f"PAUSE {STATS}")
+    run_ids = {q.id: q.run_id for q in engine.catalog.queries()}
     again = run_dag("streamql_deploy", capfd, example=True)
     assert set(again.states.values()) == {"success"}
-    assert [a["action"] for a in again.xcom("deploy", "actions")] == ["unchanged"] * 3
+    assert again.xcom("deploy") == {"create": 0, "replace in place": 0, "replacing required": 0,
+                                    "unchanged": 3, "rejected": 0, "drop": 0}
     assert [q.version for q in engine.catalog.queries()] == [1, 1]
+    assert {q.id: q.run_id for q in engine.catalog.queries()} == run_ids  # nothing restarted
     assert again.xcom("all_queries_running", "states") == {VALID: "RUNNING", STATS: "PAUSED"}
 
 

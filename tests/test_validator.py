@@ -73,7 +73,18 @@ def catalog_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("validator")
 
 
-@pytest.mark.parametrize("old, new, verdict, codes", PAIRS)
+K = "CREATE STREAM k WITH (kafka_topic='out1') AS SELECT id, user, cost FROM purchases"
+# Kafka sinks (checked here; the Spark pairs test has no Kafka broker to run them against)
+KAFKA_PAIRS = [
+    (K, K.replace("out1", "out2"), "IN_PLACE", {"KAFKA_TOPIC_CHANGED"}),
+    (K, K.replace("out1", "out2") + " WHERE cost > 0", "IN_PLACE", {"KAFKA_TOPIC_CHANGED", "FILTER_CHANGED"}),
+    (K, K, "IN_PLACE", {"UNCHANGED"}),
+    (V, "CREATE STREAM v WITH (kafka_topic='v') AS SELECT id, user, cost FROM purchases", "REJECTED", {"SINK_CHANGED"}),
+    (K, "CREATE STREAM k WITH (kafka_topic='out1') AS SELECT id, cost FROM purchases", "REJECTED", {"COLUMN_REMOVED"}),
+]
+
+
+@pytest.mark.parametrize("old, new, verdict, codes", PAIRS + KAFKA_PAIRS)
 def test_upgrade_verdicts(tmp_path, old, new, verdict, codes):
     engine = Engine(f"sqlite:///{tmp_path}/c.db", home=str(tmp_path))
     engine.execute(SOURCES + old)
@@ -87,7 +98,7 @@ def test_every_trait_and_kind_is_covered():
     from airflow_provider_streamql.upgrades.report import KINDS
     from airflow_provider_streamql.upgrades.rules import RULES
     from airflow_provider_streamql.upgrades.traits import TRAITS
-    covered_codes = {code for *_, codes in PAIRS for code in codes}
+    covered_codes = {code for *_, codes in PAIRS + KAFKA_PAIRS for code in codes}
     assert {code for code, *_ in RULES} <= covered_codes | {"MULTIPLE_WRITERS"}
     assert set(KINDS) - {kind for _, _, kind, _, _ in RULES} <= {"transparent", "scaling"}
     assert set(TRAITS) == {"simple", "stateful", "windowed", "joined", "multistage", "nondeterministic"}

@@ -10,7 +10,7 @@ from .connections import write_connection
 
 from ..errors import CatalogError
 from .schema import (MIGRATION_1_TABLES, MIGRATION_2_TABLES, MIGRATION_3_COLUMNS, MIGRATION_4_TABLES,
-                     MIGRATION_5_TABLES, schema_version)
+                     MIGRATION_5_TABLES, MIGRATION_6_COLUMNS, schema_version)
 
 
 def _create(tables) -> Callable[[Connection], None]:
@@ -39,6 +39,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     3: _add_columns(MIGRATION_3_COLUMNS),
     4: _create(MIGRATION_4_TABLES),
     5: _create(MIGRATION_5_TABLES),
+    6: _add_columns(MIGRATION_6_COLUMNS),
 }
 LATEST = max(MIGRATIONS)
 

@@ -63,6 +63,7 @@ class QueryInfo:
     observed_state: str
     error: str | None = None
     running_version: int | None = None
+    run_id: str | None = None
     created_at: float = 0.0
     updated_at: float = 0.0
 

@@ -41,6 +41,7 @@ queries = Table(
     Column("observed_state", String(16), nullable=False),
     Column("error", Text),
     Column("running_version", Integer),                     # the version a runtime runs now
+    Column("run_id", String(64)),                           # migration 6: Spark's runId of that run
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
 )
@@ -146,3 +147,4 @@ MIGRATION_2_TABLES = (runtimes, leases, progress)
 MIGRATION_3_COLUMNS = {runtimes: ("spark_app_id", "spark_ui_url", "master")}
 MIGRATION_4_TABLES = (progress_history,)
 MIGRATION_5_TABLES = (bad_records,)
+MIGRATION_6_COLUMNS = {queries: ("run_id",)}

@@ -112,7 +112,8 @@ class Catalog:
 
     def update_source(self, conn: Connection, src: SourceInfo) -> None:
         conn.execute(update(s.sources).where(s.sources.c.name == src.name).values(
-            columns=src.column_json(), writer_query=src.writer_query))
+            columns=src.column_json(), writer_query=src.writer_query, path=src.path,
+            properties=json.dumps(src.properties), format=src.format))
 
     def delete_source(self, conn: Connection, name: str) -> None:
         conn.execute(delete(s.sources).where(s.sources.c.name == name))
@@ -300,7 +301,7 @@ class Catalog:
 
     def set_observed(self, query_id: str, state: str, error: str | None = None,
                      *, runtime_id: str | None = None, epoch: int | None = None,
-                     running_version: int | None = None) -> bool:
+                     running_version: int | None = None, run_id: str | None = None) -> bool:
         """Write observed state; with ``runtime_id``/``epoch``, only while that lease is held."""
         with write_connection(self.engine) as conn:
             if runtime_id is not None:
@@ -314,6 +315,8 @@ class Catalog:
                 values["error"] = error
             if running_version is not None:
                 values["running_version"] = running_version
+            if run_id is not None:
+                values["run_id"] = run_id
             conn.execute(update(s.queries).where(s.queries.c.id == query_id).values(**values))
             return True
 

@@ -18,10 +18,12 @@ the query).
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import itertools
 import json
 import os
+import re
 import time
 from dataclasses import dataclass
 from typing import Iterable
@@ -89,7 +91,7 @@ def guard(df: DataFrame, src: SourceInfo, query_id: str, policy: str, skipped: I
     the same as without checking."""
     if not checked(src):
         return df
-    df = df.withColumn(FILE, F.col("_metadata.file_path"))
+    df = _with_position(df)
     skipped = sorted(skipped)
     left_out = _record_id(src).isin(skipped) if skipped else F.lit(False)
     if policy in ("FAIL", "PAUSE"):
@@ -107,10 +109,15 @@ def guard(df: DataFrame, src: SourceInfo, query_id: str, policy: str, skipped: I
     return df.where(keep).observe(name, F.count(F.lit(1)).alias("rows")).drop(CORRUPT, FILE)
 
 
+def _with_position(df: DataFrame) -> DataFrame:
+    """Where each record comes from: its file (Kafka reads carry topic/partition@offset)."""
+    return df if FILE in df.columns else df.withColumn(FILE, F.col("_metadata.file_path"))
+
+
 def dead_letters(df: DataFrame, src: SourceInfo) -> DataFrame:
     """The bad records of a streaming read of ``src``: source, file, text, record_id and
     the parsed values as JSON (for telling which column was wrong)."""
-    return (df.withColumn(FILE, F.col("_metadata.file_path")).where(_bad(src))
+    return (_with_position(df).where(_bad(src))
             .select(F.lit(src.name).alias("source"), F.col(FILE).alias("file"), _text(src).alias("text"),
                     _record_id(src).alias("record_id"), F.col(CORRUPT).isNotNull().alias("corrupt"),
                     F.to_json(F.struct(*[F.col(f"`{c.name}`") for c in src.columns])).alias("parsed")))
@@ -139,7 +146,8 @@ def describe(rows, sources: dict[str, SourceInfo], *, query_id: str, batch_id: i
     records = []
     now = time.time()
     for row in rows:
-        src, path = sources[row["source"]], uri_path(row["file"])
+        src = sources[row["source"]]
+        path = row["file"] if row["file"].startswith("kafka:") else uri_path(row["file"])
         if path not in lines:
             lines[path] = _read_lines(path)
         line, raw = _locate(lines[path], row, src, path, used)
@@ -151,6 +159,8 @@ def describe(rows, sources: dict[str, SourceInfo], *, query_id: str, batch_id: i
 
 
 def _read_lines(path: str) -> list[str]:
+    if path.startswith("kafka:"):
+        return []  # a Kafka record's position is its topic, partition and offset
     try:
         with open(path, encoding="utf-8", errors="replace", newline="") as f:
             return f.read().splitlines()
@@ -230,6 +240,22 @@ def _reason(raw: str, row, src: SourceInfo) -> str:
         if values.get(key) in (None, ""):
             return f"missing required column {key!r} (a KEY column)"
     return "cannot be read with the declared schema"
+
+
+def records_in_error(error: str, query_id: str, batch_id: int, status: str) -> list[BadRecord]:
+    """The bad record the guard's error names (its position and text), when it cannot be
+    found again in files: a Kafka record. Its id matches the guard's unless the text was
+    longer than the error shows."""
+    match = re.search(rf"{MARKER} {re.escape(query_id)} cannot read a record of (\S+) in (\S+): (.*)",
+                      error, re.DOTALL)
+    if not match:
+        return []
+    source, position, text = match.groups()
+    text = re.sub(r"\s*SQLSTATE: \w+\s*$", "", text.strip())
+    return [BadRecord(query_id=query_id, batch_id=batch_id, source=source, file=position, line=None,
+                      raw=text[:RAW_LIMIT], error="cannot be read with the declared schema",
+                      record_id=hashlib.sha256(f"{position}\u0001{text}".encode()).hexdigest(),
+                      status=status, recorded_at=time.time())]
 
 
 class DeadLetterWriter:

@@ -19,7 +19,8 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 from ..catalog import QueryInfo, SourceInfo
 from ..language.streaming import StreamingPlan
 from ..topics import FORMATS, changelog_entries, entry_files, is_data_name
-from .badrecords import RecordGuard, checked, dead_letters, parse_options, schema_ddl
+from . import kafka
+from .badrecords import CORRUPT, FILE, RecordGuard, checked, dead_letters, parse_options, schema_ddl
 
 # format -> extra reader/writer options
 FORMAT_OPTIONS = {"JSON": {}, "CSV": {"header": "true"}, "PARQUET": {}}
@@ -36,9 +37,13 @@ def reader_options(src: SourceInfo) -> dict[str, str]:
     return options
 
 
-def file_stream(spark: SparkSession, src: SourceInfo, *, checked: bool) -> DataFrame:
-    """A streaming DataFrame over a file topic (only committed files if a query writes it);
-    ``checked``: with the corrupt-record column that tells bad records apart."""
+def source_stream(spark: SparkSession, src: SourceInfo, *, checked: bool, starting: str = "earliest") -> DataFrame:
+    """A streaming DataFrame over a topic: a directory of files (only committed files if a
+    query writes it) or a Kafka topic (read from ``starting`` on a new checkpoint).
+    ``checked``: with the corrupt-record and position columns that tell bad records apart."""
+    if kafka.is_kafka(src):
+        df = kafka.read(spark, src, starting)
+        return df if checked else df.drop(CORRUPT, FILE)
     os.makedirs(src.path, exist_ok=True)
     reader = spark.readStream.format(FORMATS[src.format][0])
     reader = reader.schema(schema_ddl(src) if checked else ddl_schema(src))
@@ -46,10 +51,10 @@ def file_stream(spark: SparkSession, src: SourceInfo, *, checked: bool) -> DataF
 
 
 def read_stream(spark: SparkSession, src: SourceInfo, watermark: list | None = None,
-                record_guard: RecordGuard | None = None) -> DataFrame:
-    """A streaming DataFrame over a file topic with the query's error policy applied to its
-    bad records (``record_guard``) and its watermark on the event-time column."""
-    df = file_stream(spark, src, checked=record_guard is not None)
+                record_guard: RecordGuard | None = None, starting: str = "earliest") -> DataFrame:
+    """A streaming DataFrame over a topic with the query's error policy applied to its bad
+    records (``record_guard``) and its watermark on the event-time column."""
+    df = source_stream(spark, src, checked=record_guard is not None, starting=starting)
     if record_guard is not None:
         df = record_guard.apply(df, src)
     if watermark:
@@ -76,7 +81,8 @@ def streaming_frame(spark: SparkSession, query: QueryInfo, plan: StreamingPlan,
                     ) -> tuple[DataFrame, Callable | None]:
     """The query's streaming DataFrame, and for stream-table joins the function that turns
     each micro-batch into the join with the tables as they are then (else None)."""
-    streams = {n: read_stream(spark, sources[n], plan.watermarks.get(n), record_guard)
+    starting = query.properties.get("auto.offset.reset", "latest")  # Kafka, on a new checkpoint
+    streams = {n: read_stream(spark, sources[n], plan.watermarks.get(n), record_guard, starting)
                for n in query.sources if n not in plan.static_tables}
     if plan.static_tables:
         (stream_name, stream_df), = streams.items()
@@ -104,7 +110,8 @@ def start_dead_letter_query(spark: SparkSession, query: QueryInfo, plan: Streami
                             on_batch: Callable[[DataFrame, int], None]) -> StreamingQuery | None:
     """For policy LOG_AND_CONTINUE: a companion query reading the query's streams, with a
     checkpoint of its own, that hands each batch of bad records to ``on_batch``."""
-    frames = [dead_letters(file_stream(spark, sources[n], checked=True), sources[n])
+    starting = query.properties.get("auto.offset.reset", "latest")
+    frames = [dead_letters(source_stream(spark, sources[n], checked=True, starting=starting), sources[n])
               for n in query.sources if n not in plan.static_tables and checked(sources[n])]
     if not frames:
         return None
@@ -118,6 +125,10 @@ def start_dead_letter_query(spark: SparkSession, query: QueryInfo, plan: Streami
 def sink_writer(df: DataFrame, query: QueryInfo, plan: StreamingPlan, sink: SourceInfo,
                 before_commit: Callable[[], None]) -> DataStreamWriter:
     """The configured writeStream for a query's sink (not yet started)."""
+    if kafka.is_kafka(sink) and query.kind == "CSAS":
+        spec = kafka.writer_spec(sink, kafka.settings(df.sparkSession))
+        return (kafka.encode(df, sink).writeStream.queryName(query.id).outputMode("append")
+                .option("checkpointLocation", query.checkpoint).format(spec.format).options(**spec.options))
     writer = df.writeStream.queryName(query.id).option("checkpointLocation", query.checkpoint)
     if query.kind == "CSAS":
         os.makedirs(sink.path, exist_ok=True)
@@ -161,6 +172,13 @@ class BatchWriter:
         self.as_directory, self.compute = as_directory, compute
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
+        if kafka.is_kafka(self.sink):  # a changelog topic: at least once per batch
+            if self.compute is not None:
+                df = self.compute(df)
+            spec = kafka.writer_spec(self.sink, kafka.settings(df.sparkSession))
+            self.before_commit()
+            kafka.encode(df, self.sink).write.format(spec.format).options(**spec.options).save()
+            return
         name = f"{self.prefix}-b{batch_id:012d}"
         suffix = FORMATS[self.sink.format][1]
         final = os.path.join(self.sink.path, name if self.as_directory else name + suffix)

@@ -24,7 +24,7 @@ from ..checkpoints import batch_files, last_committed_batch, last_planned_batch
 from ..planner import ERROR_POLICIES
 from ..errors import StateError
 from ..language.streaming import StreamingPlan
-from .badrecords import MARKER, DeadLetterWriter, RecordGuard, scan_files
+from .badrecords import MARKER, DeadLetterWriter, RecordGuard, records_in_error, scan_files
 from .connectors import start_dead_letter_query, start_query
 from .listener import ProgressListener
 from .upgrade import PendingUpgrade, discard_output, restore_snapshot, take_snapshot
@@ -249,7 +249,7 @@ class Runtime:
         self.catalog.mark_version(query.id, query.version, started_at=time.time(),
                                   **({} if query.id in self.pending else {"outcome": "ACTIVE"}))
         if self.catalog.set_observed(query.id, "RUNNING", note, runtime_id=self.id, epoch=epoch,
-                                     running_version=query.version):
+                                     running_version=query.version, run_id=stream.runId):
             query.observed_state, query.error = "RUNNING", note
 
     def _notice_failure(self, query: QueryInfo) -> bool:
@@ -309,6 +309,8 @@ class Runtime:
                 mine = {f for f in files if f.startswith(os.path.realpath(src.path) + os.sep)}
                 records += scan_files(self.spark, src, mine, query_id=query.id, batch_id=batch,
                                       status="PENDING" if policy == "PAUSE" else "FAILED")
+        if not records:  # a Kafka record (or a file gone since): what the error says of it
+            records = records_in_error(error, query.id, batch, "PENDING" if policy == "PAUSE" else "FAILED")
         first = records[0] if records else None
         where = f"first at {first.position}: {first.error}" if first else error[:300]
         log.error("%s: batch %d holds %d bad record(s); %s (policy %s)", query.id, batch,

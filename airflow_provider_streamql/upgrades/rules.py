@@ -2,7 +2,8 @@
 
 ``check(old, new)`` compares two recorded shapes and yields one plain sentence per problem.
 Grounded in Spark's "Recovery semantics after changes in a streaming query": filters and
-projections may change on a checkpoint; sources, the sink's location, grouping keys,
+projections may change on a checkpoint, and so may a Kafka sink's topic; sources, a file
+sink's location, grouping keys,
 aggregates, windows, join types and output modes may not. Spark checks state schemas by
 type only, so a GROUP BY moved to another column of the same type passes Spark and
 silently reuses the old state: it is caught here.
@@ -32,12 +33,24 @@ def _show(values: Any) -> str:
     return str(values)
 
 
+def _kafka_sinks(old: Shape, new: Shape) -> bool:
+    return old["sink"]["writer"] == new["sink"]["writer"] == "kafka sink"
+
+
 def sink_changed(old: Shape, new: Shape) -> Iterator[str]:
     for key in ("path", "format", "writer"):
+        if key == "path" and _kafka_sinks(old, new):
+            continue  # a Kafka sink may change its topic (kafka_topic_changed)
         if old["sink"][key] != new["sink"][key]:
             yield (f"the sink's {key} changed from {old['sink'][key]!r} to {new['sink'][key]!r}: "
                    f"a file sink's location and format cannot change under a checkpoint; "
                    f"create a new stream instead")
+
+
+def kafka_topic_changed(old: Shape, new: Shape) -> Iterator[str]:
+    if _kafka_sinks(old, new) and old["sink"]["path"] != new["sink"]["path"]:
+        yield (f"the Kafka sink's topic changed from {old['sink']['path'][6:]!r} to "
+               f"{new['sink']['path'][6:]!r}: Spark allows it; records from the swap on go to the new topic")
 
 
 def kind_changed(old: Shape, new: Shape) -> Iterator[str]:
@@ -169,6 +182,7 @@ RULES: tuple[tuple[str, str, str, str, Callable[[Shape, Shape], Iterator[str]]],
     ("EMIT_CHANGED", "EMIT", "topology", "REPLACING_REQUIRED", emit_changed),
     ("STREAM_JOIN_CHANGED", "JOIN", "topology", "REPLACING_REQUIRED", stream_join_changed),
     ("TABLE_JOIN_CHANGED", "JOIN", "data selection", "IN_PLACE", table_join_changed),
+    ("KAFKA_TOPIC_CHANGED", "WITH", "data selection", "IN_PLACE", kafka_topic_changed),
     ("COLUMN_APPENDED", "SELECT", "schema evolution", "IN_PLACE", column_appended),
     ("FILTER_CHANGED", "WHERE", "data selection", "IN_PLACE", filter_changed),
     ("HAVING_CHANGED", "HAVING", "data selection", "IN_PLACE", having_changed),

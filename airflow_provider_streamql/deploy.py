@@ -1,0 +1,204 @@
+"""Headless deploys: a SQL file is the desired state of a pipeline.
+
+``plan`` compares the file with the catalog and says, per statement, what applying it would
+do: ``create``, ``replace in place``, ``replacing required``, ``unchanged`` or ``rejected``
+(with the validator's findings), and which objects of the pipeline left the file (``drop``:
+listed, never dropped unless a teardown file says so). ``apply`` plans in a sandbox first,
+refuses the whole file if any statement is rejected (or needs a replacing upgrade it was
+not allowed), then applies every change in one catalog transaction, upstream before
+downstream. Untouched queries are not restarted.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from sqlglot import exp
+
+from .errors import StateError, StreamQLError, ValidationError
+from .language import parse
+from .language import statements as st
+from .results import Result
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+#: planner action -> plan action
+ACTIONS = {"created": "create", "replaced": "replace in place", "altered": "replace in place",
+           "unchanged": "unchanged"}
+DECLARATIONS = (st.CreateSource, st.CreateAsSelect, st.AlterSource, st.InsertSelect, st.SetProperty)
+
+
+@dataclass
+class PlanItem:
+    """What applying one statement of the file (or the file leaving something out) does."""
+
+    action: str                      # create | replace in place | replacing required | unchanged | rejected | drop
+    kind: str                        # stream | table | query
+    name: str                        # the stream or table
+    query_id: str | None = None
+    statement: str | None = None
+    line: int | None = None
+    findings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class DeployPlan:
+    items: list[PlanItem]
+
+    @property
+    def changes(self) -> list[PlanItem]:
+        return [i for i in self.items if i.action not in ("unchanged", "drop")]
+
+    def of(self, action: str) -> list[PlanItem]:
+        return [i for i in self.items if i.action == action]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"items": [asdict(i) for i in self.items],
+                "summary": {a: len(self.of(a)) for a in ("create", "replace in place", "replacing required",
+                                                          "unchanged", "rejected", "drop")}}
+
+    def render(self) -> str:
+        lines = []
+        for i in self.items:
+            where = f" (line {i.line})" if i.line else ""
+            query = f" [{i.query_id}]" if i.query_id else ""
+            lines.append(f"{i.action:<20} {i.kind} {i.name}{query}{where}")
+            lines += [f"{'':<21}{f}" for f in i.findings]
+        summary = self.to_dict()["summary"]
+        lines.append("; ".join(f"{n} {a}" for a, n in summary.items() if n) or "nothing in the file")
+        return "\n".join(lines)
+
+
+def plan(engine: "Engine", script: str, *, pipeline: str | None = None) -> DeployPlan:
+    """What applying ``script`` would do to the catalog; changes nothing."""
+    return _plan(engine, _declarative(parse(script)), pipeline)
+
+
+def apply(engine: "Engine", script: str, *, pipeline: str | None = None, issuer: str | None = None,
+          teardown: str | None = None) -> tuple[DeployPlan, list[Result]]:
+    """Plan, refuse if anything is rejected or needs a replacing upgrade, then apply every
+    change in one transaction; then, if given, the ``teardown`` script."""
+    statements = _declarative(parse(script))
+    deploy_plan = _plan(engine, statements, pipeline)
+    refused = deploy_plan.of("rejected") + deploy_plan.of("replacing required")
+    if refused:
+        first = refused[0]
+        error = ValidationError if first.action == "rejected" else StateError
+        raise error(f"nothing applied: {len(refused)} statement(s) cannot be applied in place; "
+                    + "; ".join(f"{i.kind} {i.name} is {i.action}: {', '.join(i.findings)}" for i in refused)
+                    + ("" if first.action == "rejected" else
+                       " (rebuild it with Engine.replace or ReplaceQueryOperator(mode='replacing'))"),
+                    line=first.line)
+    todo = [s for s, item in zip(statements, deploy_plan.items)
+            if isinstance(s, st.SetProperty) or item.action not in ("unchanged", "drop")]
+    changed = any(not isinstance(s, st.SetProperty) for s in todo)
+    results = engine.execute(";\n".join(_text(s) for s in todo), pipeline=pipeline, issuer=issuer,
+                             skip_unchanged=True) if changed else []
+    if teardown:
+        results += engine.execute(teardown, pipeline=pipeline, issuer=issuer)
+    return deploy_plan, results
+
+
+def _plan(engine: "Engine", statements: list[st.Statement], pipeline: str | None) -> DeployPlan:
+    """Plan each statement in a sandbox: a planner over the catalog that writes nothing.
+    Items come in the statements' order, then what left the file."""
+    with engine.catalog.engine.connect() as conn:
+        planner = engine._planner(conn, pipeline)
+        planner.skip_unchanged = True
+        items = [_plan_one(planner, stmt) for stmt in statements]
+        items += _left_out(planner, statements, pipeline or engine.pipeline)
+    return DeployPlan(items)
+
+
+def _plan_one(planner, stmt: st.Statement) -> PlanItem:
+    name = getattr(stmt, "name", None) or getattr(stmt, "target", "")
+    kind = getattr(stmt, "kind", "STREAM").lower()
+    item = PlanItem("create", kind, name, statement=stmt.text.strip(), line=stmt.line)
+    if isinstance(stmt, st.SetProperty):
+        planner.plan(stmt)
+        return PlanItem("unchanged", "setting", stmt.key, statement=stmt.text.strip(), line=stmt.line)
+    try:
+        step = planner.plan(stmt)
+    except (ValidationError, StateError) as e:
+        item.action, item.findings = "rejected", [e.message]
+        existing = planner.snapshot.sources.get(name)
+        if isinstance(stmt, st.CreateAsSelect) and existing is not None and existing.writer_query:
+            try:
+                current, report, _new, _sink = planner.check_replace(stmt)
+            except StreamQLError:
+                return item
+            item.query_id = current.id
+            item.action = "replacing required" if report.verdict == "REPLACING_REQUIRED" else "rejected"
+            item.findings = [f"{f.code}: {f.message}" for f in report.findings if f.verdict != "IN_PLACE"]
+        return item
+    result = step.result
+    item.action = ACTIONS.get(result.action or "created", "create")
+    item.query_id = result.query_id
+    if result.report:
+        item.findings = [f"{f['code']}: {f['message']}" for f in result.report["findings"]]
+    return item
+
+
+def _left_out(planner, statements: list[st.Statement], pipeline: str) -> list[PlanItem]:
+    """Streams, tables and queries of the pipeline that the file no longer declares."""
+    named = {getattr(s, "name", None) for s in statements} | {getattr(s, "target", None) for s in statements}
+    items = []
+    for q in sorted(planner.snapshot.queries.values(), key=lambda q: q.seq):
+        if q.pipeline == pipeline and q.desired_state != "TERMINATED" and q.sink not in named and q.kind != "INSERT":
+            items.append(PlanItem("drop", planner.snapshot.sources[q.sink].kind.lower(), q.sink, q.id,
+                                  findings=["no longer in the file; a teardown file can TERMINATE and DROP it"]))
+    readers = {n for q in planner.snapshot.queries.values() if q.desired_state != "TERMINATED" for n in q.sources}
+    for src in sorted(planner.snapshot.sources.values(), key=lambda s: s.name):
+        if src.writer_query is None and src.name not in named and src.name not in readers \
+                and "dead_letter_of" not in src.properties:
+            items.append(PlanItem("drop", src.kind.lower(), src.name,
+                                  findings=["no longer in the file; a teardown file can DROP it"]))
+    return items
+
+
+def _declarative(statements: list[st.Statement]) -> list[st.Statement]:
+    """The file's statements, upstream before downstream, each CREATE read as CREATE OR
+    REPLACE (the file says what should exist). Anything else is not a declaration."""
+    for s in statements:
+        if not isinstance(s, DECLARATIONS):
+            raise ValidationError(f"a deploy file declares streams, tables and queries; "
+                                  f"{type(s).__name__} belongs in a teardown file or streamql exec",
+                                  line=s.line, col=s.col, text=s.text.strip()[:120])
+        if isinstance(s, (st.CreateSource, st.CreateAsSelect)):
+            s.or_replace = True
+    defined = {getattr(s, "name", None): s for s in statements if isinstance(s, (st.CreateSource, st.CreateAsSelect))}
+    ordered: list[st.Statement] = []
+    visiting: set[int] = set()
+
+    def visit(s: st.Statement) -> None:
+        if any(s is o for o in ordered):
+            return
+        if id(s) in visiting:
+            raise ValidationError(f"the file's queries read each other in a cycle ({getattr(s, 'name', '')})",
+                                  line=s.line, col=s.col)
+        visiting.add(id(s))
+        for name in _reads(s):
+            if name in defined and defined[name] is not s:
+                visit(defined[name])
+        visiting.discard(id(s))
+        ordered.append(s)
+    for s in statements:
+        visit(s)
+    return ordered
+
+
+def _reads(stmt: st.Statement) -> list[str]:
+    select = getattr(stmt, "select", None)
+    names = [t.name.upper() for t in select.find_all(exp.Table)] if select is not None else []
+    if isinstance(stmt, st.AlterSource):
+        names.append(stmt.name)
+    return names
+
+
+def _text(stmt: st.Statement) -> str:
+    """A statement's text, a CREATE as CREATE OR REPLACE."""
+    if isinstance(stmt, (st.CreateSource, st.CreateAsSelect)):
+        from .engine import _create_text
+        return _create_text(stmt, or_replace=True)
+    return stmt.text.strip()
