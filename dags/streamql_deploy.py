@@ -1,4 +1,5 @@
-"""Deploy the ksqlMart pipeline from dags/sql/ksqlmart.sql, every hour (headless mode).
+"""Deploy the ksqlMart pipeline from dags/sql/ksqlmart.sql (or $STREAMQL_DEPLOY_FILE),
+every hour (headless mode).
 
 The file is the pipeline's desired state. Each run makes sure a runtime serves the pipeline
 (submitting one through the Spark connection if none heartbeats), plans the file against the
@@ -18,18 +19,22 @@ from airflow_provider_streamql.operators.queries import DeployScriptOperator
 from airflow_provider_streamql.operators.runtime import SubmitRuntimeOperator
 from airflow_provider_streamql.sensors.queries import QueryStateSensor
 
+# the deploy file: dags/sql/ksqlmart.sql (file topics), or $STREAMQL_DEPLOY_FILE (the compose
+# stack points it at the Kafka version)
+DEPLOY_FILE = os.environ.get("STREAMQL_DEPLOY_FILE") or os.path.join(os.path.dirname(__file__), "sql", "ksqlmart.sql")
+
 with DAG(
     dag_id="streamql_deploy",
     schedule="@hourly",
     start_date=datetime(2026, 1, 1),
     catchup=False,
     max_active_runs=1,
-    template_searchpath=[os.path.join(os.path.dirname(__file__), "sql")],
+    template_searchpath=[os.path.dirname(os.path.abspath(DEPLOY_FILE))],
     tags=["streamql"],
     doc_md=__doc__,
 ):
     ensure_runtime = SubmitRuntimeOperator(task_id="ensure_runtime")
-    deploy = DeployScriptOperator(task_id="deploy", sql="ksqlmart.sql")
+    deploy = DeployScriptOperator(task_id="deploy", sql=os.path.basename(DEPLOY_FILE))
     converged = QueryStateSensor(task_id="all_queries_running", query_id="ALL",
                                  target_states="DESIRED", timeout=600, poke_interval=2)
     ensure_runtime >> deploy >> converged
