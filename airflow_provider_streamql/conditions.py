@@ -192,21 +192,24 @@ class CaughtUp(Condition):
         return {"kind": self.kind, "query_id": self.query_id, "as_of": self.as_of}
 
     def check(self, engine: "Engine") -> Check:
-        query = engine.query(self.query_id)
-        on_kafka = [n for n in query.sources if "kafka_topic" in (getattr(engine.catalog.source(n), "properties", {}))]
-        if on_kafka:
-            return Check(False, f"catching up is measured on file topics; {query.id} reads the Kafka "
-                                f"topic(s) of {', '.join(on_kafka)}: wait for batches or rows instead",
-                         failed=True)
+        # the catalog is read once; later looks read only the checkpoint (waits poll often)
         if self._wanted is None:
+            query = engine.query(self.query_id)
+            on_kafka = [n for n in query.sources
+                        if "kafka_topic" in getattr(engine.catalog.source(n), "properties", {})]
+            if on_kafka:
+                return Check(False, f"catching up is measured on file topics; {query.id} reads the Kafka "
+                                    f"topic(s) of {', '.join(on_kafka)}: wait for batches or rows instead",
+                             failed=True)
+            self._query_id, self._checkpoint = query.id, query.checkpoint
             self._wanted = _input_files(engine, query, self.as_of)
-        missing = self._wanted - processed_files(query.checkpoint)
-        details = {"query_id": query.id, "input_files": len(self._wanted), "missing": len(missing)}
+        missing = self._wanted - processed_files(self._checkpoint)
+        details = {"query_id": self._query_id, "input_files": len(self._wanted), "missing": len(missing)}
         if not missing:
-            return Check(True, f"{query.id} caught up ({len(self._wanted)} input files processed "
+            return Check(True, f"{self._query_id} caught up ({len(self._wanted)} input files processed "
                                f"and committed)", details=details)
-        return Check(False, f"query {query.id} ({engine.state(query.id)}) has not processed "
-                            f"{len(missing)} of {len(self._wanted)} input files", details=details)
+        return Check(False, f"query {self._query_id} has not processed {len(missing)} of "
+                            f"{len(self._wanted)} input files", details=details)
 
 
 @dataclass

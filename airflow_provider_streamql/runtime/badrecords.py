@@ -20,7 +20,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
-import itertools
 import json
 import os
 import re
@@ -36,7 +35,6 @@ from ..catalog import BadRecord, SourceInfo
 from ..topics import uri_path
 
 MARKER = "STREAMQL_BAD_RECORD"
-_guards = itertools.count()
 CORRUPT = "_corrupt_record"
 FILE = "__sq_file"
 CHECKED_FORMATS = ("JSON", "CSV")
@@ -94,19 +92,22 @@ def guard(df: DataFrame, src: SourceInfo, query_id: str, policy: str, skipped: I
     df = _with_position(df)
     skipped = sorted(skipped)
     left_out = _record_id(src).isin(skipped) if skipped else F.lit(False)
-    if policy in ("FAIL", "PAUSE"):
-        message = F.concat(F.lit(f"{MARKER} {query_id} cannot read a record of {src.name} in "),
-                           F.col(FILE), F.lit(": "), F.substring(_text(src), 1, 300))
-        # one expression: given a separate "not bad" filter, the optimizer proves the
-        # raise_error branch unreachable and drops it
-        keep = F.when(_bad(src) & ~left_out, F.raise_error(message)).otherwise(~_bad(src))
-    else:
-        keep = ~_bad(src)
-    # observe() is a barrier the optimizer does not push the query's own filters through:
-    # below it, a filter like "amount >= 10" (or the "amount IS NOT NULL" it implies) would
-    # drop a bad record before the guard sees it
-    name = f"streamql_guard_{src.name.lower()}_{next(_guards)}"  # unique: a stream read twice
-    return df.where(keep).observe(name, F.count(F.lit(1)).alias("rows")).drop(CORRUPT, FILE)
+    if policy not in ("FAIL", "PAUSE"):
+        return df.where(~_bad(src)).select(*_declared(src))
+    if skipped:
+        df = df.where(~(_bad(src) & left_out))
+    message = F.concat(F.lit(f"{MARKER} {query_id} cannot read a record of {src.name} in "),
+                       F.col(FILE), F.lit(": "), F.substring(_text(src), 1, 300))
+    # Every column of a bad record raises: whatever the query reads, its bad records fail
+    # the batch. (A filter would not do: the optimizer would evaluate the query's own
+    # filters, or the "x IS NOT NULL" it infers from them, first and drop the record.)
+    held = _bad(src) & ~left_out
+    return df.select(*[F.when(held, F.raise_error(message)).otherwise(F.col(f"`{c.name}`")).alias(c.name)
+                       for c in src.columns])
+
+
+def _declared(src: SourceInfo) -> list[SparkColumn]:
+    return [F.col(f"`{c.name}`") for c in src.columns]
 
 
 def _with_position(df: DataFrame) -> DataFrame:
