@@ -161,12 +161,16 @@ def _exec(args: argparse.Namespace) -> int:
         print(json.dumps([r.to_dict() for r in results], default=str))
     else:
         print("\n\n".join(r.render() for r in results if r.render()))
-    if args.wait:
-        try:
-            engine.wait_for_results(results, timeout=args.timeout)
-        except StreamQLError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return EXIT_FAILED
+    return _wait_for_results(engine, results, args) if args.wait else EXIT_OK
+
+
+def _wait_for_results(engine: Engine, results, args: argparse.Namespace) -> int:
+    """``--wait``: until observed state reflects each statement; 1 if it does not in time."""
+    try:
+        engine.wait_for_results(results, timeout=args.timeout)
+    except StreamQLError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_FAILED
     return EXIT_OK
 
 
@@ -231,13 +235,7 @@ def _apply(args: argparse.Namespace) -> int:
     else:
         print(deploy_plan.render())
         print("\n".join(r.message for r in results if r.message))
-    if args.wait:
-        try:
-            engine.wait_for_results(results, timeout=args.timeout)
-        except StreamQLError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return EXIT_FAILED
-    return EXIT_OK
+    return _wait_for_results(engine, results, args) if args.wait else EXIT_OK
 
 
 def _runtimes(args: argparse.Namespace) -> int:

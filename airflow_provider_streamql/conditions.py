@@ -196,7 +196,7 @@ class CaughtUp(Condition):
         if self._wanted is None:
             query = engine.query(self.query_id)
             on_kafka = [n for n in query.sources
-                        if "kafka_topic" in getattr(engine.catalog.source(n), "properties", {})]
+                        if getattr(engine.catalog.source(n), "kafka_topic", None)]
             if on_kafka:
                 return Check(False, f"catching up is measured on file topics; {query.id} reads the Kafka "
                                     f"topic(s) of {', '.join(on_kafka)}: wait for batches or rows instead",

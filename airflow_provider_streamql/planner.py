@@ -104,7 +104,7 @@ class Planner:
         return Step(Result(stmt.text, f"Created {stmt.kind.lower()} {src.name} at {src.path}",
                            action="created"),
                     write=lambda conn: self.catalog.insert_source(conn, src),
-                    after_commit=None if is_kafka(src) else lambda _r: os.makedirs(src.path, exist_ok=True))
+                    after_commit=None if src.kafka_topic else lambda _r: os.makedirs(src.path, exist_ok=True))
 
     def _replace_source(self, stmt: st.CreateSource) -> Step:
         """``CREATE OR REPLACE STREAM s (...)`` of a declared source: columns may be appended
@@ -197,9 +197,9 @@ class Planner:
         if users:
             raise StateError(f"cannot drop {src.name}: queries {', '.join(users)} use it; "
                              f"TERMINATE them first", line=stmt.line, col=stmt.col, text=stmt.text)
-        if stmt.delete_topic and is_kafka(src):
+        if stmt.delete_topic and src.kafka_topic:
             raise self._error(f"DELETE TOPIC deletes file topics; streamql does not delete the "
-                              f"Kafka topic {src.properties['kafka_topic']!r} (drop without it)", stmt)
+                              f"Kafka topic {src.kafka_topic!r} (drop without it)", stmt)
         if stmt.delete_topic and os.path.commonpath([src.path, self.home]) != self.home:
             raise self._error(f"DELETE TOPIC deletes only topics under {self.home!r}; "
                               f"{src.path!r} is outside it (drop without DELETE TOPIC)", stmt)
@@ -406,8 +406,8 @@ class Planner:
         if src.writer_query:
             raise self._error(f"{src.name} is written by query {src.writer_query}; INSERT VALUES "
                               f"appends only to declared streams and tables", stmt)
-        if is_kafka(src):
-            raise self._error(f"{src.name} is the Kafka topic {src.properties['kafka_topic']!r}: "
+        if src.kafka_topic:
+            raise self._error(f"{src.name} is the Kafka topic {src.kafka_topic!r}: "
                               f"produce to it with a Kafka producer", stmt)
         by_lower = {c.name.lower(): c for c in src.columns}
         names = stmt.columns or [c.name for c in src.columns]
@@ -435,7 +435,7 @@ class Planner:
     def _PullQuery(self, stmt: st.PullQuery) -> Step:
         analysis = self._analyze(stmt, stmt.select, persistent=False)
         sources = {name: self.snapshot.sources[name] for name in analysis.sources}
-        on_kafka = [f"{s.name} (Kafka topic {s.properties['kafka_topic']!r})" for s in sources.values() if is_kafka(s)]
+        on_kafka = [f"{s.name} (Kafka topic {s.kafka_topic!r})" for s in sources.values() if s.kafka_topic]
         if on_kafka:
             raise self._error(f"pull queries read file topics; {', '.join(on_kafka)} is read by "
                               f"persistent queries only", stmt)
@@ -537,7 +537,7 @@ class Planner:
                                   "output mode for session windows", stmt)
         if getattr(stmt, "emit", None) == "FINAL" and stmt.window is None:
             raise self._error("EMIT FINAL needs a windowed aggregation (a WINDOW clause)", stmt)
-        files = [n for n in analysis.sources if not is_kafka(sources[n]) and sources[n].kind == "STREAM"]
+        files = [n for n in analysis.sources if not sources[n].kafka_topic and sources[n].kind == "STREAM"]
         if self.settings.get("auto.offset.reset") == "latest" and files:
             raise self._error(f"auto.offset.reset = 'latest' is not supported for file topics "
                               f"({', '.join(files)}); they are read from the earliest file", stmt)
@@ -595,7 +595,7 @@ class Planner:
             stmt.select, stmt, analysis, query_id, kind=kind,
             timestamps={n: sources[n].timestamp_column for n in analysis.sources},
             tables=static, schemas={n: sources[n].columns for n in analysis.sources})
-        writer = ("kafka sink" if is_kafka(sink) else "file sink") if kind == "CSAS" and not static \
+        writer = ("kafka sink" if sink.kafka_topic else "file sink") if kind == "CSAS" and not static \
             else "batch files"
         settings = dict(self.settings)
         policy = getattr(stmt, "properties", {}).get("on_error")
@@ -651,10 +651,6 @@ def _same_query(current: QueryInfo, old_sink: SourceInfo, new: QueryInfo, sink: 
     """The new definition runs exactly what ``current`` runs and writes the same output."""
     return (new.select_sql, new.properties, _column_tuples(sink.columns), sink.properties) == \
         (current.select_sql, current.properties, _column_tuples(old_sink.columns), old_sink.properties)
-
-
-def is_kafka(src: SourceInfo) -> bool:
-    return "kafka_topic" in src.properties
 
 
 def _widenings() -> str:

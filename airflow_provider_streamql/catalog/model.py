@@ -32,6 +32,11 @@ class SourceInfo:
         return self.properties.get("timestamp")
 
     @property
+    def kafka_topic(self) -> str | None:
+        """The Kafka topic it lives on (``WITH (kafka_topic=...)``); None for file topics."""
+        return self.properties.get("kafka_topic")
+
+    @property
     def key_columns(self) -> list[str]:
         return [c.name for c in self.columns if c.key]
 

@@ -39,6 +39,22 @@ def engine_errors() -> Iterator[None]:
         raise AirflowException(str(e)) from e
 
 
+def open_engine(task, context: Context) -> Engine:
+    """The engine of ``task``'s connection, issuing as the task (operators and sensors)."""
+    with engine_errors():
+        return StreamQLHook(task.streamql_conn_id).get_engine(
+            issuer=issuer_of(context), pipeline=task.pipeline or None)
+
+
+def defer_until(task, condition: Condition, *, pipeline: str, timeout: float, poll_interval: float):
+    """Hand ``condition`` to the trigger; ``execute_complete`` resumes ``task``. The trigger
+    keeps the deadline; Airflow's own deferral timeout is a minute later, a safety net."""
+    task.defer(trigger=StreamQLConditionTrigger(
+        condition=condition.to_dict(), streamql_conn_id=task.streamql_conn_id,
+        end_at=time.time() + timeout, poll_interval=poll_interval, pipeline=pipeline),
+        method_name="execute_complete", timeout=timedelta(seconds=timeout + 60))
+
+
 class StreamQLOperator(BaseOperator):
     """Base of the streamql operators.
 
@@ -77,9 +93,7 @@ class StreamQLOperator(BaseOperator):
         raise NotImplementedError
 
     def engine(self, context: Context) -> Engine:
-        with engine_errors():
-            return StreamQLHook(self.streamql_conn_id).get_engine(
-                issuer=issuer_of(context), pipeline=self.pipeline or None)
+        return open_engine(self, context)
 
     def wait_for(self, context: Context, engine: Engine, condition: Condition) -> Any:
         """Wait for ``condition``, then :meth:`finish`. Deferred, this never returns:
@@ -90,12 +104,8 @@ class StreamQLOperator(BaseOperator):
                     check = condition.check(engine)  # often true already: no need to defer
                     if not check.done and not check.failed:
                         push_spark_ui(context, engine)
-                        self.defer(trigger=StreamQLConditionTrigger(
-                            condition=condition.to_dict(), streamql_conn_id=self.streamql_conn_id,
-                            end_at=time.time() + self.timeout, poll_interval=self.poll_interval,
-                            pipeline=self.pipeline or engine.pipeline),
-                            method_name="execute_complete",
-                            timeout=timedelta(seconds=self.timeout + 60))
+                        defer_until(self, condition, pipeline=self.pipeline or engine.pipeline,
+                                    timeout=self.timeout, poll_interval=self.poll_interval)
                 else:
                     check = engine.wait(condition, timeout=self.timeout, poll=self.poll_interval)
         finally:

@@ -41,7 +41,7 @@ def source_stream(spark: SparkSession, src: SourceInfo, *, checked: bool, starti
     """A streaming DataFrame over a topic: a directory of files (only committed files if a
     query writes it) or a Kafka topic (read from ``starting`` on a new checkpoint).
     ``checked``: with the corrupt-record and position columns that tell bad records apart."""
-    if kafka.is_kafka(src):
+    if src.kafka_topic:
         df = kafka.read(spark, src, starting)
         return df if checked else df.drop(CORRUPT, FILE)
     os.makedirs(src.path, exist_ok=True)
@@ -125,7 +125,7 @@ def start_dead_letter_query(spark: SparkSession, query: QueryInfo, plan: Streami
 def sink_writer(df: DataFrame, query: QueryInfo, plan: StreamingPlan, sink: SourceInfo,
                 before_commit: Callable[[], None]) -> DataStreamWriter:
     """The configured writeStream for a query's sink (not yet started)."""
-    if kafka.is_kafka(sink) and query.kind == "CSAS":
+    if sink.kafka_topic and query.kind == "CSAS":
         spec = kafka.writer_spec(sink, kafka.settings(df.sparkSession))
         return (kafka.encode(df, sink).writeStream.queryName(query.id).outputMode("append")
                 .option("checkpointLocation", query.checkpoint).format(spec.format).options(**spec.options))
@@ -172,7 +172,7 @@ class BatchWriter:
         self.as_directory, self.compute = as_directory, compute
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
-        if kafka.is_kafka(self.sink):  # a changelog topic: at least once per batch
+        if self.sink.kafka_topic:  # a changelog topic: at least once per batch
             if self.compute is not None:
                 df = self.compute(df)
             spec = kafka.writer_spec(self.sink, kafka.settings(df.sparkSession))

@@ -280,12 +280,16 @@ class Runtime:
         """The query's error policy, and the skipped records its next batches must leave out
         (those of batches not committed yet)."""
         committed = last_committed_batch(query.checkpoint)
-        skipped = frozenset(r.record_id for r in self.catalog.bad_records(query.id, "SKIPPED")
-                            if r.batch_id > committed)
-        retried = [r.batch_id for r in self.catalog.bad_records(query.id, "RETRIED")]
+        records = self.catalog.bad_records(query.id)
+        skipped = frozenset(r.record_id for r in records if r.status == "SKIPPED" and r.batch_id > committed)
+        retried = [r.batch_id for r in records if r.status == "RETRIED"]
         if retried:
             self.retried[query.id] = max(retried)
-        return RecordGuard(query.id, query.properties.get("on_error") or self.on_error, skipped)
+        return RecordGuard(query.id, self._policy(query), skipped)
+
+    def _policy(self, query: QueryInfo) -> str:
+        """The query's own on_error, else the pipeline's default (this runtime's)."""
+        return query.properties.get("on_error") or self.on_error
 
     def _check_retried(self, query: QueryInfo) -> None:
         """A retried batch that committed resolved its bad records (the fix worked)."""
@@ -299,7 +303,8 @@ class Runtime:
     def _hold(self, query: QueryInfo, running: _Running, error: str) -> bool:
         """A batch failed on bad records: find them all; under PAUSE record them and pause the
         query (True); under FAIL record them and let it fail (False)."""
-        policy = query.properties.get("on_error") or self.on_error
+        policy = self._policy(query)
+        status = "PENDING" if policy == "PAUSE" else "FAILED"
         batch = last_planned_batch(query.checkpoint)
         files = batch_files(query.checkpoint, batch)
         records = []
@@ -308,9 +313,9 @@ class Runtime:
             if src is not None:
                 mine = {f for f in files if f.startswith(os.path.realpath(src.path) + os.sep)}
                 records += scan_files(self.spark, src, mine, query_id=query.id, batch_id=batch,
-                                      status="PENDING" if policy == "PAUSE" else "FAILED")
+                                      status=status)
         if not records:  # a Kafka record (or a file gone since): what the error says of it
-            records = records_in_error(error, query.id, batch, "PENDING" if policy == "PAUSE" else "FAILED")
+            records = records_in_error(error, query.id, batch, status)
         first = records[0] if records else None
         where = f"first at {first.position}: {first.error}" if first else error[:300]
         log.error("%s: batch %d holds %d bad record(s); %s (policy %s)", query.id, batch,

@@ -25,10 +25,6 @@ CONF_PREFIX = "spark.streamql.kafka."
 PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13"
 
 
-def is_kafka(src: SourceInfo) -> bool:
-    return "kafka_topic" in src.properties
-
-
 def settings(spark: SparkSession) -> dict[str, str]:
     """The runtime's Kafka settings (its Spark configuration) as connector options."""
     return options_from({**dict(spark.sparkContext.getConf().getAll()), **spark.conf.getAll})
@@ -59,12 +55,12 @@ class ConnectorSpec:
 def reader_spec(src: SourceInfo, options: dict[str, str], starting: str) -> ConnectorSpec:
     """How to read ``src``'s topic: from ``starting`` (``earliest``/``latest``) on a new
     checkpoint (an existing one resumes from its offsets), failing on lost data."""
-    return ConnectorSpec("kafka", {**require_settings(options), "subscribe": src.properties["kafka_topic"],
+    return ConnectorSpec("kafka", {**require_settings(options), "subscribe": src.kafka_topic,
                                    "startingOffsets": starting, "failOnDataLoss": "true"})
 
 
 def writer_spec(sink: SourceInfo, options: dict[str, str]) -> ConnectorSpec:
-    return ConnectorSpec("kafka", {**require_settings(options), "topic": sink.properties["kafka_topic"]})
+    return ConnectorSpec("kafka", {**require_settings(options), "topic": sink.kafka_topic})
 
 
 def _value_columns(src: SourceInfo):

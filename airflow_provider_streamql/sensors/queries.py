@@ -1,8 +1,6 @@
 """Sensors on persistent queries: a state reached, progress made, input caught up."""
 from __future__ import annotations
 
-import time
-from datetime import timedelta
 from typing import Any, Sequence
 
 from airflow.sdk import BaseSensorOperator, Context
@@ -11,8 +9,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
 from ..conditions import CaughtUp, Condition, ProgressSince, QueriesInState
 from ..engine import Engine
 from ..hooks.streamql import StreamQLHook
-from ..operators.base import engine_errors, issuer_of, push
-from ..triggers.streamql import StreamQLConditionTrigger
+from ..operators.base import defer_until, engine_errors, open_engine, push
 
 
 class StreamQLSensor(BaseSensorOperator):
@@ -36,9 +33,7 @@ class StreamQLSensor(BaseSensorOperator):
         self.deferrable = deferrable
 
     def engine(self, context: Context) -> Engine:
-        with engine_errors():
-            return StreamQLHook(self.streamql_conn_id).get_engine(
-                issuer=issuer_of(context), pipeline=self.pipeline or None)
+        return open_engine(self, context)
 
     def condition(self, context: Context, engine: Engine) -> Condition:
         raise NotImplementedError
@@ -64,11 +59,8 @@ class StreamQLSensor(BaseSensorOperator):
             engine.close()
         if self._outcome(context, check.done, check.failed, check.message, check.details):
             return check.details
-        self.defer(trigger=StreamQLConditionTrigger(
-            condition=condition.to_dict(), streamql_conn_id=self.streamql_conn_id,
-            end_at=time.time() + self.timeout, poll_interval=self.poke_interval,
-            pipeline=self.pipeline or engine.pipeline),
-            method_name="execute_complete", timeout=timedelta(seconds=self.timeout + 60))
+        defer_until(self, condition, pipeline=self.pipeline or engine.pipeline,
+                    timeout=self.timeout, poll_interval=self.poke_interval)
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
         if event["status"] == "timeout":
