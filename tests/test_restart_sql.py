@@ -66,6 +66,7 @@ def test_windows_and_joins_survive_kill_9(sqlite_engine, processes):
     for name in ("tumbling_final", "session_final"):  # EMIT FINAL: each window exactly once
         assert len(changelog(engine, name)) == len(CASES[name][1])
     wait_until(lambda: len(stream_rows(engine, "all_orders")) == 3, what="the left join's rows")
+    wait_until(lambda: len(stream_rows(engine, "shipped")) == 2, what="the inner join's rows")
     assert stream_rows(engine, "all_orders") == [(1, 10.0, "ups"), (2, 20.0, None), (9, 90.0, "fedex")]
     assert stream_rows(engine, "shipped") == [(1, 10.0, "ups"), (9, 90.0, "fedex")]
     engine.wait_caught_up("CSAS_NAMED_CLICKS_7", timeout=60)
