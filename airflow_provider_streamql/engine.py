@@ -5,14 +5,14 @@ import getpass
 import os
 import re
 import time
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from .catalog import BadRecord, Catalog, Progress, QueryInfo, default_home
 from .conditions import CaughtUp, Check, Condition, QueriesInState, VersionRunning
 from .errors import NotFoundError, StateError, ValidationError, WaitTimeout
 from .introspection import query_rows, shown_state
 from .language import parse, parse_one
-from .language.statements import CreateAsSelect
+from .language.statements import CreateAsSelect, QueryControl, Statement
 from .planner import Planner
 from .results import Result
 from .upgrades import Report
@@ -50,15 +50,23 @@ class Engine:
     # -- statements --------------------------------------------------------------------
     def execute(self, script: str, *, pipeline: str | None = None,
                 issuer: str | None = None, skip_unchanged: bool = False) -> list[Result]:
-        """Validate the whole script, then apply it in one catalog transaction.
+        """Parse ``script`` (``;``-separated StreamQL statements) and :meth:`run` it."""
+        return self.run(parse(script), pipeline=pipeline, issuer=issuer, skip_unchanged=skip_unchanged)
 
-        If any statement is wrong, the error names it and nothing is applied. Statements
-        that write files (INSERT VALUES, DROP ... DELETE TOPIC) do so after the commit;
-        pull queries read after it. With ``skip_unchanged``, a CREATE, ALTER or INSERT INTO
-        ... SELECT whose object already exists exactly as defined changes nothing (its
-        result's ``action`` is ``"unchanged"``): applying a script twice is applying it once.
+    def run(self, statements: Sequence[Statement], *, pipeline: str | None = None,
+            issuer: str | None = None, skip_unchanged: bool = False) -> list[Result]:
+        """Validate every statement, then apply them all in one catalog transaction.
+
+        This is the one entry point that changes anything; callers hand it parsed statement
+        objects (from :func:`~.language.parse`, or built with ``QueryControl.of`` and the
+        like), never SQL text assembled from their inputs. If any statement is wrong, the
+        error names it and nothing is applied. Statements that write files (INSERT VALUES,
+        DROP ... DELETE TOPIC) do so after the commit; pull queries read after it. With
+        ``skip_unchanged``, a CREATE, ALTER or INSERT INTO ... SELECT whose object already
+        exists exactly as defined changes nothing (its result's ``action`` is
+        ``"unchanged"``): applying a script twice is applying it once.
         """
-        statements = parse(script)
+        statements = list(statements)
         pipeline = pipeline or self.pipeline
         issuer = issuer or self.issuer
         with self.catalog.transaction() as conn:
@@ -74,6 +82,14 @@ class Engine:
             if step.after_commit:
                 step.after_commit(step.result)
         return [step.result for step in steps]
+
+    def control(self, action: str, query_id: str | None, *, skip_bad_records: bool = False,
+                pipeline: str | None = None, issuer: str | None = None) -> Result:
+        """``PAUSE``, ``RESUME`` or ``TERMINATE`` one query (``query_id``) or every query of
+        the pipeline (None or ``'ALL'``). The ID is checked against the grammar of names,
+        so no input can make this more than one statement."""
+        statement = QueryControl.of(action, query_id, skip_bad_records=skip_bad_records)
+        return self.run([statement], pipeline=pipeline, issuer=issuer)[0]
 
     def validate(self, sql: str, *, query_id: str | None = None,
                  pipeline: str | None = None) -> "Report":

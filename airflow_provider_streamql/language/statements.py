@@ -6,6 +6,11 @@ from typing import Any
 
 from sqlglot import exp
 
+from .names import check_object_name
+
+#: control statements and the desired state each asks for
+CONTROL_ACTIONS = ("PAUSE", "RESUME", "TERMINATE")
+
 
 @dataclass(frozen=True)
 class Column:
@@ -125,6 +130,23 @@ class QueryControl(Statement):
     query_id: str | None  # None means ALL
     skip_bad_records: bool = False
 
+    @classmethod
+    def of(cls, action: str, query_id: str | None, *, skip_bad_records: bool = False) -> "QueryControl":
+        """The statement for ``action`` on ``query_id`` (None or ``'ALL'``: every query of the
+        pipeline), built from checked parts: a query ID that is not a plain name is a
+        :class:`ParseError`, never text to parse."""
+        verb = str(action).upper()
+        if verb not in CONTROL_ACTIONS:
+            from ..errors import ParseError
+            raise ParseError(f"action {action!r} is not one of {', '.join(CONTROL_ACTIONS)}")
+        target = None if query_id is None or str(query_id).upper() == "ALL" \
+            else check_object_name(query_id, "query ID")
+        if skip_bad_records and verb != "RESUME":
+            from ..errors import ParseError
+            raise ParseError(f"SKIP BAD RECORDS goes with RESUME, not {verb}")
+        text = f"{verb} {target or 'ALL'}" + (" SKIP BAD RECORDS" if skip_bad_records else "")
+        return cls(action=verb, query_id=target, skip_bad_records=skip_bad_records, text=text)
+
 
 @dataclass
 class DropSource(Statement):
@@ -134,6 +156,18 @@ class DropSource(Statement):
     name: str
     if_exists: bool = False
     delete_topic: bool = False
+
+    @classmethod
+    def of(cls, kind: str, name: str, *, if_exists: bool = False,
+           delete_topic: bool = False) -> "DropSource":
+        """``DROP`` of a stream or table, built from checked parts."""
+        kind = kind.upper()
+        if kind not in ("STREAM", "TABLE"):
+            from ..errors import ParseError
+            raise ParseError(f"kind {kind!r} is not STREAM or TABLE")
+        name = check_object_name(name, f"{kind.lower()} name")
+        text = f"DROP {kind} {'IF EXISTS ' if if_exists else ''}{name}" + (" DELETE TOPIC" if delete_topic else "")
+        return cls(kind=kind, name=name, if_exists=if_exists, delete_topic=delete_topic, text=text)
 
 
 @dataclass
@@ -168,3 +202,9 @@ class SetProperty(Statement):
 
     key: str
     value: str
+
+    @classmethod
+    def of(cls, key: str, value: str) -> "SetProperty":
+        """``SET 'key' = 'value'``; the planner checks key and value against its table."""
+        quote = lambda v: "'" + str(v).replace("'", "''") + "'"
+        return cls(key=str(key).lower(), value=str(value), text=f"SET {quote(key)} = {quote(value)}")
