@@ -93,8 +93,7 @@ def apply(engine: "Engine", script: str, *, pipeline: str | None = None, issuer:
     todo = [s for s, item in zip(statements, deploy_plan.items)
             if isinstance(s, st.SetProperty) or item.action not in ("unchanged", "drop")]
     changed = any(not isinstance(s, st.SetProperty) for s in todo)
-    results = engine.execute(";\n".join(_text(s) for s in todo), pipeline=pipeline, issuer=issuer,
-                             skip_unchanged=True) if changed else []
+    results = engine.run(todo, pipeline=pipeline, issuer=issuer, skip_unchanged=True) if changed else []
     if teardown:
         results += engine.execute(teardown, pipeline=pipeline, issuer=issuer)
     return deploy_plan, results
@@ -194,11 +193,3 @@ def _reads(stmt: st.Statement) -> list[str]:
     if isinstance(stmt, st.AlterSource):
         names.append(stmt.name)
     return names
-
-
-def _text(stmt: st.Statement) -> str:
-    """A statement's text, a CREATE as CREATE OR REPLACE."""
-    if isinstance(stmt, (st.CreateSource, st.CreateAsSelect)):
-        from .engine import _create_text
-        return _create_text(stmt, or_replace=True)
-    return stmt.text.strip()

@@ -1,20 +1,21 @@
 """The one door: every caller (CLI, runtime tooling, Airflow operators) goes through Engine."""
 from __future__ import annotations
 
+import dataclasses
 import getpass
 import os
-import re
 import time
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from .catalog import BadRecord, Catalog, Progress, QueryInfo, default_home
 from .conditions import CaughtUp, Check, Condition, QueriesInState, VersionRunning
-from .errors import NotFoundError, StateError, ValidationError, WaitTimeout
+from .errors import NotFoundError, StateError, StreamQLError, ValidationError, WaitTimeout
 from .introspection import query_rows, shown_state
 from .language import parse, parse_one
-from .language.statements import CreateAsSelect, QueryControl, Statement
+from .language.statements import CreateAsSelect, DropSource, QueryControl, SetProperty, Statement
 from .planner import Planner
 from .results import Result
+from .storage.layout import Layout
 from .upgrades import Report
 
 if TYPE_CHECKING:
@@ -41,6 +42,8 @@ class Engine:
         self.home = os.path.abspath(home) if home else default_home()
         os.makedirs(self.home, exist_ok=True)
         self.catalog = catalog if isinstance(catalog, Catalog) else Catalog(catalog, home=self.home)
+        sqlite_file = self.catalog.engine.url.database if self.catalog.dialect == "sqlite" else None
+        self.layout = Layout(self.home, protected=[sqlite_file] if sqlite_file else [])
         self.pipeline = pipeline or os.environ.get("STREAMQL_PIPELINE", DEFAULT_PIPELINE)
         self.issuer = issuer or f"user:{getpass.getuser()}"
 
@@ -69,15 +72,24 @@ class Engine:
         statements = list(statements)
         pipeline = pipeline or self.pipeline
         issuer = issuer or self.issuer
-        with self.catalog.transaction() as conn:
-            planner = self._planner(conn, pipeline)
-            planner.skip_unchanged, planner.issuer = skip_unchanged, issuer
-            steps = [planner.plan(stmt) for stmt in statements]
-            for stmt, step in zip(statements, steps):
-                if step.write:
-                    step.write(conn)
-                if step.log:
-                    self.catalog.log_command(conn, stmt.text.strip(), pipeline, issuer)
+        undo: list = []
+        try:
+            with self.catalog.transaction() as conn:
+                planner = self._planner(conn, pipeline)
+                planner.skip_unchanged, planner.issuer = skip_unchanged, issuer
+                steps = [planner.plan(stmt) for stmt in statements]
+                for stmt, step in zip(statements, steps):
+                    if step.write:
+                        step.write(conn)
+                    if step.log:
+                        self.catalog.log_command(conn, stmt.text.strip(), pipeline, issuer)
+                for step in steps:  # every check passed: files change under the write lock
+                    if step.files:
+                        undo.append(_file_effect(step))
+        except BaseException:
+            for restore in reversed(undo):
+                restore()
+            raise
         for step in steps:
             if step.after_commit:
                 step.after_commit(step.result)
@@ -105,8 +117,8 @@ class Engine:
         query does); with ``query_id``, raise unless it is that query."""
         return self._writer(self._create_as_select(sql, "writer_of"), query_id)
 
-    def _create_as_select(self, sql: str, verb: str) -> CreateAsSelect:
-        stmt = parse_one(sql)
+    def _create_as_select(self, sql: "str | Statement", verb: str) -> CreateAsSelect:
+        stmt = sql if isinstance(sql, Statement) else parse_one(sql)
         if not isinstance(stmt, CreateAsSelect):
             raise ValidationError(f"{verb} takes one CREATE [OR REPLACE] STREAM|TABLE ... AS "
                                   f"SELECT statement, got {type(stmt).__name__}",
@@ -115,7 +127,7 @@ class Engine:
 
     def _planner(self, conn, pipeline: str | None) -> Planner:
         return Planner(self.catalog, conn, self.catalog.snapshot(conn), self.home,
-                       pipeline or self.pipeline)
+                       pipeline or self.pipeline, self.layout)
 
     def _check_replace(self, stmt: CreateAsSelect, pipeline: str | None):
         with self.catalog.engine.connect() as conn:
@@ -152,7 +164,7 @@ class Engine:
         if self._writer(stmt, query_id) is None:
             raise NotFoundError(f"no query writes {stmt.name}; create it with CREATE "
                                 f"{stmt.kind} {stmt.name} AS SELECT ...")
-        return self.execute(_create_text(stmt, or_replace=True), pipeline=pipeline, issuer=issuer)[0]
+        return self.run([dataclasses.replace(stmt, or_replace=True)], pipeline=pipeline, issuer=issuer)[0]
 
     def replace(self, sql: str, *, start_from: str, query_id: str | None = None,
                 pipeline: str | None = None, issuer: str | None = None) -> list[Result]:
@@ -165,18 +177,20 @@ class Engine:
             raise ValidationError(f"start_from must be 'earliest' or 'latest', not {start_from!r}")
         stmt = self._create_as_select(sql, "replace")
         old = self._writer(stmt, query_id)
-        rebuild = [f"SET 'auto.offset.reset' = '{start_from}'", _create_text(stmt, or_replace=False)]
+        rebuild: list[Statement] = [SetProperty.of("auto.offset.reset", start_from),
+                                    dataclasses.replace(stmt, or_replace=False)]
         if old:
             sink = self.catalog.source(stmt.name)
-            rebuild = [f"DROP {sink.kind} {sink.name} DELETE TOPIC", *rebuild]
-            self.check(";\n".join([f"TERMINATE {old}", *rebuild]), pipeline=pipeline)
-            results = self.execute(f"TERMINATE {old}", pipeline=pipeline, issuer=issuer)
+            rebuild = [DropSource.of(sink.kind, sink.name, delete_topic=True), *rebuild]
+            terminate = QueryControl.of("TERMINATE", old)
+            self._check([terminate, *rebuild], pipeline=pipeline)
+            results = self.run([terminate], pipeline=pipeline, issuer=issuer)
             if self.state(old) not in ("PENDING", "UNASSIGNED", "TERMINATED"):
                 # its runtime must have stopped writing before the output is deleted
                 self.wait_for_state(old, "TERMINATED", timeout=120)
         else:
             results = []
-        return results + self.execute(";\n".join(rebuild), pipeline=pipeline, issuer=issuer)
+        return results + self.run(rebuild, pipeline=pipeline, issuer=issuer)
 
     def _writer(self, stmt: CreateAsSelect, query_id: str | None) -> str | None:
         """The query writing the statement's output (None if none); it must be ``query_id``."""
@@ -205,7 +219,9 @@ class Engine:
 
     def check(self, script: str, *, pipeline: str | None = None) -> None:
         """Validate a whole script against the catalog without applying any of it."""
-        statements = parse(script)
+        self._check(parse(script), pipeline=pipeline)
+
+    def _check(self, statements: Sequence[Statement], *, pipeline: str | None = None) -> None:
         with self.catalog.engine.connect() as conn:
             planner = self._planner(conn, pipeline)
             for stmt in statements:
@@ -292,9 +308,11 @@ class Engine:
         self.wait(VersionRunning(query_id, version, ready), timeout=timeout, poll=poll)
 
 
-_CREATE = re.compile(r"^\s*CREATE\s+(?:OR\s+REPLACE\s+)?", re.IGNORECASE)
-
-
-def _create_text(stmt: CreateAsSelect, *, or_replace: bool) -> str:
-    """The statement's text as CREATE OR REPLACE ... or as a plain CREATE ..."""
-    return _CREATE.sub("CREATE OR REPLACE " if or_replace else "CREATE ", stmt.text.strip(), count=1)
+def _file_effect(step) -> Any:
+    """Run a step's file effect; an OS failure is an error that names the statement (the
+    transaction is rolled back and earlier effects undone)."""
+    try:
+        return step.files() or (lambda: None)
+    except OSError as e:
+        raise StreamQLError(f"{step.result.statement.strip()[:80]!r} could not change "
+                            f"{e.filename!r}: {e.strerror}") from None

@@ -7,7 +7,6 @@ would be. Nothing touches the database until every statement of a script has bee
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
@@ -23,11 +22,12 @@ from .language import statements as st
 from .language.analyzer import SelectAnalysis, analyze_select
 from .language.streaming import plan_streaming
 from .results import Result
+from .storage.layout import Layout, MovedAside, query_folders
 from .upgrades import Finding, Report, validate_upgrade
 
 # WITH (...) property -> check of its value (None: accepted as is).
 SOURCE_PROPERTIES: dict[str, Callable[[Any], str | None] | None] = {
-    "path": lambda v: None if isinstance(v, str) and v else "must be a non-empty string",
+    "path": None,  # checked and resolved by the storage layout
     "value_format": lambda v: None if str(v).upper() in topics.FORMATS
     else f"must be one of {', '.join(topics.FORMATS)}",
     "kafka_topic": lambda v: None if isinstance(v, str) and v and "," not in v
@@ -54,12 +54,20 @@ QUERY_PREFIX = {"STREAM": "CSAS", "TABLE": "CTAS"}
 CONTROL_TARGET = {"PAUSE": "PAUSED", "RESUME": "RUNNING", "TERMINATE": "TERMINATED"}
 
 
+#: a file effect: done inside the catalog transaction, it returns how to undo it
+FileEffect = Callable[[], Callable[[], None] | None]
+
+
 @dataclass
 class Step:
-    """A planned statement: its database writes, then work after the commit (files, reads)."""
+    """A planned statement, in three phases: its catalog rows, then its file effects (still
+    inside the transaction, under the catalog's write lock, after every check passed; each
+    returns its undo in case the transaction fails), then work after the commit (reads,
+    deleting what was moved aside)."""
 
     result: Result
     write: Callable[[Connection], None] | None = None
+    files: FileEffect | None = None
     after_commit: Callable[[Result], None] | None = None
     log: bool = True
 
@@ -71,6 +79,7 @@ class Planner:
     snapshot: Snapshot
     home: str
     pipeline: str
+    layout: Layout
     settings: dict[str, str] = field(default_factory=dict)
     #: a CREATE, ALTER or INSERT INTO ... SELECT whose object already exists exactly as the
     #: statement defines it changes nothing (its result's action is "unchanged"), so that a
@@ -104,7 +113,7 @@ class Planner:
         return Step(Result(stmt.text, f"Created {stmt.kind.lower()} {src.name} at {src.path}",
                            action="created"),
                     write=lambda conn: self.catalog.insert_source(conn, src),
-                    after_commit=None if src.kafka_topic else lambda _r: os.makedirs(src.path, exist_ok=True))
+                    files=None if src.kafka_topic else lambda: _make_folder(src.path))
 
     def _replace_source(self, stmt: st.CreateSource) -> Step:
         """``CREATE OR REPLACE STREAM s (...)`` of a declared source: columns may be appended
@@ -200,22 +209,25 @@ class Planner:
         if stmt.delete_topic and src.kafka_topic:
             raise self._error(f"DELETE TOPIC deletes file topics; streamql does not delete the "
                               f"Kafka topic {src.kafka_topic!r} (drop without it)", stmt)
-        if stmt.delete_topic and os.path.commonpath([src.path, self.home]) != self.home:
-            raise self._error(f"DELETE TOPIC deletes only topics under {self.home!r}; "
-                              f"{src.path!r} is outside it (drop without DELETE TOPIC)", stmt)
+        if stmt.delete_topic and not self.layout.may_delete(src.path):
+            raise self._error(f"DELETE TOPIC deletes only topics under {self.layout.topics!r} or an "
+                              f"allowed root; {src.path!r} is outside them (drop without DELETE TOPIC)", stmt)
         del self.snapshot.sources[src.name]
-        # with its data go the checkpoints of the (terminated) queries that wrote it
-        checkpoints = [path for q in self.snapshot.queries.values() if q.sink == src.name
-                       for path in (q.checkpoint, f"{q.checkpoint}.dead_letters")
-                       if os.path.commonpath([path, self.home]) == self.home] if stmt.delete_topic else []
+        # with its data go the checkpoints and snapshots of the (terminated) queries that wrote it
+        folders = [src.path] + [path for q in self.snapshot.queries.values() if q.sink == src.name
+                                for path in query_folders(q.checkpoint) if self.layout.may_delete(path)]
+        moved: list[MovedAside] = []
 
-        def after(_result: Result) -> None:
-            for path in [src.path, *checkpoints]:
-                shutil.rmtree(path, ignore_errors=True)
+        def move_aside() -> Callable[[], None]:
+            # under the catalog lock: a statement committed after this one (CREATE x; INSERT
+            # INTO x ...) finds the names free, and its data is never what gets deleted
+            moved.append(MovedAside(folders))
+            return moved[-1].restore
         return Step(Result(stmt.text, f"Dropped {src.kind.lower()} {src.name}"
                            + (" and deleted its data and checkpoints" if stmt.delete_topic else "")),
                     write=lambda conn: self.catalog.delete_source(conn, src.name),
-                    after_commit=after if stmt.delete_topic else None)
+                    files=move_aside if stmt.delete_topic else None,
+                    after_commit=(lambda _r: [m.purge() for m in moved]) if stmt.delete_topic else None)
 
     # -- persistent queries ----------------------------------------------------------
     def _CreateAsSelect(self, stmt: st.CreateAsSelect) -> Step:
@@ -383,12 +395,14 @@ class Planner:
                 self.catalog.mark_bad_records(conn, q, "PENDING", "SKIPPED" if stmt.skip_bad_records
                                               else "RETRIED", handled_by=self.issuer)
 
-        def after(_result: Result) -> None:
+        def files() -> Callable[[], None]:
+            written = []
             for q, records in held.items():
-                if stmt.skip_bad_records:
-                    skipped = [replace(r, status="SKIPPED", handled_by=self.issuer, handled_at=time.time())
-                               for r in records]
-                    append_dead_letters(self.catalog.source(dead_letters[q].name), skipped)
+                skipped = [replace(r, status="SKIPPED", handled_by=self.issuer, handled_at=time.time())
+                           for r in records]
+                target = self.snapshot.sources.get(dead_letters[q].name, dead_letters[q])
+                written.append(append_dead_letters(target, skipped))
+            return lambda: _remove_files(written)
         ids = ", ".join(q.id for q in chosen) or "no queries"
         verb = {"PAUSED": "Paused", "RUNNING": "Resumed", "TERMINATED": "Terminated"}[target]
         notes = [f"{q}: {len(r)} bad record(s) " + (f"skipped (sent to {dead_letters[q].name})"
@@ -396,7 +410,7 @@ class Planner:
                  for q, r in held.items()]
         return Step(Result(stmt.text, f"{verb} {ids}" + (f"; {'; '.join(notes)}" if notes else ""),
                            query_id=stmt.query_id, waits=[(q.id, target) for q in chosen]),
-                    write=write, after_commit=after if stmt.skip_bad_records else None)
+                    write=write, files=files if stmt.skip_bad_records else None)
 
     # -- records -------------------------------------------------------------------
     def _InsertValues(self, stmt: st.InsertValues) -> Step:
@@ -421,16 +435,19 @@ class Planner:
                 raise self._error(f"{src.name} has no column {name!r} (columns: "
                                   f"{', '.join(by_lower[k].name for k in by_lower)})", stmt)
             try:
-                record[column.name] = topics.coerce(value, column)
+                # Spark's reader applies the source's timestampFormat to its TIMESTAMP columns
+                record[column.name] = topics.coerce(
+                    value, column, timestamp_format=src.properties.get("timestamp_format"))
             except ValidationError as e:
                 raise self._error(e.message, stmt) from None
         for key in src.key_columns if src.kind == "TABLE" else []:
             if record[key] is None:
                 raise self._error(f"primary key column {key!r} of {src.name} cannot be NULL", stmt)
 
-        def after(result: Result) -> None:
-            topics.append(src.path, src.format, src.columns, [record])
-        return Step(Result(stmt.text, f"Inserted 1 record into {src.name}"), after_commit=after)
+        def files() -> Callable[[], None]:
+            written = topics.append(src.path, src.format, src.columns, [record])
+            return lambda: _remove_files([written])
+        return Step(Result(stmt.text, f"Inserted 1 record into {src.name}"), files=files)
 
     def _PullQuery(self, stmt: st.PullQuery) -> Step:
         analysis = self._analyze(stmt, stmt.select, persistent=False)
@@ -568,8 +585,12 @@ class Planner:
                 raise self._error("Kafka topics hold JSON values: value_format must be JSON", stmt)
             path = f"kafka:{props['kafka_topic']}"
         else:
-            path = os.path.abspath(os.path.join(self.home, props["path"]) if "path" in props
-                                   else os.path.join(self.home, "topics", stmt.name))
+            others = {s.name: s.path for s in self.snapshot.sources.values()
+                      if s is not replacing and s.name != stmt.name and not s.kafka_topic}
+            try:
+                path = self.layout.source_path(props.get("path", stmt.name), others)
+            except ValidationError as e:
+                raise self._error(f"{stmt.name}: {e.message}", stmt) from None
         if "timestamp" in props:
             ts = next((c for c in columns if c.name.lower() == props["timestamp"].lower()), None)
             if ts is None or ts.type != "TIMESTAMP":
@@ -610,7 +631,7 @@ class Planner:
             id=query_id, seq=seq, pipeline=self.pipeline, kind=kind, sink=sink.name,
             sources=analysis.sources, sql=stmt.text.strip(), select_sql=plan.spark_sql,
             properties={**settings, "plan": plan.to_dict(), "shape": shape}, version=version,
-            checkpoint=os.path.join(self.home, "checkpoints", query_id),
+            checkpoint=self.layout.checkpoint(query_id),
             desired_state="RUNNING", observed_state="PENDING", created_at=now, updated_at=now)
         if register:
             self.snapshot.queries[query_id] = query
@@ -655,3 +676,23 @@ def _same_query(current: QueryInfo, old_sink: SourceInfo, new: QueryInfo, sink: 
 
 def _widenings() -> str:
     return ", ".join(f"{old} to {'/'.join(new)}" for old, new in WIDENINGS.items())
+
+
+def _make_folder(path: str) -> Callable[[], None]:
+    """Create a source's folder; the undo removes it again if it was created here (empty)."""
+    existed = os.path.isdir(path)
+    os.makedirs(path, exist_ok=True)
+    return (lambda: None) if existed else (lambda: _remove_empty(path))
+
+
+def _remove_empty(path: str) -> None:
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass
+
+
+def _remove_files(paths) -> None:
+    for path in paths:
+        if path and os.path.isfile(path):
+            os.remove(path)

@@ -19,7 +19,11 @@ with DAG(
     catchup=False,
     params={
         "action": Param("pause", enum=["pause", "resume", "terminate"]),
-        "query_id": Param("ALL", type="string", minLength=1, description="a query ID, or ALL"),
+        # a name, never SQL: the form refuses anything else, and so does the operator
+        # ((?![\s\S]) ends the text in both Python's and the browser's regex; $ would let
+        # a trailing newline through)
+        "query_id": Param("ALL", type="string", pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}(?![\s\S])",
+                          description="a query ID, or ALL"),
     },
     tags=["streamql"],
     doc_md=__doc__,

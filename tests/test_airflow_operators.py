@@ -214,7 +214,11 @@ def test_sensors_wait_for_state_progress_and_catch_up(running, capfd):
 # (DAG, params, connection override or None to keep it, fragment of the task's error)
 BAD_INPUT = [
     ("t_pause", {"query_id": "CSAS_NOPE_9"}, None, "no query 'CSAS_NOPE_9'"),
-    ("t_resume", {"query_id": " "}, None, "query_id is empty"),
+    ("t_resume", {"query_id": " "}, None, "give a query ID or ALL"),
+    # a query ID is a name, never a script: the hostile one runs nothing at all
+    ("t_pause", {"query_id": "ALL; DROP STREAM purchases DELETE TOPIC"}, None,
+     "query ID 'ALL; DROP STREAM purchases DELETE TOPIC' is not a plain SQL name"),
+    ("t_resume", {"query_id": "CSAS_VALID_1;TERMINATE ALL"}, None, "is not a plain SQL name"),
     ("t_create", {"sql": "CREATE STREAM broken (id INT"}, None, "expected ')'"),
     ("t_create", {"sql": "CREATE STREAM ok (id INT); CREATE STREAM x AS SELECT nope FROM ok"}, None,
      "line 1, column 54: unknown column 'nope'"),

@@ -44,6 +44,23 @@ def test_every_dag_file_imports_cleanly(airflow_db):
     assert set(bag.get_dag("streamql_upgrade").params) == {"query_id", "new_sql", "mode", "dry_run"}
 
 
+@pytest.mark.parametrize("query_id, accepted", [
+    ("ALL", True), ("CSAS_VALID_PURCHASES_1", True),
+    ("ALL; DROP STREAM purchases DELETE TOPIC", False), ("CSAS_X_1 SKIP BAD RECORDS", False),
+    ("csas_x_1\n", False), ("", False),
+])
+def test_the_control_form_takes_a_query_id_and_nothing_else(airflow_db, query_id, accepted):
+    from airflow.sdk.definitions.param import ParamsDict
+    from airflow.sdk.exceptions import ParamValidationError
+    params = ParamsDict(dict(dag_bag(DAGS).get_dag("streamql_control").params))
+    params["query_id"] = query_id
+    if accepted:
+        assert params.validate()["query_id"] == query_id
+    else:
+        with pytest.raises(ParamValidationError):
+            params.validate()
+
+
 def test_deploy_creates_the_pipeline_and_checks_it_runs(mart, capfd):
     engine = mart
     run = run_dag("streamql_deploy", capfd, example=True)

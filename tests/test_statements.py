@@ -33,7 +33,7 @@ BAD_INPUT = [
     ("INSERT INTO valid (id) VALUES (1)", ValidationError, "VALID is written by query CSAS_VALID_1"),
     ("CREATE STREAM x AS SELECT id, cost * 2 FROM purchases", ValidationError, "give the expression 'cost * 2' a name"),
     ("DROP STREAM purchases", StateError, "queries CSAS_VALID_1 use it"),
-    ("CREATE STREAM ext (id INT) WITH (path='/tmp'); DROP STREAM ext DELETE TOPIC", ValidationError, "DELETE TOPIC deletes only topics under"),
+    ("CREATE STREAM ext (id INT) WITH (path='/tmp'); DROP STREAM ext DELETE TOPIC", ValidationError, "is outside the topics folder"),
     ("SET 'auto.offset.reset' = 'sometimes'", ValidationError, "must be one of earliest, latest"),
     ("CREATE STREAM a (id INT); CREATE STREAM b (id INT); INSERT INTO a VALUES (1); PAUSE ALL; "
      "CREATE STREAM c AS SELECT nope FROM a", ValidationError, "unknown column 'nope'"),
@@ -214,3 +214,31 @@ def test_unchanged_queries_keep_their_ids_versions_and_desired_state(engine):
     # without skip_unchanged a second CREATE is an error, as before
     with pytest.raises(ValidationError, match="already exists"):
         engine.execute(DEPLOY)
+
+
+def test_upgrade_and_replace_hand_the_engine_statements_not_rewritten_text(engine):
+    """A comment where the old regex expected a space made upgrade() a plain CREATE ("already
+    exists"); statements carry OR REPLACE as a field, so the text's spelling does not matter."""
+    engine.execute(SETUP)
+    upgraded = engine.upgrade("CREATE/* v2 */STREAM valid AS SELECT * FROM purchases WHERE cost > 1")
+    assert (upgraded.query_id, upgraded.version, upgraded.action) == ("CSAS_VALID_1", 2, "replaced")
+    rebuilt = engine.replace("CREATE/**/OR/**/REPLACE STREAM valid AS SELECT id, cost FROM purchases",
+                             start_from="earliest")
+    assert [r.query_id for r in rebuilt if r.action == "created"] == ["CSAS_VALID_2"]
+    assert [c["statement"] for c in engine.catalog.commands()][-4:-1] == [
+        "TERMINATE CSAS_VALID_1", "DROP STREAM VALID DELETE TOPIC", "SET 'auto.offset.reset' = 'earliest'"]
+
+
+@pytest.mark.parametrize("action, query_id, fragment", [
+    ("PAUSE", "ALL; DROP STREAM purchases DELETE TOPIC", "is not a plain SQL name"),
+    ("PAUSE", "CSAS_VALID_1 SKIP BAD RECORDS", "is not a plain SQL name"),
+    ("PAUSE", "x" * 129, "at most 128 characters"),
+    ("DROP", "CSAS_VALID_1", "is not one of PAUSE, RESUME, TERMINATE"),
+    ("PAUSE", 7, "must be a string"),
+])
+def test_control_takes_one_checked_query_id(engine, home, action, query_id, fragment):
+    engine.execute(SETUP)
+    before, files = dump(engine), topic_files(home)
+    with pytest.raises(ParseError, match=fragment):
+        engine.control(action, query_id)
+    assert dump(engine) == before and topic_files(home) == files

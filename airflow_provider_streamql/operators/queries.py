@@ -261,15 +261,15 @@ class QueryControlOperator(StreamQLOperator):
         super().__init__(**kwargs)
         self.query_id = query_id
 
-    def statement(self) -> str:
-        return f"{self.action} {self.query_id.strip()}"
-
     def apply(self, context: Context) -> Any:
-        if not (self.query_id or "").strip():
-            raise AirflowFailException(f"{type(self).__name__}: query_id is empty; give a query ID or ALL")
+        if not isinstance(self.query_id, str) or not self.query_id.strip():
+            raise AirflowFailException(f"{type(self).__name__}: query_id is {self.query_id!r}; "
+                                       f"give a query ID or ALL")
         engine = self.engine(context)
         with engine_errors():
-            result = engine.execute(self.statement())[0]
+            # one statement built from checked parts: a query_id is a name, never SQL text
+            result = engine.control(self.action, self.query_id.strip(),
+                                    skip_bad_records=getattr(self, "skip_bad_records", False))
         self.log.info("%s", result.message)
         ids = [q for q, _state in result.waits]
         push(context, query_id=self.query_id.strip().upper(), query_ids=ids)
@@ -300,9 +300,6 @@ class ResumeQueryOperator(QueryControlOperator):
     def __init__(self, *, skip_bad_records: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.skip_bad_records = skip_bad_records
-
-    def statement(self) -> str:
-        return super().statement() + (" SKIP BAD RECORDS" if self.skip_bad_records else "")
 
 
 class TerminateQueryOperator(QueryControlOperator):

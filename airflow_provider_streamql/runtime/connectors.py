@@ -18,6 +18,7 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from ..catalog import QueryInfo, SourceInfo
 from ..language.streaming import StreamingPlan
+from ..storage.layout import dead_letter_checkpoint
 from ..topics import FORMATS, changelog_entries, entry_files, is_data_name
 from . import kafka
 from .badrecords import CORRUPT, FILE, RecordGuard, checked, dead_letters, parse_options, schema_ddl
@@ -119,7 +120,7 @@ def start_dead_letter_query(spark: SparkSession, query: QueryInfo, plan: Streami
     for other in frames[1:]:
         df = df.unionByName(other)
     return (df.writeStream.queryName(f"{query.id}__dead_letters").foreachBatch(on_batch)
-            .option("checkpointLocation", f"{query.checkpoint}.dead_letters").start())
+            .option("checkpointLocation", dead_letter_checkpoint(query.checkpoint)).start())
 
 
 def sink_writer(df: DataFrame, query: QueryInfo, plan: StreamingPlan, sink: SourceInfo,

@@ -5,6 +5,8 @@ import os
 import shutil
 from dataclasses import dataclass
 
+from ..storage.layout import snapshot_path
+
 
 @dataclass
 class PendingUpgrade:
@@ -14,10 +16,6 @@ class PendingUpgrade:
     snapshot: str
     committed_before: int      # last committed batch id when the swap began
     deadline: float            # time.monotonic() by which it counts as ready without a batch
-
-
-def snapshot_path(checkpoint: str, version: int) -> str:
-    return f"{checkpoint}.snapshots/v{version:04d}"
 
 
 def take_snapshot(checkpoint: str, version: int) -> str:
