@@ -4,11 +4,16 @@ data, no secrets (no catalog URL, no paths outside the query's own)."""
 from __future__ import annotations
 
 import json
-import re
 from typing import TYPE_CHECKING, Any
 
+from sqlglot import exp
+
+from .catalog import QueryInfo
 from .conditions import unprocessed_files
+from .errors import StreamQLError
 from .introspection import query_rows
+from .language import parse
+from .language.statements import QueryControl
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -51,12 +56,29 @@ def query_details(engine: "Engine", query_id: str) -> dict[str, Any]:
             "outcome": v["outcome"], "created_at": v["created_at"], "started_at": v["started_at"],
             "ended_at": v["ended_at"], "error": v["error"],
             "findings": [f"{f['code']}: {f['message']}" for f in report["findings"]] if report else []})
-    named = re.compile(rf"\b({re.escape(query.id)}|{re.escape(query.sink)}|ALL)\b", re.IGNORECASE)
     commands = [{"statement": c["statement"], "issuer": c["issuer"], "issued_at": c["issued_at"]}
                 for c in engine.catalog.commands()
-                if c["pipeline"] == query.pipeline and named.search(c["statement"])]
+                if c["pipeline"] == query.pipeline and _concerns(c["statement"], query)]
     bad = [{"status": r.status, "batch_id": r.batch_id, "source": r.source, "position": r.position,
             "error": r.error, "raw": r.raw[:500], "recorded_at": r.recorded_at,
             "handled_by": r.handled_by} for r in engine.catalog.bad_records(query.id)]
     return {**row, "sources": query.sources, "sql": query.sql, "versions": versions,
             "commands": commands, "bad_records": bad, "on_error": query.properties.get("on_error")}
+
+
+def _concerns(logged: str, query: QueryInfo) -> bool:
+    """Whether a logged statement acted on ``query``: named it (or ALL), or defined, changed,
+    dropped or read its output. Read by parsing the statement, as the engine did."""
+    try:
+        statements = parse(logged)
+    except StreamQLError:
+        return False
+    for stmt in statements:
+        if isinstance(stmt, QueryControl) and stmt.query_id in (None, query.id):
+            return True
+        named = {getattr(stmt, "name", None), getattr(stmt, "target", None), getattr(stmt, "query_id", None)}
+        select = getattr(stmt, "select", None)
+        read = {t.name.upper() for t in select.find_all(exp.Table)} if select is not None else set()
+        if query.sink in named | read or query.id in named:
+            return True
+    return False

@@ -5,7 +5,7 @@ import os
 import pytest
 
 from airflow_provider_streamql.engine import Engine
-from airflow_provider_streamql.errors import ValidationError
+from airflow_provider_streamql.errors import StreamQLError, ValidationError
 from airflow_provider_streamql.storage import layout as layout_module
 from airflow_provider_streamql.storage.layout import Layout
 
@@ -137,3 +137,16 @@ def test_a_failed_script_undoes_its_file_effects(engine, home):
                        "CREATE STREAM bad AS SELECT nope FROM n")
     assert dump(engine) == before and topic_files(home) == files
     assert not os.path.exists(os.path.join(home, "topics", "N"))
+
+
+def test_a_file_effect_that_fails_rolls_the_whole_script_back(engine, home):
+    """Checks pass, then the disk says no (a file sits where the stream's folder goes): the
+    script is not committed, the command log does not list it, and earlier effects are undone."""
+    engine.execute(SETUP)
+    os.makedirs(os.path.join(home, "topics"), exist_ok=True)
+    open(os.path.join(home, "topics", "N"), "w").close()
+    before, files = dump(engine), topic_files(home)
+    with pytest.raises(StreamQLError) as info:
+        engine.execute("INSERT INTO purchases VALUES (1, 2.0); CREATE STREAM n (id INT); INSERT INTO n VALUES (1)")
+    assert "could not change" in str(info.value) and os.path.join(home, "topics", "N") in str(info.value)
+    assert dump(engine) == before and topic_files(home) == files
