@@ -23,6 +23,7 @@ from airflow_provider_streamql.catalog import Catalog
 from airflow_provider_streamql.checkpoints import last_committed_batch
 from airflow_provider_streamql.engine import Engine
 from airflow_provider_streamql.runtime import Runtime, build_session
+from airflow_provider_streamql.storage.layout import ALLOWED_PATHS_ENV
 
 POLL = 0.005
 
@@ -82,6 +83,8 @@ def handwritten(spark, src: str, out: str) -> float:
 
 
 def via_runtime(spark, src: str, home: str) -> float:
+    # the shared input lies outside this round's home: allow its folder, as an operator would
+    os.environ[ALLOWED_PATHS_ENV] = os.path.dirname(src)
     engine = Engine(f"sqlite:///{home}/catalog.db", home=home)
     engine.execute(f"CREATE STREAM s (id INT, user STRING, cost DOUBLE) WITH (path='{src}')")
     runtime = Runtime(Catalog(engine.catalog.url), "default", spark, interval=0.5)
