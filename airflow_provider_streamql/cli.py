@@ -34,6 +34,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (StreamQLError, CatalogError) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_FAILED
+    except OSError as e:
+        # an I/O failure (a home that cannot be made, a file effect after the catalog
+        # commit): the command failed; it is not an error in the statements
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_FAILED
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -143,10 +148,24 @@ class _Unreadable(Exception):
 
 
 def _read(path: str) -> str:
+    """The text of a statements file (``-``: stdin), which must be UTF-8; anything else is a
+    usage error naming the file (and, for bytes that are not UTF-8, the first of them)."""
     try:
-        return sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
+        if path == "-":
+            data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read()
+        else:
+            with open(path, "rb") as f:
+                data = f.read()
     except OSError as e:
-        print(f"error: cannot read {path!r}: {e.strerror}", file=sys.stderr)
+        print(f"error: cannot read {path!r}: {e.strerror or e}", file=sys.stderr)
+        raise _Unreadable(path) from None
+    if isinstance(data, str):
+        return data
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        print(f"error: cannot read {path!r}: not UTF-8 text (byte 0x{data[e.start]:02x} at "
+              f"offset {e.start})", file=sys.stderr)
         raise _Unreadable(path) from None
 
 
@@ -221,15 +240,18 @@ def _table(rows: list[dict[str, Any]], columns: list[str], as_json: bool) -> Non
 
 
 def _plan(args: argparse.Namespace) -> int:
-    deploy_plan = _engine(args).plan(_read(args.file))
+    script = _read(args.file)  # before the engine: an unreadable file opens no catalog
+    deploy_plan = _engine(args).plan(script)
     print(json.dumps(deploy_plan.to_dict()) if args.json else deploy_plan.render())
     return EXIT_FAILED if deploy_plan.of("rejected") or deploy_plan.of("replacing required") else EXIT_OK
 
 
 def _apply(args: argparse.Namespace) -> int:
-    engine = _engine(args, issuer=args.issuer)
+    # every file is read before the engine opens the catalog: an unreadable one changes nothing
+    script = _read(args.file)
     teardown = _read(args.teardown) if args.teardown else None
-    deploy_plan, results = engine.apply(_read(args.file), teardown=teardown)
+    engine = _engine(args, issuer=args.issuer)
+    deploy_plan, results = engine.apply(script, teardown=teardown)
     if args.json:
         print(json.dumps({"plan": deploy_plan.to_dict(), "results": [r.to_dict() for r in results]}, default=str))
     else:

@@ -10,9 +10,14 @@ key wins.
 from __future__ import annotations
 
 import csv
+import datetime
+import decimal
+import functools
 import io
 import json
+import math
 import os
+import re
 import time
 import uuid
 from typing import Any, Iterable
@@ -122,33 +127,151 @@ def read_table(path: str, fmt: str, columns: list[Column], keys: list[str]) -> l
     return list(latest.values())
 
 
-def coerce(value: Any, column: Column) -> Any:
-    """A literal as a value of the column's type; ValidationError naming both if it is not."""
+#: the whole-number types: (smallest, largest) value, two's complement as Spark holds them
+INT_RANGES = {"TINYINT": (-2**7, 2**7 - 1), "SMALLINT": (-2**15, 2**15 - 1),
+              "INT": (-2**31, 2**31 - 1), "BIGINT": (-2**63, 2**63 - 1)}
+#: largest finite value of each floating type (FLOAT is 32-bit: larger values read as Infinity)
+FLOAT_MAX = {"FLOAT": 3.4028234663852886e38, "DOUBLE": 1.7976931348623157e308}
+#: DECIMAL(p, s); a bare DECIMAL is Spark's DECIMAL(10, 0)
+DECIMAL_TYPE = re.compile(r"DECIMAL(?:\s*\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\))?")
+DATE_TEXT = re.compile(r"(\d{4})-(\d{2})-(\d{2})")
+#: what Spark's JSON and CSV readers take as a TIMESTAMP without a timestampFormat: ISO 8601
+#: dates, date-times with a space or 'T', an optional fraction and an optional Z or offset
+TIMESTAMP_TEXT = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?:[ T](\d{2}):(\d{2}):(\d{2})(?:\.\d{1,9})?"
+                            r"(?:Z|[+-](\d{2})(?::?(\d{2}))?)?)?")
+TIMESTAMP_EXPECTED = "yyyy-MM-dd HH:mm:ss[.SSS]"
+
+
+class SparkPattern:
+    """A Spark datetime pattern (``timestamp_format``) as a check of a value's text: its
+    shape as a regular expression, then ``strptime`` for real dates and times."""
+
+    #: pattern letters -> (strptime directive, the text they match)
+    LETTERS = {"yyyy": ("%Y", r"\d{4}"), "MM": ("%m", r"\d{2}"), "dd": ("%d", r"\d{2}"),
+               "HH": ("%H", r"\d{2}"), "mm": ("%M", r"\d{2}"), "ss": ("%S", r"\d{2}"),
+               "SSS": ("%f", r"\d{3}")}
+    #: a run of one pattern letter, a quoted literal ('T', '' for a quote), or one other character
+    PART = re.compile(r"([A-Za-z])\1*|'(?:[^']|'')*'|.", re.S)
+
+    def __init__(self, pattern: str):
+        self.pattern = pattern
+        shape, directives = [], []
+        for part in self.PART.finditer(pattern):
+            text = part.group()
+            if text[0].isalpha():
+                if text not in self.LETTERS:
+                    raise ValidationError(
+                        f"cannot check values against timestamp_format {pattern!r}: pattern "
+                        f"letters {text!r} are not supported (supported: {', '.join(self.LETTERS)})")
+                directive, matches = self.LETTERS[text]
+                directives.append(directive)
+                shape.append(matches)
+            else:
+                literal = text[1:-1].replace("''", "'") if text.startswith("'") and len(text) > 1 else text
+                directives.append(literal.replace("%", "%%"))
+                shape.append(re.escape(literal))
+        self.shape = re.compile("".join(shape))
+        self.strptime = "".join(directives)
+
+    def matches(self, value: str) -> bool:
+        if self.shape.fullmatch(value) is None:
+            return False
+        try:
+            datetime.datetime.strptime(value, self.strptime)
+        except ValueError:
+            return False
+        return True
+
+
+@functools.lru_cache(maxsize=64)
+def spark_pattern(pattern: str) -> SparkPattern:
+    return SparkPattern(pattern)
+
+
+def coerce(value: Any, column: Column, *, timestamp_format: str | None = None) -> Any:
+    """A literal as a value of the column's type; ValidationError naming both if it is not.
+
+    Numbers must fit the type's range (DECIMAL: its precision); DATE values must be real
+    dates written ``yyyy-MM-dd``, TIMESTAMP values real timestamps in a form Spark's readers
+    take (ISO 8601, or ``timestamp_format`` when the source declares one). Dates and
+    timestamps are stored as given: Spark reads them.
+    """
     if value is None:
         return None
     t = column.type.upper()
-    bad = ValidationError(f"value {value!r} does not fit column {column.name!r} of type {column.type}")
-    if t in INT_TYPES:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
-            raise bad
+
+    def bad(expected: str | None = None) -> ValidationError:
+        shown = value if not isinstance(value, str) or len(value) <= 80 else value[:77] + "..."
+        return ValidationError(f"value {shown!r} does not fit column {column.name!r} of type "
+                               f"{column.type}" + (f" (expected {expected})" if expected else ""))
+
+    is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if t in INT_RANGES:
+        low, high = INT_RANGES[t]
+        expected = f"a whole number from {low} to {high}"
+        if not is_number or (isinstance(value, float) and not value.is_integer()):
+            raise bad(expected)
+        if not low <= value <= high:
+            raise bad(expected)
         return int(value)
-    if t in FLOAT_TYPES or t.startswith("DECIMAL"):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise bad
+    if t in FLOAT_TYPES:
+        if not is_number or not math.isfinite(value) or abs(value) > FLOAT_MAX[t]:
+            raise bad(f"a finite number of at most {FLOAT_MAX[t]:g} in magnitude")
+        return float(value)
+    if t.startswith("DECIMAL"):
+        shape = DECIMAL_TYPE.fullmatch(t)
+        precision = int(shape.group(1)) if shape and shape.group(1) else 10
+        scale = int(shape.group(2)) if shape and shape.group(2) else 0
+        expected = f"a number with at most {precision - scale} digits before the point"
+        if not is_number or not math.isfinite(value):
+            raise bad(expected)
+        whole = decimal.Decimal(repr(value) if isinstance(value, float) else value)
+        if abs(whole) >= decimal.Decimal(10) ** (precision - scale):
+            raise bad(expected)
         return float(value)
     if t == "BOOLEAN":
         if not isinstance(value, bool):
-            raise bad
+            raise bad("TRUE or FALSE")
         return value
     if t == "STRING" or t.startswith(("VARCHAR", "CHAR")):
         if not isinstance(value, str):
-            raise bad
+            raise bad("a string")
         return value
-    if t in ("DATE", "TIMESTAMP", "TIMESTAMP_NTZ"):
-        if not isinstance(value, str):
-            raise bad
+    if t == "DATE":
+        if not isinstance(value, str) or not _real_date(DATE_TEXT.fullmatch(value)):
+            raise bad("yyyy-MM-dd")
+        return value
+    if t in ("TIMESTAMP", "TIMESTAMP_NTZ"):
+        if timestamp_format:
+            pattern = spark_pattern(timestamp_format)
+            if not isinstance(value, str) or not pattern.matches(value):
+                raise bad(timestamp_format)
+            return value
+        if not isinstance(value, str) or not _real_timestamp(TIMESTAMP_TEXT.fullmatch(value)):
+            raise bad(TIMESTAMP_EXPECTED)
         return value
     raise ValidationError(f"INSERT VALUES does not support column {column.name!r} of type {column.type}")
+
+
+def _real_date(match: re.Match | None) -> bool:
+    """The year, month and day of ``match`` make a date of the calendar."""
+    if match is None:
+        return False
+    try:
+        datetime.date(*(int(g) for g in match.groups()[:3]))
+    except ValueError:
+        return False
+    return True
+
+
+def _real_timestamp(match: re.Match | None) -> bool:
+    """A real date; a time of day (no 24:00, no leap seconds); an offset within +-18:00
+    (the widest Java's ZoneOffset takes)."""
+    if not _real_date(match):
+        return False
+    hour, minute, second, off_hours, off_minutes = (int(g) if g else 0 for g in match.groups()[3:])
+    return (hour < 24 and minute < 60 and second < 60 and off_minutes < 60
+            and off_hours * 60 + off_minutes <= 18 * 60)
 
 
 def append(path: str, fmt: str, columns: list[Column], rows: Iterable[dict[str, Any]],

@@ -58,6 +58,15 @@ ERRORS = [
     ("PAUSE q1 now", "unexpected text after the statement", 1, 10),
     ("RESUME q1 SKIP RECORDS", "expected BAD", 1, 16),
     ("PAUSE q1 SKIP BAD RECORDS", "unexpected text after the statement", 1, 10),
+    ("PAUSE " + "q" * 129, "a name has at most 128 characters; this one has 129", 1, 7),
+    ("CREATE STREAM `s\n` (id INT)", "'s\\n' is not a plain SQL name", 2, 1),
+    ("INSERT INTO s (a, b, A) VALUES (1, 2, 3)", "column 'A' is listed twice", 1, 22),
+    ("SELECT 1e999 FROM s", "number '1e999' is out of range of a DOUBLE", 1, 8),
+    ("INSERT INTO s VALUES (1e)", "number '1e' is not a number", 1, 23),
+    ("SELECT " + "(" * 33 + "1" + ")" * 33 + " FROM s", "more than 32 levels of parentheses", 1, 40),
+    ("CREATE TABLE v AS SELECT k, COUNT(*) FROM s WINDOW TUMBLING (SIZE 1e308 DAYS) GROUP BY k",
+     "window SIZE 1e+308 DAYS is out of range", 1, 67),
+    ("CREATE STREAM s (id INT) WITH (path='\x00')", "the text holds a NUL character", 1, 38),
 ]
 
 

@@ -5,6 +5,7 @@ sqlglot's token stream; every SELECT body is handed to sqlglot's Spark parser wh
 """
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, Callable
 
@@ -16,19 +17,34 @@ from sqlglot.tokens import Token, TokenType
 
 from ..errors import ParseError
 from .dialect import DIALECT
+from .names import name_problem
 from .statements import (
     AlterSource, Column, CreateAsSelect, CreateSource, Describe, DropSource, Explain,
     InsertSelect, InsertValues, PullQuery, QueryControl, SetProperty, Show, Statement, Within,
     WindowSpec,
 )
 
-PLAIN_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 NAME_TOKENS = {TokenType.VAR, TokenType.IDENTIFIER}
 EMIT_MODES = ("CHANGES", "FINAL")
 WINDOW_KINDS = ("TUMBLING", "HOPPING", "SESSION")
 TIME_UNITS = {"MILLISECOND": 0.001, "SECOND": 1, "MINUTE": 60, "HOUR": 3600, "DAY": 86400}
 SHOW_TARGETS = ("STREAMS", "TABLES", "QUERIES")
 SOURCE_KINDS = ("STREAM", "TABLE")
+#: deepest nesting of brackets in a statement: sqlglot parses each level with ~20 Python
+#: frames, so much deeper text would exhaust the interpreter's stack (RecursionError)
+MAX_NESTING = 32
+#: opening and closing brackets, counted on the token stream
+OPENERS = {TokenType.L_PAREN: TokenType.R_PAREN, TokenType.L_BRACKET: TokenType.R_BRACKET,
+           TokenType.L_BRACE: TokenType.R_BRACE}
+CLOSERS = set(OPENERS.values())
+#: most digits of an integer literal: Spark's widest exact number is DECIMAL(38)
+MAX_DIGITS = 38
+#: characters no statement may hold: PostgreSQL cannot store NUL in text (the command log
+#: keeps every statement's text), and NUL cuts paths short in the operating system
+FORBIDDEN_CHARACTERS = {"\x00": "a NUL character"}
+#: forbidden characters, and lone surrogates (how Python decodes command-line bytes that
+#: are not UTF-8): text no catalog can store
+UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 def parse(script: str) -> list[Statement]:
@@ -36,21 +52,102 @@ def parse(script: str) -> list[Statement]:
 
     Raises :class:`ParseError` with the line and column of the first offending token.
     """
+    check_text(script)
     try:
         tokens = DIALECT.tokenize(script)
     except TokenError as e:
         raise ParseError(f"cannot read the text: {e}", line=1, col=1) from None
+    except RecursionError:
+        raise ParseError("the text is too deeply nested or too long to read", line=1, col=1) from None
+    check_tokens(script, tokens)
     statements, current = [], []
     for token in tokens:
         if token.token_type == TokenType.SEMICOLON:
             if current:
-                statements.append(_StatementParser(script, current).parse())
+                statements.append(_parse_statement(script, current))
             current = []
         else:
             current.append(token)
     if current:
-        statements.append(_StatementParser(script, current).parse())
+        statements.append(_parse_statement(script, current))
     return statements
+
+
+def _parse_statement(script: str, tokens: list[Token]) -> Statement:
+    """One statement; a RecursionError that still escapes sqlglot (a huge expression the
+    nesting check cannot see, such as a long chain of NOTs) is an error in the text."""
+    try:
+        return _StatementParser(script, tokens).parse()
+    except RecursionError:
+        first = tokens[0]
+        raise ParseError("statement too deeply nested or too long", line=first.line,
+                         col=start_col(first), text=script[first.start:first.end + 1]) from None
+
+
+def check_text(script: str) -> None:
+    """Characters no statement may hold, and text that is not Unicode (lone surrogates,
+    as Python decodes undecodable command-line bytes)."""
+    if not isinstance(script, str):
+        raise ParseError(f"statements must be text, not {type(script).__name__}", line=1, col=1)
+    found = UNSTORABLE.search(script)
+    if found:
+        k, ch = found.start(), found.group()
+        line = script.count("\n", 0, k) + 1
+        col = k - (script.rfind("\n", 0, k) + 1) + 1
+        what = FORBIDDEN_CHARACTERS.get(ch) or f"a character that is not Unicode text ({ch!r})"
+        raise ParseError(f"the text holds {what}", line=line, col=col)
+
+
+def check_tokens(script: str, tokens: list[Token]) -> None:
+    """Lexical limits checked before any statement is parsed: nesting at most
+    :data:`MAX_NESTING` deep, and numbers Spark can hold (finite, at most :data:`MAX_DIGITS`
+    digits when whole)."""
+    depth = 0
+    for token in tokens:
+        if token.token_type in OPENERS:
+            depth += 1
+            if depth > MAX_NESTING:
+                raise ParseError(f"statement too deeply nested: more than {MAX_NESTING} levels of "
+                                 f"parentheses", line=token.line, col=start_col(token),
+                                 text=_line(script, token))
+        elif token.token_type in CLOSERS:
+            depth = max(0, depth - 1)
+        elif token.token_type == TokenType.SEMICOLON:
+            depth = 0
+        elif token.token_type == TokenType.NUMBER:
+            number(token, script)
+
+
+def number(token: Token, script: str) -> int | float:
+    """The value of a NUMBER token; ParseError for what no Spark number can hold."""
+    text = token.text
+    problem = None
+    if not any(c in text for c in ".eE"):
+        if len(text.lstrip("0")) > MAX_DIGITS:
+            problem = f"more than {MAX_DIGITS} digits"
+        elif text.isascii() and text.isdigit():
+            return int(text)
+        else:
+            problem = "not a number"
+    else:
+        try:
+            value = float(text)
+        except ValueError:
+            value, problem = None, "not a number"
+        if value is not None and not math.isfinite(value):
+            problem = "out of range of a DOUBLE"
+        elif value == 0 and any(c in "123456789" for c in re.split("[eE]", text)[0]):
+            problem = "too small for a DOUBLE (it would read as 0)"
+        if problem is None:
+            return value
+    shown = text if len(text) <= 40 else text[:37] + "..."
+    raise ParseError(f"number {shown!r} is {problem}", line=token.line, col=start_col(token),
+                     text=_line(script, token))
+
+
+def _line(script: str, token: Token) -> str:
+    lines = script.splitlines() or [""]
+    return lines[min(token.line, len(lines)) - 1].strip()[:120]
 
 
 def parse_one(text: str) -> Statement:
@@ -109,8 +206,7 @@ class _StatementParser:
                          col=start_col(token), text=self.line_of(token))
 
     def line_of(self, token: Token) -> str:
-        lines = self.script.splitlines() or [""]
-        return lines[min(token.line, len(lines)) - 1].strip()
+        return _line(self.script, token)
 
     @property
     def text(self) -> str:
@@ -122,13 +218,16 @@ class _StatementParser:
         if token is None or not (token.token_type in NAME_TOKENS or token.text.isidentifier()):
             self.fail(f"expected {what}")
         nxt = self.peek(1)
-        if not PLAIN_NAME.match(token.text) or (nxt is not None and nxt.token_type == TokenType.DOT):
+        problem = name_problem(token.text)
+        if problem or (nxt is not None and nxt.token_type == TokenType.DOT):
             bad = token.text
             j = self.i + 1
             while j < len(self.tokens) and self.tokens[j].token_type in (TokenType.DOT, TokenType.SLASH, *NAME_TOKENS):
                 bad += self.tokens[j].text
                 j += 1
-            raise ParseError(f"{bad!r} is not a plain SQL name (letters, digits and _ only)",
+            shown = bad if len(bad) <= 60 else bad[:57] + "..."
+            raise ParseError(f"{shown!r} is not a plain SQL name: "
+                             f"{problem or name_problem(bad) or 'a name is not qualified'}",
                              line=token.line, col=start_col(token), text=self.line_of(token))
         self.i += 1
         return token.text
@@ -259,7 +358,7 @@ class _StatementParser:
         if token is not None and token.token_type == TokenType.STRING and sign == 1:
             return token.text
         if token is not None and token.token_type == TokenType.NUMBER:
-            return sign * (float(token.text) if any(c in token.text for c in ".eE") else int(token.text))
+            return sign * number(token, self.script)
         if token is not None and token.text.upper() in ("TRUE", "FALSE") and sign == 1:
             return token.text.upper() == "TRUE"
         self.i -= 1
@@ -371,6 +470,9 @@ class _StatementParser:
         if not isinstance(value, (int, float)) or isinstance(value, bool) or seconds is None:
             self.fail(f"expected a duration for {what}, such as 10 SECONDS or 1 MINUTE", unit_token or start)
         self.i += 1
+        if not math.isfinite(value * seconds):
+            raise ParseError(f"{what} {value} {unit} is out of range", line=start.line,
+                             col=start_col(start), text=self.line_of(start))
         if value < 0 or (value == 0 and not allow_zero):
             raise ParseError(f"{what} must be {'zero or ' if allow_zero else ''}positive, got "
                              f"{value} {unit}", line=start.line, col=start_col(start),
@@ -401,7 +503,12 @@ class _StatementParser:
         if self.accept_type(TokenType.L_PAREN):
             columns = [self.name("a column name")]
             while self.accept_type(TokenType.COMMA):
-                columns.append(self.name("a column name"))
+                token = self.peek()
+                column = self.name("a column name")
+                if column.lower() in (c.lower() for c in columns):
+                    raise ParseError(f"column {column!r} is listed twice in the column list",
+                                     line=token.line, col=start_col(token), text=self.line_of(token))
+                columns.append(column)
             self.expect_type(TokenType.R_PAREN, ")")
         self.expect("VALUES")
         self.expect_type(TokenType.L_PAREN, "(")

@@ -1,0 +1,160 @@
+"""Findings of the security review, one line each: what the CLI was given -> its exit code and
+a fragment of its error. Each runs through the real CLI entry point in-process, on SQLite and
+on PostgreSQL, and asserts a clear message, no traceback, and that nothing was written."""
+import hashlib
+import os
+
+import pytest
+from sqlalchemy import select
+
+from airflow_provider_streamql import topics
+from airflow_provider_streamql.catalog import schema
+from airflow_provider_streamql.cli import EXIT_USAGE, main
+from airflow_provider_streamql.errors import ValidationError
+from airflow_provider_streamql.language.statements import Column
+
+SETUP = """
+CREATE STREAM purchases (id INT KEY, user STRING, cost DOUBLE, ts TIMESTAMP, day DATE);
+CREATE STREAM clicks (id INT, ts TIMESTAMP) WITH (timestamp='ts', timestamp_format='yyyy-MM-dd HH:mm:ss');
+CREATE TABLE prices (sku STRING PRIMARY KEY, price DECIMAL(6, 2));
+CREATE STREAM valid AS SELECT * FROM purchases WHERE cost > 0;
+INSERT INTO purchases VALUES (1, 'ann', 5.0, '2024-01-01 00:00:00', '2024-01-01');
+"""
+NOT_UTF8 = b"SHOW STREAMS;\n-- caf\xe9\n"  # Latin-1 text: byte 0xe9 at offset 20
+
+# (finding, CLI arguments: FILE is a file holding NOT_UTF8) -> (exit code, fragment of stderr)
+FINDINGS = [
+    # tracebacks instead of errors
+    ("200 nested parentheses", ["SELECT " + "(" * 200 + "id" + ")" * 200 + " FROM purchases"],
+     EXIT_USAGE, "line 1, column 40: statement too deeply nested: more than 32 levels"),
+    ("a chain of 3,000 NOTs (RecursionError inside sqlglot)", ["SELECT " + "NOT " * 3000 + "id FROM purchases"],
+     EXIT_USAGE, "statement too deeply nested or too long"),
+    ("exec -f FILE that is not UTF-8", ["-f", "FILE"], EXIT_USAGE,
+     "cannot read 'FILE': not UTF-8 text (byte 0xe9 at offset 20)"),
+    ("plan FILE that is not UTF-8", ["plan", "FILE"], EXIT_USAGE, "not UTF-8 text (byte 0xe9 at offset 20)"),
+    ("apply FILE that is not UTF-8", ["apply", "FILE"], EXIT_USAGE, "not UTF-8 text (byte 0xe9 at offset 20)"),
+    ("apply --teardown FILE that is not UTF-8", ["apply", "EMPTY", "--teardown", "FILE"], EXIT_USAGE,
+     "not UTF-8 text (byte 0xe9 at offset 20)"),
+    ("INSERT VALUES (1e999, ...): OverflowError", ["INSERT INTO purchases (id, cost) VALUES (1e999, 1.0)"],
+     EXIT_USAGE, "line 1, column 42: number '1e999' is out of range of a DOUBLE"),
+    # silently accepted
+    ("'not a timestamp' into a TIMESTAMP", ["INSERT INTO purchases (id, ts) VALUES (2, 'not a timestamp')"],
+     EXIT_USAGE, "value 'not a timestamp' does not fit column 'ts' of type TIMESTAMP (expected "
+                 "yyyy-MM-dd HH:mm:ss[.SSS])"),
+    ("99999999999999999999 into an INT", ["INSERT INTO purchases (id) VALUES (99999999999999999999)"],
+     EXIT_USAGE, "value 99999999999999999999 does not fit column 'id' of type INT (expected a whole "
+                 "number from -2147483648 to 2147483647)"),
+    ("(a, a) as an INSERT column list", ["INSERT INTO purchases (id, user, ID) VALUES (1, 'a', 2)"],
+     EXIT_USAGE, "line 1, column 34: column 'ID' is listed twice"),
+    ("an identifier with a trailing newline", ["CREATE STREAM `ab\n` (id INT)"],
+     EXIT_USAGE, "'ab\\n' is not a plain SQL name"),
+    ("a name longer than 128 characters", [f"CREATE STREAM {'n' * 129} (id INT)"],
+     EXIT_USAGE, "a name has at most 128 characters; this one has 129"),
+    # the same roots, one step further
+    ("a column name longer than 128 characters", [f"INSERT INTO purchases ({'c' * 200}) VALUES (1)"],
+     EXIT_USAGE, "a name has at most 128 characters; this one has 200"),
+    ("a timestamp not in the source's timestamp_format", ["INSERT INTO clicks VALUES (1, '2024-01-01T00:00:00')"],
+     EXIT_USAGE, "value '2024-01-01T00:00:00' does not fit column 'ts' of type TIMESTAMP (expected "
+                 "yyyy-MM-dd HH:mm:ss)"),
+    ("a date that is not in the calendar", ["INSERT INTO purchases (id, day) VALUES (2, '2023-02-29')"],
+     EXIT_USAGE, "value '2023-02-29' does not fit column 'day' of type DATE (expected yyyy-MM-dd)"),
+    ("a number wider than its DECIMAL", ["INSERT INTO prices VALUES ('a', 10000)"],
+     EXIT_USAGE, "value 10000 does not fit column 'price' of type DECIMAL(6, 2)"),
+    ("a 39-digit number", ["SELECT id FROM purchases WHERE id = " + "9" * 39],
+     EXIT_USAGE, "is more than 38 digits"),
+    ("a NUL byte (PostgreSQL cannot store it)", ["CREATE STREAM n (id INT) WITH (path='a\x00b')"],
+     EXIT_USAGE, "line 1, column 39: the text holds a NUL character"),
+]
+
+
+def catalog_dump(url: str) -> dict:
+    """Every row of every catalog table: 'nothing written' means this did not change."""
+    from airflow_provider_streamql.catalog import Catalog
+    catalog = Catalog(url)
+    try:
+        with catalog.engine.connect() as conn:
+            return {t.name: sorted(map(repr, conn.execute(select(t)))) for t in schema.metadata.sorted_tables}
+    finally:
+        catalog.close()
+
+
+def home_listing(home: str) -> list:
+    """Every file and folder under ``home``, with the size and hash of each file."""
+    listing = []
+    for folder, dirs, files in os.walk(home):
+        listing += [(os.path.join(folder, d), "dir") for d in dirs]
+        for name in files:
+            path = os.path.join(folder, name)
+            with open(path, "rb") as f:
+                listing.append((path, os.path.getsize(path), hashlib.sha256(f.read()).hexdigest()))
+    return sorted(listing, key=repr)
+
+
+def run_cli(capsys, args: list[str]) -> tuple[int, str, str]:
+    """``streamql ...`` in-process: (exit code, stdout, stderr); a traceback fails the test."""
+    capsys.readouterr()
+    code = main(args)
+    out, err = capsys.readouterr()
+    assert isinstance(code, int), f"main returned {code!r}"
+    assert "Traceback" not in err + out
+    return code, out, err
+
+
+@pytest.mark.parametrize("finding, args, code, fragment", FINDINGS, ids=[f[0] for f in FINDINGS])
+def test_finding_is_a_clear_error_and_writes_nothing(engine, home, tmp_path, capsys, finding, args, code, fragment):
+    engine.execute(SETUP)
+    (tmp_path / "bad.sql").write_bytes(NOT_UTF8)
+    (tmp_path / "empty.sql").write_text("")
+    files = {"FILE": str(tmp_path / "bad.sql"), "EMPTY": str(tmp_path / "empty.sql")}
+    args = [files.get(a, a) for a in args]
+    command = args[0] if args[0] in ("plan", "apply") else "exec"
+    args = args[1:] if command != "exec" else args
+    before, listing = catalog_dump(engine.catalog.url), home_listing(home)
+
+    exit_code, _out, err = run_cli(capsys, [command, "--home", home, "--catalog", engine.catalog.url, *args])
+
+    assert exit_code == code, err
+    assert err.startswith("error: ")
+    assert fragment.replace("'FILE'", repr(files["FILE"])) in err
+    assert catalog_dump(engine.catalog.url) == before
+    assert home_listing(home) == listing
+
+
+# (value, column type, timestamp_format) -> the stored value, or a fragment of the error
+COERCIONS = [
+    (127, "TINYINT", None, 127), (-128, "TINYINT", None, -128), (128, "TINYINT", None, "from -128 to 127"),
+    (-32769, "SMALLINT", None, "from -32768 to 32767"), (2**31, "INT", None, "to 2147483647"),
+    (-2**63, "BIGINT", None, -2**63), (2**63, "BIGINT", None, "to 9223372036854775807"),
+    (3.0, "INT", None, 3), (3.5, "INT", None, "a whole number"), (True, "INT", None, "a whole number"),
+    (1e300, "DOUBLE", None, 1e300), (1e39, "FLOAT", None, "finite number"), (float("inf"), "DOUBLE", None, "finite"),
+    (float("nan"), "DOUBLE", None, "finite"), (9999.99, "DECIMAL(6, 2)", None, 9999.99),
+    (-10000, "DECIMAL(6, 2)", None, "at most 4 digits before the point"),
+    (1e10, "DECIMAL", None, "at most 10 digits"), (float("inf"), "DECIMAL(38, 0)", None, "at most 38 digits"),
+    ("2024-02-29", "DATE", None, "2024-02-29"), ("2024-2-29", "DATE", None, "expected yyyy-MM-dd"),
+    ("2024-13-01", "DATE", None, "expected yyyy-MM-dd"), (20240101, "DATE", None, "expected yyyy-MM-dd"),
+    ("2024-01-01", "TIMESTAMP", None, "2024-01-01"),
+    ("2024-01-01 23:59:59", "TIMESTAMP", None, "2024-01-01 23:59:59"),
+    ("2024-01-01T23:59:59.123456Z", "TIMESTAMP", None, "2024-01-01T23:59:59.123456Z"),
+    ("2024-01-01T00:00:00+05:30", "TIMESTAMP", None, "2024-01-01T00:00:00+05:30"),
+    ("2024-01-01 24:00:00", "TIMESTAMP", None, "expected yyyy-MM-dd HH:mm:ss[.SSS]"),
+    ("2024-01-01 00:00:00+19:00", "TIMESTAMP", None, "expected yyyy-MM-dd HH:mm:ss[.SSS]"),
+    ("2024-01-01 00:00:00\n", "TIMESTAMP", None, "expected yyyy-MM-dd HH:mm:ss[.SSS]"),
+    ("01/02/2024 10:11", "TIMESTAMP", "dd/MM/yyyy HH:mm", "01/02/2024 10:11"),
+    ("31/02/2024 10:11", "TIMESTAMP", "dd/MM/yyyy HH:mm", "expected dd/MM/yyyy HH:mm"),
+    ("2024-01-01T10:11:12.123", "TIMESTAMP", "yyyy-MM-dd'T'HH:mm:ss.SSS", "2024-01-01T10:11:12.123"),
+    ("2024-01-01T10:11:12.12", "TIMESTAMP", "yyyy-MM-dd'T'HH:mm:ss.SSS", "expected yyyy-MM-dd'T'HH:mm:ss.SSS"),
+    ("2024-01-01 10:11:12", "TIMESTAMP", "yyyy-MM-dd hh:mm:ss a", "pattern letters 'hh' are not supported"),
+    ("x", "BOOLEAN", None, "expected TRUE or FALSE"), (1, "STRING", None, "expected a string"),
+]
+
+
+@pytest.mark.parametrize("value, type_, timestamp_format, expected", COERCIONS)
+def test_coerce_checks_ranges_and_formats(value, type_, timestamp_format, expected):
+    column = Column("c", type_)
+    if isinstance(expected, str) and (not isinstance(value, str) or value != expected):
+        with pytest.raises(ValidationError) as info:
+            topics.coerce(value, column, timestamp_format=timestamp_format)
+        assert expected in info.value.message
+        assert "'c'" in info.value.message or "pattern letters" in info.value.message
+    else:
+        assert topics.coerce(value, column, timestamp_format=timestamp_format) == expected
