@@ -64,7 +64,9 @@ class Engine:
         objects (from :func:`~.language.parse`, or built with ``QueryControl.of`` and the
         like), never SQL text assembled from their inputs. If any statement is wrong, the
         error names it and nothing is applied. Statements that write files (INSERT VALUES,
-        DROP ... DELETE TOPIC) do so after the commit; pull queries read after it. With
+        DROP ... DELETE TOPIC) and pull queries do so inside the transaction, under the
+        catalog's write lock, once every statement has been checked; if one fails, the
+        transaction is rolled back and the file effects before it undone. With
         ``skip_unchanged``, a CREATE, ALTER or INSERT INTO ... SELECT whose object already
         exists exactly as defined changes nothing (its result's ``action`` is
         ``"unchanged"``): applying a script twice is applying it once.

@@ -60,10 +60,10 @@ FileEffect = Callable[[], Callable[[], None] | None]
 
 @dataclass
 class Step:
-    """A planned statement, in three phases: its catalog rows, then its file effects (still
-    inside the transaction, under the catalog's write lock, after every check passed; each
-    returns its undo in case the transaction fails), then work after the commit (reads,
-    deleting what was moved aside)."""
+    """A planned statement, in three phases: its catalog rows, then its file effects and
+    reads (still inside the transaction, under the catalog's write lock, after every check
+    passed; an effect returns its undo in case the transaction fails), then work after the
+    commit (deleting what was moved aside)."""
 
     result: Result
     write: Callable[[Connection], None] | None = None
@@ -457,10 +457,14 @@ class Planner:
             raise self._error(f"pull queries read file topics; {', '.join(on_kafka)} is read by "
                               f"persistent queries only", stmt)
 
-        def after(result: Result) -> None:
+        result = Result(stmt.text)
+
+        def read() -> None:
+            # inside the transaction, after the script's own records are written: a pull
+            # query that fails fails the script, and nothing of it is applied
             from .pull import run_pull_query
             result.columns, result.rows = run_pull_query(stmt.select, sources, analysis)
-        return Step(Result(stmt.text), after_commit=after)
+        return Step(result, files=read)
 
     # -- session and introspection --------------------------------------------------
     def _SetProperty(self, stmt: st.SetProperty) -> Step:
