@@ -29,33 +29,58 @@ CREATE STREAM valid AS SELECT * FROM purchases WHERE cost > 0;
 CREATE TABLE stats AS SELECT user, COUNT(*) AS n FROM valid GROUP BY user;
 """
 VALID, STATS = "CSAS_VALID_1", "CTAS_STATS_2"
+JWT_SECRET = "test-jwt-secret"  # the server's [api_auth] jwt_secret: CSRF tokens are signed with it
+ONE_DAG = "etl_orders"  # the one DAG user one_dag may edit
+
+# The simple auth manager grants by role only; real deployments (FAB, Keycloak) also grant
+# per DAG, and may let a user log in with no DAG rights at all. This auth manager, loaded by
+# the API server from [core] auth_manager, adds both, as data: outsider may read no DAG,
+# one_dag may read every DAG and edit only etl_orders.
+AUTH_MANAGER = f'''
+from airflow.api_fastapi.auth.managers.simple.simple_auth_manager import SimpleAuthManager
+
+
+class PerDagAuthManager(SimpleAuthManager):
+    def is_authorized_dag(self, *, method, user, access_entity=None, details=None):
+        if user.get_name() == "outsider":
+            return False
+        if user.get_name() == "one_dag" and method != "GET":
+            return details is not None and details.id == {ONE_DAG!r}
+        return super().is_authorized_dag(method=method, user=user, access_entity=access_entity,
+                                         details=details)
+'''
 
 
 @pytest.fixture(scope="module")
 def ui(tmp_path_factory, postgres_server):
-    """The API server on 127.0.0.1 with users admin (admin role) and viewer (viewer role),
-    its streamql_default connection on a fresh PostgreSQL catalog with a password."""
+    """The API server on 127.0.0.1 (its [api] base_url) with users admin (admin role),
+    viewer (viewer role), outsider (no DAG rights) and one_dag (edits one DAG), its
+    streamql_default connection on a fresh PostgreSQL catalog with a password."""
     root = tmp_path_factory.mktemp("ui")
     home = str(root / "streamql")
     catalog = _new_pg_database(postgres_server).replace("streamql@", f"streamql:{PASSWORD}@")
     airflow_home = root / "airflow"
     airflow_home.mkdir()
-    (airflow_home / "passwords.json").write_text(json.dumps({"admin": "admin-pw", "viewer": "viewer-pw"}))
+    (airflow_home / "passwords.json").write_text(json.dumps({user: f"{user}-pw" for user in USERS}))
+    (root / "streamql_test_auth.py").write_text(AUTH_MANAGER)
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
     env = {**os.environ, "AIRFLOW_HOME": str(airflow_home),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])),
            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{airflow_home}/airflow.db",
-           "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,viewer:viewer",
+           "AIRFLOW__CORE__AUTH_MANAGER": "streamql_test_auth.PerDagAuthManager",
+           "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{u}:{r}" for u, r in USERS.items()),
            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(airflow_home / "passwords.json"),
-           "AIRFLOW__API_AUTH__JWT_SECRET": "test-jwt-secret",
+           "AIRFLOW__API_AUTH__JWT_SECRET": JWT_SECRET,
+           "AIRFLOW__API__BASE_URL": base,
            "AIRFLOW_CONN_STREAMQL_DEFAULT": json.dumps(
                {"conn_type": "streamql", "extra": {"catalog": catalog, "home": home}})}
     subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], env=env, check=True,
                    capture_output=True, timeout=300)
-    port = _free_port()
     log = open(root / "api-server.log", "w")
     server = subprocess.Popen([sys.executable, "-m", "airflow", "api-server", "-H", "127.0.0.1",
                                "-p", str(port), "-w", "1"], env=env, stdout=log,
                               stderr=subprocess.STDOUT, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
 
     def up():
         try:
@@ -83,12 +108,37 @@ def pipeline(ui):
     return ui["engine"]
 
 
-def call(ui, method: str, path: str, user: str | None = None, csrf: bool = False, **headers):
-    if user:
-        headers["Authorization"] = f"Bearer {token(ui, user)}"
+USERS = {"admin": "admin", "viewer": "viewer", "outsider": "viewer", "one_dag": "viewer"}
+
+
+def page_csrf(ui, bearer: str) -> str | None:
+    listed = requests.get(f"{ui['base']}/streamql/api/queries", headers={"Authorization": f"Bearer {bearer}"})
+    assert listed.status_code == 200, listed.text
+    return listed.json()["csrf_token"]
+
+
+def csrf_for(ui, kind, user: str, bearer: str) -> str | None:
+    """The X-StreamQL-CSRF header of a request: ``True`` the page's token for this session;
+    ``"minted"`` one made here with the server's secret (for users the page gives none);
+    ``"other-session"`` the page's token of another login of the same user; ``"expired"``
+    a correctly signed one whose hour is over; ``"forged"`` one signed with another key."""
+    from airflow_provider_streamql.plugins.app import make_csrf_token
+    now = int(time.time())
+    return {True: lambda: page_csrf(ui, bearer),
+            "minted": lambda: make_csrf_token(JWT_SECRET.encode(), user, bearer, now + 600),
+            "other-session": lambda: page_csrf(ui, token(ui, user)),
+            "expired": lambda: make_csrf_token(JWT_SECRET.encode(), user, bearer, now - 5),
+            "forged": lambda: make_csrf_token(b"not-the-server-secret", user, bearer, now + 600)}[kind]()
+
+
+def call(ui, method: str, path: str, user: str | None = None, csrf: bool | str = False, **headers):
+    bearer = token(ui, user) if user else None
+    if bearer:
+        headers["Authorization"] = f"Bearer {bearer}"
     if csrf:
-        listed = requests.get(f"{ui['base']}/streamql/api/queries", headers={"Authorization": headers["Authorization"]})
-        headers["X-StreamQL-CSRF"] = listed.json()["csrf_token"]
+        headers["X-StreamQL-CSRF"] = csrf_for(ui, csrf, user, bearer)
+    headers = {name: value.format(base=ui["base"], base_by_name=ui["base"].replace("127.0.0.1", "localhost"))
+               for name, value in headers.items()}
     return requests.request(method, f"{ui['base']}{path}", headers=headers, timeout=30)
 
 
@@ -111,6 +161,30 @@ ROUTES = [
     ("POST", "/streamql/api/queries/CSAS_NOPE_9/pause", "admin", True, {}, 404),
     ("GET", "/streamql/api/queries", "admin", False, {}, 200),
     ("POST", f"/streamql/api/queries/{VALID}/resume", "admin", True, {}, 200),
+    # reads need DAG read access (the page itself holds no data: it says why it shows none)
+    ("GET", "/streamql/", "outsider", False, {}, 200),
+    ("GET", "/streamql/api/queries", "outsider", False, {}, 403),
+    ("GET", f"/streamql/api/queries/{VALID}", "outsider", False, {}, 403),
+    ("GET", f"/streamql/api/queries?dag_id={ONE_DAG}", "outsider", False, {}, 403),
+    # writes need edit access to DAGs in general: editing one DAG, named in the request, is not it
+    ("GET", f"/streamql/api/queries/{VALID}", "one_dag", False, {}, 200),
+    ("POST", f"/streamql/api/queries/{VALID}/pause", "one_dag", "minted", {}, 403),
+    ("POST", f"/streamql/api/queries/{VALID}/pause?dag_id={ONE_DAG}", "one_dag", "minted", {}, 403),
+    ("POST", f"/streamql/api/all/pause?dag_id={ONE_DAG}", "one_dag", "minted", {}, 403),
+    # the CSRF token belongs to one login session and expires
+    ("POST", f"/streamql/api/queries/{VALID}/pause", "admin", "other-session", {}, 403),
+    ("POST", f"/streamql/api/queries/{VALID}/pause", "admin", "expired", {}, 403),
+    ("POST", f"/streamql/api/queries/{VALID}/pause", "admin", "forged", {}, 403),
+    ("POST", f"/streamql/api/queries/{VALID}/resume", "admin", "minted", {}, 200),  # the same signer
+    # Origin: [api] base_url's, whatever Host a proxy forwards; not Host's own when base_url differs
+    ("POST", f"/streamql/api/queries/{VALID}/resume", "admin", True, {"Origin": "{base}"}, 200),
+    ("POST", f"/streamql/api/queries/{VALID}/resume", "admin", True,
+     {"Origin": "{base}", "Host": "airflow-upstream:8080"}, 200),
+    ("POST", f"/streamql/api/queries/{VALID}/pause", "admin", True,
+     {"Origin": "http://airflow-upstream:8080", "Host": "airflow-upstream:8080"}, 403),
+    ("POST", f"/streamql/api/queries/{VALID}/pause", "admin", True,
+     {"Origin": "{base_by_name}"}, 403),  # the same server under another name
+    ("POST", f"/streamql/api/queries/{VALID}/pause", "admin", True, {"Origin": "null"}, 403),
 ]
 
 
@@ -120,6 +194,41 @@ def test_routes_need_an_airflow_user_and_edit_rights_to_change_state(ui, pipelin
     response = call(ui, method, path, user, csrf, **headers)
     assert response.status_code == status, response.text
     assert PASSWORD not in response.text and ui["catalog"] not in response.text
+
+
+def test_refusals_say_why(ui, pipeline):
+    expect = [(call(ui, "GET", "/streamql/api/queries", "outsider"), "'outsider' may not read DAGs"),
+              (call(ui, "POST", f"/streamql/api/queries/{VALID}/pause?dag_id={ONE_DAG}", "one_dag", "minted"),
+               "'one_dag' may not edit DAGs"),
+              (call(ui, "POST", f"/streamql/api/queries/{VALID}/pause", "admin", "expired"), "expired"),
+              (call(ui, "POST", f"/streamql/api/queries/{VALID}/pause", "admin", "other-session"),
+               "another user or login session")]
+    for response, reason in expect:
+        assert response.status_code == 403 and reason in response.json()["detail"], response.text
+    assert pipeline.query(VALID).desired_state == "RUNNING"  # none of them paused it
+
+
+def test_the_auth_manager_really_lets_one_dag_edit_its_dag(ui, pipeline):
+    """What made ``?dag_id=`` dangerous: Airflow's own routes, which take the DAG from the
+    request, let one_dag edit etl_orders (404: allowed, but there is no such DAG here)."""
+    assert call(ui, "PATCH", f"/api/v2/dags/{ONE_DAG}", "one_dag").status_code not in (401, 403)
+    assert call(ui, "PATCH", f"/api/v2/dags/{ONE_DAG}", "viewer").status_code == 403
+
+
+@pytest.mark.parametrize("base_url, origin, host, allowed", [
+    ("", "http://airflow.example:8080", "airflow.example:8080", True),  # no base_url: the Host
+    ("", "https://evil.example", "airflow.example:8080", False),
+    ("", "null", "airflow.example:8080", False),
+    ("https://airflow.example.com/", "https://airflow.example.com", "10.0.0.5:8080", True),  # a proxy
+    ("https://airflow.example.com/", "https://AIRFLOW.example.com:443", "10.0.0.5:8080", True),
+    ("https://airflow.example.com/airflow", "https://airflow.example.com", "10.0.0.5:8080", True),
+    ("https://airflow.example.com/", "http://airflow.example.com", "airflow.example.com", False),
+    ("https://airflow.example.com/", "http://10.0.0.5:8080", "10.0.0.5:8080", False),
+])
+def test_origin_is_checked_against_the_base_url(monkeypatch, base_url, origin, host, allowed):
+    from airflow_provider_streamql.plugins.app import origin_allowed
+    monkeypatch.setenv("AIRFLOW__API__BASE_URL", base_url)
+    assert origin_allowed(origin, host) is allowed
 
 
 def test_what_each_user_may_do_is_in_the_listing(ui, pipeline):
@@ -246,6 +355,27 @@ def test_the_page_is_usable_at_desktop_and_phone_width(ui, pipeline, browser, wi
     page.wait_for_selector("#details .version pre", timeout=30_000)
     page.screenshot(path=f"{ARTIFACTS}/5-details-{width}.png", full_page=True)
     assert page.evaluate("document.documentElement.scrollWidth") <= width
+    page.context.close()
+
+
+def test_a_stale_csrf_token_is_renewed_by_the_page(ui, pipeline, browser):
+    """A click with a token the server refuses (expired, or made before the session's login
+    token was refreshed) fetches a fresh one and goes through."""
+    from airflow_provider_streamql.plugins.app import make_csrf_token
+    engine = pipeline
+    page = log_in(browser, ui, "admin")
+    cookie = next(c["value"] for c in page.context.cookies() if c["name"] == "_token")
+    expired = make_csrf_token(JWT_SECRET.encode(), "admin", cookie, int(time.time()) - 5)
+    for action, desired in (("pause", "PAUSED"), ("resume", "RUNNING")):
+        commands = len(engine.catalog.commands())
+        wait_until(lambda: page.is_visible(f"tr[data-query-id='{STATS}'] button[data-action={action}]"),
+                   30, f"the {action} button")
+        # set the token and click in one go, so that no poll renews the token in between
+        page.evaluate("([expired, selector]) => { csrf = expired; document.querySelector(selector).click(); }",
+                      [expired, f"tr[data-query-id='{STATS}'] button[data-action={action}]"])
+        wait_until(lambda: engine.query(STATS).desired_state == desired, 30, f"{STATS} desired {desired}")
+        assert len(engine.catalog.commands()) == commands + 1  # refused once, then applied once
+        assert "failed" not in page.inner_text("#message")
     page.context.close()
 
 

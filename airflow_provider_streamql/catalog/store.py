@@ -3,13 +3,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from contextlib import contextmanager
 from typing import Any, Iterator
+from urllib.parse import quote, unquote
 
 from sqlalchemy import (Connection, create_engine, delete, func, insert, make_url, or_, select,
                         update)
-from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
+from sqlalchemy.engine import URL
+from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, NoSuchModuleError
 from sqlalchemy.pool import NullPool
 
 from ..errors import CatalogError
@@ -38,25 +41,105 @@ def default_url(home: str | None = None) -> str:
     return f"sqlite:///{os.path.join(home, 'catalog.db')}"
 
 
+#: a URL's scheme (``postgresql+psycopg://``)
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
+#: query parameters that carry secrets (libpq takes ``?password=``)
+_SECRET_PARAM = re.compile(r"([?&;][^=&;#]*(?:pass|secret|token|key)[^=&;#]*=)[^&;#]*", re.IGNORECASE)
+
+
 def safe_url(url: str) -> str:
-    """A catalog URL fit to show: its password replaced by ``***``."""
+    """A catalog URL fit to show, even one that does not parse: everything between its
+    scheme and its last ``@`` is credentials (a password may itself hold ``@``, ``:`` or
+    ``/``), shown as ``user:***``; secret query parameters as ``***``. A string that does
+    not parse, has no ``@`` but a ``:`` may be ``user:password`` without a host
+    (``postgresql://u:pw/db``): only its scheme is shown. One with neither holds no
+    credentials part and is shown as it is."""
+    text = str(url)
+    at = text.rfind("@")
+    scheme = _SCHEME.match(text)
+    if at < 0:
+        try:
+            make_url(text).port  # noqa: B018 -- parses, port included
+        except Exception:
+            if ":" in text:
+                return f"{scheme.group(0)}..." if scheme else "(not shown: not a URL)"
+    else:
+        start = scheme.end() if scheme else 0
+        while start < at and text[start] == "/":
+            start += 1
+        user, colon, _ = text[start:at].partition(":")
+        text = text[:start] + (f"{user}:***" if colon else user) + text[at:]
+    return _SECRET_PARAM.sub(r"\1***", text)
+
+
+def without_password(url: str | URL) -> str:
+    """``url`` with its password removed (``URL.set(password=None)`` keeps it: None means
+    "unchanged" there), rendered in full."""
+    u = make_url(url)
+    return URL.create(u.drivername, username=u.username, password=None, host=u.host, port=u.port,
+                      database=u.database, query=u.query).render_as_string(hide_password=False)
+
+
+def _redact(text: str, url: str) -> str:
+    """``text`` (a driver's error message, say) with the password of ``url`` masked, in
+    the forms a message could carry it in."""
     try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return url.split("@")[-1] if "@" in url else url
+        password = make_url(url).password
+    except Exception:
+        password = None
+    for form in {password, quote(password or "", safe=""), unquote(password or "")} - {None, ""}:
+        text = text.replace(form, "***")
+    return text
+
+
+def _env_password() -> str | None:
+    """The catalog password the runtime was handed: ``$STREAMQL_CATALOG_PASSWORD``, else
+    the first line of the file ``$STREAMQL_CATALOG_PASSWORD_FILE`` names (a cluster-mode
+    driver gets a file or a Kubernetes secret, never a value in spark-submit's argv)."""
+    password = os.environ.get("STREAMQL_CATALOG_PASSWORD")
+    if password:
+        return password
+    path = os.environ.get("STREAMQL_CATALOG_PASSWORD_FILE")
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.readline().rstrip("\r\n") or None
+    except OSError as e:
+        raise CatalogError(f"cannot read the catalog password file {path!r} "
+                           f"($STREAMQL_CATALOG_PASSWORD_FILE): {e.strerror}") from None
 
 
 def _with_env_password(url: str) -> str:
-    """``$STREAMQL_CATALOG_PASSWORD`` fills in a URL without a password: runtimes get it in
-    an environment variable whose name Spark redacts, not in a URL it would show."""
-    password = os.environ.get("STREAMQL_CATALOG_PASSWORD")
-    if not password or url.startswith("sqlite"):
+    """The environment's password (see :func:`_env_password`) fills in a URL without one:
+    runtimes get it in an environment variable whose name Spark redacts, or a file, not in
+    a URL it would show."""
+    if url.startswith("sqlite"):
+        return url
+    password = _env_password()
+    if not password:
         return url
     try:
         parsed = make_url(url)
-    except ArgumentError:
+    except Exception:  # reported, masked, when the catalog opens it
         return url
     return url if parsed.password else parsed.set(password=password).render_as_string(hide_password=False)
+
+
+def _parse(url: str) -> URL:
+    """``url`` parsed, or a CatalogError naming what is wrong with it (never its password)."""
+    example = "e.g. postgresql+psycopg://user@host:5432/streamql or sqlite:////path/catalog.db"
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise CatalogError(f"catalog URL {safe_url(url)!r} is not a database URL ({example})") from None
+    except ValueError:  # SQLAlchemy's int(port); its message would echo the text
+        raise CatalogError(f"catalog URL {safe_url(url)!r} has a port that is not a number "
+                           f"({example})") from None
+    if "@" in (parsed.host or ""):  # the driver would try a host holding part of the password
+        raise CatalogError(f"catalog URL {safe_url(url)!r}: its user or password holds '@', ':' or "
+                           f"'/'; percent-encode them (@ is %40)") from None
+    return parsed
 
 
 class Catalog:
@@ -64,20 +147,32 @@ class Catalog:
 
     def __init__(self, url: str | None = None, *, home: str | None = None, migrate_to: int = LATEST):
         self.url = _with_env_password(url or default_url(home))
+        if self.url.startswith("postgresql://"):
+            self.url = "postgresql+psycopg://" + self.url[len("postgresql://"):]
+        parsed = _parse(self.url)
+        shown = safe_url(self.url)
         try:
-            if self.url.startswith("sqlite"):
-                self.engine = create_engine(self.url, poolclass=NullPool,
+            if parsed.get_backend_name() == "sqlite":
+                self.engine = create_engine(parsed, poolclass=NullPool,
                                             connect_args={"timeout": 60, "check_same_thread": False})
                 serialise_sqlite(self.engine)
             else:
-                if self.url.startswith("postgresql://"):
-                    self.url = "postgresql+psycopg://" + self.url[len("postgresql://"):]
-                self.engine = create_engine(self.url, pool_pre_ping=True)
+                self.engine = create_engine(parsed, pool_pre_ping=True)
+        except NoSuchModuleError:
+            raise CatalogError(f"catalog URL {shown!r}: no database driver "
+                               f"{parsed.drivername!r} (e.g. postgresql+psycopg, sqlite)") from None
+        except ImportError as e:
+            raise CatalogError(f"catalog URL {shown!r}: the driver of {parsed.drivername!r} is not "
+                               f"installed ({e.msg})") from None
+        except Exception as e:  # any other refusal of the URL (a bad query argument, ...)
+            raise CatalogError(f"catalog URL {shown!r} cannot be used: "
+                               f"{_redact(_first_line(e), self.url)}") from None
+        try:
             self.dialect = self.engine.dialect.name
             migrate(self.engine, migrate_to) if migrate_to else None
-        except (ArgumentError, OperationalError) as e:
-            raise CatalogError(f"cannot open catalog {safe_url(self.url)!r}: "
-                               f"{str(e).splitlines()[0]}") from None
+        except (ArgumentError, DBAPIError) as e:  # DBAPIError: OperationalError, InterfaceError, ...
+            self.engine.dispose()
+            raise CatalogError(f"cannot open catalog {shown!r}: {_redact(_first_line(e), self.url)}") from None
 
     def close(self) -> None:
         self.engine.dispose()
@@ -420,3 +515,8 @@ class Catalog:
         if handled_by is not None:
             values.update(handled_by=handled_by, handled_at=time.time())
         return conn.execute(stmt.values(**values)).rowcount
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

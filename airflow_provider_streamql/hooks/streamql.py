@@ -9,6 +9,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 from sqlalchemy import make_url
 from sqlalchemy.exc import ArgumentError
 
+from ..catalog import safe_url
 from ..engine import Engine
 
 
@@ -84,9 +85,10 @@ class StreamQLHook(BaseHook):
         if catalog:
             try:
                 url = make_url(catalog)
-            except ArgumentError:
-                raise AirflowException(f"connection {conn.conn_id!r}: catalog {catalog!r} is not "
-                                       f"a database URL (e.g. postgresql+psycopg://user@host/db)") from None
+            except (ArgumentError, ValueError):  # ValueError: a port that is not a number
+                # shown masked: a malformed URL may still hold a password
+                raise AirflowException(f"connection {conn.conn_id!r}: catalog {safe_url(catalog)!r} is "
+                                       f"not a database URL (e.g. postgresql+psycopg://user@host/db)") from None
             if conn.password and url.password is None:
                 url = url.set(password=conn.password)
             if conn.login and url.username is None:

@@ -30,8 +30,16 @@ class SubmitRuntimeOperator(StreamQLOperator):
     Spark hook, this operator never falls back to master ``yarn``. In client mode (local,
     standalone) the driver runs on the worker, detached from the task, logging to
     ``<home>/runtimes/``; in cluster mode (YARN, Kubernetes) spark-submit returns once the
-    application is accepted. The catalog URL reaches the driver in ``STREAMQL_CATALOG`` and
-    its password in ``STREAMQL_CATALOG_PASSWORD`` (a name Spark redacts), never in argv.
+    application is accepted.
+
+    The catalog URL reaches the driver in ``STREAMQL_CATALOG``, without its password, which
+    never goes into spark-submit's arguments (``ps`` shows them to every user of the machine,
+    and the YARN and Kubernetes masters turn the hook's ``env_vars`` into ``--conf``
+    arguments). In client mode the driver is a child of spark-submit and gets the password
+    in the environment of that process (``STREAMQL_CATALOG_PASSWORD``). A cluster-mode
+    driver runs elsewhere, so the password must already be there: name a Kubernetes secret
+    (``catalog_password_secret``) or a file the driver can read (``catalog_password_file``);
+    with neither, a catalog URL with a password is refused in cluster mode.
 
     XCom: ``runtime_id``, ``spark_app_id``, ``spark_ui_url`` and, for a driver started
     here in client mode, ``pid`` and ``log``. Returns the runtime ID.
@@ -43,16 +51,24 @@ class SubmitRuntimeOperator(StreamQLOperator):
         connector). (templated)
     :param py_files: files for ``--py-files`` (e.g. this package as a zip on a cluster).
     :param runtime_args: extra ``streamql runtime`` arguments (``--interval``, ...).
+    :param catalog_password_secret: ``<secret name>:<key>`` of a Kubernetes secret holding the
+        catalog password, for a driver on Kubernetes (Spark's
+        ``spark.kubernetes.driver.secretKeyRef``). (templated)
+    :param catalog_password_file: path, as the driver sees it, of a file whose first line is
+        the catalog password (e.g. shipped to a YARN container with ``files``, or a mounted
+        Kubernetes secret). (templated)
     :param spark_submit_kwargs: further SparkSubmitHook arguments (memory, cores, ...).
     """
 
-    template_fields = ("pipeline", "spark_conn_id", "conf", "packages")
+    template_fields = ("pipeline", "spark_conn_id", "conf", "packages", "catalog_password_secret",
+                       "catalog_password_file")
     operator_extra_links = (SparkUILink(),)
     ui_color = "#f0e4d0"
 
     def __init__(self, *, spark_conn_id: str | None = None, conf: dict[str, Any] | None = None,
                  packages: str | None = None, py_files: str | None = None,
                  runtime_args: Sequence[str] = (), spark_submit_kwargs: dict[str, Any] | None = None,
+                 catalog_password_secret: str | None = None, catalog_password_file: str | None = None,
                  **kwargs: Any) -> None:
         kwargs.setdefault("timeout", 300.0)
         kwargs.setdefault("poll_interval", 1.0)
@@ -63,6 +79,8 @@ class SubmitRuntimeOperator(StreamQLOperator):
         self.py_files = py_files
         self.runtime_args = list(runtime_args)
         self.spark_submit_kwargs = spark_submit_kwargs or {}
+        self.catalog_password_secret = catalog_password_secret
+        self.catalog_password_file = catalog_password_file
 
     def apply(self, context: Context) -> str:
         from ..hooks.streamql import StreamQLHook
@@ -74,7 +92,7 @@ class SubmitRuntimeOperator(StreamQLOperator):
             return self._push(context, live[-1])
         settings = StreamQLHook.settings(BaseHook.get_connection(self.streamql_conn_id))
         spark_conn_id = self.spark_conn_id or settings["spark_conn_id"] or "spark_default"
-        hook = self._hook(spark_conn_id, pipeline, settings)
+        hook, secret_env = self._hook(spark_conn_id, pipeline, settings)
         master, mode = hook._connection["master"], hook._connection["deploy_mode"] or "client"
         self.log.info("submitting the runtime of pipeline %r to %s (%s mode)", pipeline, master, mode)
         if mode == "cluster":
@@ -84,7 +102,7 @@ class SubmitRuntimeOperator(StreamQLOperator):
             hook.submit(APPLICATION)  # returns once accepted: waitAppCompletion=false
             process, log_path = None, None
         else:
-            process, log_path = self._launch_detached(hook, settings["home"], pipeline)
+            process, log_path = self._launch_detached(hook, settings["home"], pipeline, secret_env)
         if not self.wait:
             push(context, pid=process.pid if process else None, log=log_path, spark_ui_url=None)
             return ""
@@ -93,6 +111,9 @@ class SubmitRuntimeOperator(StreamQLOperator):
         return self._push(context, runtime)
 
     def _hook(self, spark_conn_id: str, pipeline: str, settings: dict[str, Any]):
+        """The SparkSubmitHook that submits the runtime, and the environment only the
+        spark-submit process gets (the catalog password in client mode: never the hook's
+        ``env_vars``, which YARN and Kubernetes masters put into argv)."""
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
         try:
             spark_conn = BaseHook.get_connection(spark_conn_id)
@@ -103,33 +124,75 @@ class SubmitRuntimeOperator(StreamQLOperator):
                 f"is the master (local[*], spark://host:7077, yarn, k8s://https://host)") from None
         if not spark_conn.host:
             raise AirflowFailException(f"Spark connection {spark_conn_id!r} names no master (its host is empty)")
-        env = {"STREAMQL_HOME": settings["home"], "STREAMQL_PIPELINE": pipeline}
-        if settings["catalog"]:
-            from sqlalchemy import make_url
-            url = make_url(settings["catalog"])
-            env["STREAMQL_CATALOG"] = url.set(password=None).render_as_string(hide_password=False)
-            if url.password:
-                env["STREAMQL_CATALOG_PASSWORD"] = url.password
-        conf = {**self.conf}
-        for kind, key in WAIT_APP_COMPLETION.items():
-            if kind in spark_conn.host:
-                conf.setdefault(key, "false")
+        env, conf, secret_env = self._submit_settings(spark_conn, pipeline, settings)
         kwargs = {"spark_binary": _spark_binary(spark_conn.extra_dejson.get("spark-binary", "spark-submit")),
                   **self.spark_submit_kwargs}
-        return SparkSubmitHook(
+        hook = SparkSubmitHook(
             conf=conf, conn_id=spark_conn_id, name=f"streamql-{pipeline}", packages=self.packages,
             py_files=self.py_files, env_vars=env,
             application_args=["--pipeline", pipeline, "--home", settings["home"], *self.runtime_args],
             **kwargs)
+        return hook, secret_env
 
-    def _launch_detached(self, hook, home: str, pipeline: str) -> tuple[subprocess.Popen, str]:
+    def _submit_settings(self, spark_conn, pipeline: str, settings: dict[str, Any]):
+        """The hook's ``env_vars`` and ``conf`` (both end up in argv on some masters: no
+        secret in them), and the spark-submit process's own extra environment."""
+        # where the driver runs, decided as the hook decides it
+        mode = (self.spark_submit_kwargs.get("deploy_mode") or spark_conn.extra_dejson.get("deploy-mode")
+                or "client")
+        env = {"STREAMQL_HOME": settings["home"], "STREAMQL_PIPELINE": pipeline}
+        conf = {**self.conf}
+        password = None
+        if settings["catalog"]:
+            from sqlalchemy import make_url
+            from ..catalog.store import without_password
+            env["STREAMQL_CATALOG"] = without_password(settings["catalog"])
+            password = make_url(settings["catalog"]).password
+        secret_env = self._password_route(spark_conn.host, mode, password, env, conf)
+        for kind, key in WAIT_APP_COMPLETION.items():
+            if kind in spark_conn.host:
+                conf.setdefault(key, "false")
+        return env, conf, secret_env
+
+    def _password_route(self, master: str, mode: str, password: str | None, env: dict[str, str],
+                        conf: dict[str, Any]) -> dict[str, str]:
+        """How the catalog password reaches the driver: fills in ``env`` and ``conf`` with
+        where to find it (names, never the password) and returns what only the spark-submit
+        process may get (the password itself, in client mode)."""
+        secret, path = self.catalog_password_secret, self.catalog_password_file
+        if secret and path:
+            raise AirflowFailException("give catalog_password_secret or catalog_password_file, not both")
+        if secret:
+            if "k8s" not in master:
+                raise AirflowFailException(
+                    f"catalog_password_secret names a Kubernetes secret, but master {master!r} is not "
+                    f"Kubernetes; use catalog_password_file (a file the driver can read)")
+            name, colon, key = secret.partition(":")
+            if not (name and colon and key):
+                raise AirflowFailException(f"catalog_password_secret {secret!r} is not "
+                                           f"'<secret name>:<key>'")
+            conf["spark.kubernetes.driver.secretKeyRef.STREAMQL_CATALOG_PASSWORD"] = secret
+        elif path:
+            env["STREAMQL_CATALOG_PASSWORD_FILE"] = path
+        elif password and mode == "cluster":
+            raise AirflowFailException(
+                f"the catalog URL has a password, and a {mode}-mode driver on {master!r} could only get "
+                f"it through spark-submit's arguments, which streamql never puts it in. Say where "
+                f"the driver finds it: catalog_password_secret='<secret name>:<key>' (a Kubernetes "
+                f"secret) or catalog_password_file='<path>' (a file the driver can read, e.g. shipped "
+                f"with spark_submit_kwargs={{'files': ...}}); or submit in client mode")
+        return {"STREAMQL_CATALOG_PASSWORD": password} if password and mode != "cluster" else {}
+
+    def _launch_detached(self, hook, home: str, pipeline: str,
+                         secret_env: dict[str, str]) -> tuple[subprocess.Popen, str]:
         # The hook's submit() follows spark-submit to its end; a runtime never ends, so the
-        # hook builds the command and the driver is started in a session of its own.
+        # hook builds the command and the driver is started in a session of its own. The
+        # password is in the environment of that process only (its children inherit it).
         command = hook._build_spark_submit_command(APPLICATION)
         logs = os.path.join(home, "runtimes")
         os.makedirs(logs, exist_ok=True)
         log_path = os.path.join(logs, f"{pipeline}-{time.strftime('%Y%m%d-%H%M%S')}.log")
-        env = {**_pip_spark_env(command[0]), **os.environ, **(hook._env or {})}
+        env = {**_pip_spark_env(command[0]), **os.environ, **(hook._env or {}), **secret_env}
         with open(log_path, "ab") as log:
             process = subprocess.Popen(command, env=env, stdout=log,
                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

@@ -1,28 +1,42 @@
 """The Streaming queries page: a FastAPI app the Airflow API server mounts at /streamql.
 
-Every route needs an authenticated Airflow user (the auth manager's token, as a Bearer
-header or the UI's cookie); changing state also needs permission to edit DAGs, is POST
-only, and must carry the page's CSRF token (a custom header a cross-site form cannot
-send), with the request's Origin, when there is one, the server's own. Clicks change
-desired state through the engine and are logged as ``airflow-ui:<user>``. Nothing on the
-page or in a response reveals the catalog URL.
+Who can do what (docs/ui.md):
+
+- every route needs an authenticated Airflow user (the auth manager's token, as a Bearer
+  header or the UI's cookie);
+- reading queries (their SQL, errors, bad records) needs read access to DAGs, and changing
+  state edit access to DAGs, both asked of the auth manager about DAGs in general, from
+  the user alone: never from a request parameter such as ``?dag_id=`` (which Airflow's
+  ``requires_access_dag`` would read, letting the editor of one DAG act on all queries);
+- a state change is POST only and carries the page's CSRF token: an HMAC, under the API
+  server's JWT secret, of the user, a hash of the token the request authenticated with
+  (so a token is good for one login session only) and an expiry time; its Origin, when
+  there is one, must be ``[api] base_url`` (else the request's Host).
+
+Clicks change desired state through the engine as statement objects (never SQL text) and
+are logged as ``airflow-ui:<user>``. Nothing on the page, in a response or in an error
+reveals the catalog URL or its password.
 """
 from __future__ import annotations
 
 import hashlib
 import hmac
 import html
+import re
 import secrets
 import threading
+import time
 from functools import lru_cache
 from importlib.resources import files
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import urlsplit
 
 from airflow.api_fastapi.app import get_auth_manager
-from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
+from airflow.api_fastapi.auth.managers.base_auth_manager import COOKIE_NAME_JWT_TOKEN
+from airflow.api_fastapi.core_api.security import GetUserDep
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.security.utils import get_authorization_scheme_param
 
 from ..engine import Engine
 from ..errors import CatalogError, NotFoundError, StateError, StreamQLError
@@ -30,6 +44,8 @@ from ..hooks.streamql import StreamQLHook
 from ..overview import query_details, query_list
 
 CSRF_HEADER = "X-StreamQL-CSRF"
+#: seconds a CSRF token is good for; the page fetches a fresh one every 1.5 s
+CSRF_TTL = 3600
 _engines: dict[tuple, Engine] = {}
 _engines_lock = threading.Lock()
 
@@ -66,25 +82,93 @@ def _csrf_secret() -> bytes:
     return secret.encode() or secrets.token_bytes(32)
 
 
-def csrf_token(user_name: str) -> str:
-    return hmac.new(_csrf_secret(), f"streamql:{user_name}".encode(), hashlib.sha256).hexdigest()
+def auth_token(request: Request) -> str:
+    """The token ``request`` authenticated with, chosen as Airflow's ``get_user`` chooses it:
+    the Bearer header, else the UI's ``_token`` cookie."""
+    scheme, credentials = get_authorization_scheme_param(request.headers.get("authorization"))
+    if scheme.lower() == "bearer" and credentials:
+        return credentials
+    return request.cookies.get(COOKIE_NAME_JWT_TOKEN, "")
+
+
+def make_csrf_token(secret: bytes, user_name: str, token: str, expires: int) -> str:
+    """``<expires>.<HMAC of the user, the session's token hash and expires>``."""
+    session = hashlib.sha256(token.encode()).hexdigest()
+    message = f"streamql-csrf\n{user_name}\n{session}\n{expires}".encode()
+    return f"{expires}.{hmac.new(secret, message, hashlib.sha256).hexdigest()}"
+
+
+def csrf_token(user_name: str, token: str, *, now: float | None = None) -> str:
+    """A CSRF token for ``user_name``'s session (the auth ``token`` of its requests),
+    good for :data:`CSRF_TTL` seconds."""
+    expires = int((time.time() if now is None else now) + CSRF_TTL)
+    return make_csrf_token(_csrf_secret(), user_name, token, expires)
+
+
+def csrf_problem(sent: str, user_name: str, token: str, *, now: float | None = None) -> str | None:
+    """Why ``sent`` is not a valid CSRF token of this user and session (None: it is)."""
+    expires, dot, _ = sent.partition(".")
+    if not dot or not expires.isdigit():
+        return f"missing or malformed {CSRF_HEADER} header; reload the page"
+    if not hmac.compare_digest(sent, make_csrf_token(_csrf_secret(), user_name, token, int(expires))):
+        return f"wrong {CSRF_HEADER} header (made for another user or login session); reload the page"
+    if int(expires) <= (time.time() if now is None else now):
+        return f"expired {CSRF_HEADER} header; reload the page"
+    return None
 
 
 def can_edit(user) -> bool:
     return bool(get_auth_manager().is_authorized_dag(method="PUT", user=user))
 
 
+def requires_dag_access(method: str):
+    """A dependency: the user may ``method`` (GET: read, PUT: edit) DAGs in general. The
+    auth manager is asked with no details taken from the request, so no query string or
+    path parameter can narrow the question to a DAG the user happens to have rights on."""
+    def check(user: GetUserDep) -> None:
+        if not get_auth_manager().is_authorized_dag(method=method, user=user):
+            what = "read" if method == "GET" else "edit"
+            raise HTTPException(403, f"{user.get_name()!r} may not {what} DAGs, so may not "
+                                     f"{'see' if method == 'GET' else 'change'} streaming queries")
+    return check
+
+
+def _origin(url: str) -> tuple[str, str, int | None] | None:
+    """(scheme, host, port) of a URL, default ports filled in; None if it has none."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return None
+    if not parts.scheme or not parts.hostname:
+        return None
+    scheme = parts.scheme.lower()
+    return scheme, parts.hostname.lower(), port or {"http": 80, "https": 443}.get(scheme)
+
+
+def origin_allowed(origin: str, host: str | None) -> bool:
+    """Whether a request with this ``Origin`` comes from the server's own pages: the origin
+    of ``[api] base_url`` when it is set (behind a proxy the Host header is the proxy's
+    upstream, not what the browser shows), else the request's ``Host``."""
+    from airflow.configuration import conf
+    expected = _origin(conf.get("api", "base_url", fallback="") or "")
+    if expected is not None:
+        return _origin(origin) == expected
+    return bool(host) and _origin(origin) is not None and urlsplit(origin).netloc.lower() == host.lower()
+
+
 def check_state_change(request: Request, user: GetUserDep) -> None:
     """CSRF checks for a POST that changes state (permission is checked by its own dependency)."""
     origin = request.headers.get("origin")
-    if origin and urlparse(origin).netloc != request.headers.get("host"):
+    if origin and not origin_allowed(origin, request.headers.get("host")):
         raise HTTPException(403, f"cross-site request from {origin!r} refused")
-    sent = request.headers.get(CSRF_HEADER, "")
-    if not hmac.compare_digest(sent, csrf_token(user.get_name())):
-        raise HTTPException(403, f"missing or wrong {CSRF_HEADER} header; reload the page")
+    problem = csrf_problem(request.headers.get(CSRF_HEADER, ""), user.get_name(), auth_token(request))
+    if problem:
+        raise HTTPException(403, problem)
 
 
-EDIT = [Depends(requires_access_dag(method="PUT")), Depends(check_state_change)]
+READ = [Depends(requires_dag_access("GET"))]
+EDIT = [Depends(requires_dag_access("PUT")), Depends(check_state_change)]
 
 app = FastAPI(title="StreamQL", description="Streaming queries: state, throughput, pause and resume",
               docs_url=None, redoc_url=None, openapi_url=None)
@@ -118,14 +202,16 @@ def query_page(query_id: str, user: GetUserDep) -> HTMLResponse:
     return page(user)
 
 
-@app.get("/api/queries")
-def list_queries(user: GetUserDep) -> dict[str, Any]:
+@app.get("/api/queries", dependencies=READ)
+def list_queries(request: Request, user: GetUserDep) -> dict[str, Any]:
+    """Every query; for an editor also a fresh CSRF token (the page polls this, so its
+    token never gets old)."""
     editable = can_edit(user)
     return {"queries": _call(query_list, engine()), "user": user.get_name(), "can_edit": editable,
-            "csrf_token": csrf_token(user.get_name()) if editable else None}
+            "csrf_token": csrf_token(user.get_name(), auth_token(request)) if editable else None}
 
 
-@app.get("/api/queries/{query_id}")
+@app.get("/api/queries/{query_id}", dependencies=READ)
 def get_query(query_id: str, user: GetUserDep) -> dict[str, Any]:
     return _call(query_details, engine(), query_id)
 
@@ -135,7 +221,7 @@ def change_query(query_id: str, action: str, user: GetUserDep) -> dict[str, Any]
     verb = _verb(action)
     e = engine()
     query = _call(e.query, query_id)
-    result = _call(e.execute, f"{verb} {query.id}", pipeline=query.pipeline, issuer=_issuer(user))[0]
+    result = _call(e.control, verb, query.id, pipeline=query.pipeline, issuer=_issuer(user))
     return {"message": result.message, "waits": result.waits}
 
 
@@ -145,7 +231,7 @@ def change_all(action: str, user: GetUserDep) -> dict[str, Any]:
     verb = _verb(action)
     e = engine()
     pipelines = sorted({q.pipeline for q in e.catalog.queries() if q.desired_state != "TERMINATED"})
-    results = [_call(e.execute, f"{verb} ALL", pipeline=p, issuer=_issuer(user))[0] for p in pipelines]
+    results = [_call(e.control, verb, None, pipeline=p, issuer=_issuer(user)) for p in pipelines]
     return {"message": "; ".join(r.message for r in results) or "no queries",
             "waits": [w for r in results for w in r.waits]}
 
@@ -175,8 +261,15 @@ def _call(function, *args, **kwargs):
         raise HTTPException(400, e.message) from None
 
 
+#: user:password@ in any URL of a message
+_CREDENTIALS = re.compile(r"(://[^/@:\s]*):[^\s]*@")
+
+
 def _first_line(error: BaseException) -> str:
-    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    """The first line of an error, any URL's password in it masked (the messages of our
+    own code never hold one; this guards against those of libraries)."""
+    text = str(error).strip()
+    return _CREDENTIALS.sub(r"\1:***@", text.splitlines()[0]) if text else type(error).__name__
 
 
-__all__ = ["app", "CSRF_HEADER", "csrf_token"]
+__all__ = ["app", "CSRF_HEADER", "CSRF_TTL", "csrf_token", "make_csrf_token"]
