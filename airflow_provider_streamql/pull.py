@@ -1,14 +1,26 @@
 """Pull queries: evaluate a SELECT over what a stream or table holds now, without Spark.
 
-Rows come from committed files only (see :mod:`.topics`); sqlglot's Python executor
-evaluates the SELECT, so a pull query answers in milliseconds from any process.
+Each pull query gets a fresh in-memory DuckDB. The committed files of every source the
+SELECT reads are loaded into tables first (a stream: its rows; a table: the latest row per
+key, see :mod:`.topics`); then the connection is locked (no file or network access, no
+extensions, no configuration changes) and only then does the SELECT run, transpiled by
+sqlglot from Spark SQL. Nothing is generated as code from user text, and file paths reach
+DuckDB only as parameters.
 """
 from __future__ import annotations
 
+import base64
+import datetime
+import decimal
+import json
+import re
 from typing import Any
 
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
 from sqlglot import exp
-from sqlglot.errors import ExecuteError
+from sqlglot.errors import SqlglotError
 
 from . import topics
 from .catalog import SourceInfo
@@ -16,22 +28,294 @@ from .errors import ValidationError
 from .language.analyzer import SelectAnalysis
 from .language.dialect import DIALECT
 
-
-def source_rows(src: SourceInfo) -> list[dict[str, Any]]:
-    """What ``src`` holds now: every committed record of a stream, the latest row per key of a table."""
-    if src.kind == "TABLE":
-        return topics.read_table(src.path, src.format, src.columns, src.key_columns)
-    return topics.read_stream(src.path, src.format, src.columns)
+Answer = tuple[list[str], list[list[Any]]]  # column names, rows
 
 
 def run_pull_query(select: exp.Select, sources: dict[str, SourceInfo],
-                   analysis: SelectAnalysis) -> tuple[list[str], list[list[Any]]]:
-    from sqlglot.executor import execute
+                   analysis: SelectAnalysis) -> Answer:
+    """Run ``select`` (validated by the analyzer, Spark dialect) over ``sources`` (upper-case
+    name -> source) in a fresh, locked DuckDB: the output column names and plain rows."""
+    with PullQuery(sources.values()) as query:
+        return query.run(select, analysis)
 
-    tables = {name: source_rows(src) for name, src in sources.items()}
-    schema = {name: {c.name: c.type for c in src.columns} for name, src in sources.items()}
-    try:
-        table = execute(select.sql(dialect=DIALECT), schema=schema, dialect=DIALECT, tables=tables)
-    except ExecuteError as e:
-        raise ValidationError(f"pull query failed: {e}") from None
-    return [c.name for c in analysis.columns], [list(r) for r in table.rows]
+
+def data_files(src: SourceInfo) -> list[str]:
+    """The files a reader of ``src`` may see now, oldest first (a table's later rows win)."""
+    if src.kind == "TABLE":
+        return [f for entry in topics.changelog_entries(src.path) for f in topics.entry_files(entry)]
+    return topics.committed_files(src.path)
+
+
+class PullQuery:
+    """One pull query's private DuckDB: load the sources, lock, run one SELECT."""
+
+    #: Spark type (without parameters) -> DuckDB type; DECIMAL(p, s) is passed through.
+    TYPES = {"TINYINT": "TINYINT", "BYTE": "TINYINT", "SMALLINT": "SMALLINT", "SHORT": "SMALLINT",
+             "INT": "INTEGER", "INTEGER": "INTEGER", "BIGINT": "BIGINT", "LONG": "BIGINT",
+             "FLOAT": "FLOAT", "REAL": "FLOAT", "DOUBLE": "DOUBLE",
+             "STRING": "VARCHAR", "VARCHAR": "VARCHAR", "CHAR": "VARCHAR", "BOOLEAN": "BOOLEAN",
+             "BINARY": "BLOB", "DATE": "DATE", "TIMESTAMP": "TIMESTAMP", "TIMESTAMP_LTZ": "TIMESTAMP",
+             "TIMESTAMP_NTZ": "TIMESTAMP"}
+    #: Spark types that are instants: text with an offset ('...+02:00') is converted to UTC
+    #: (read as text, then through TIMESTAMPTZ), as Spark reads it with session time zone UTC.
+    INSTANTS = ("TIMESTAMP", "TIMESTAMP_LTZ")
+    #: Set when the connection opens, so not even loading can fetch or load an extension.
+    CONFIG = {"autoload_known_extensions": False, "autoinstall_known_extensions": False,
+              "allow_community_extensions": False}
+    #: Before loading: text without an offset is UTC (Spark's session time zone), whatever
+    #: the host's zone is.
+    SESSION = ("SET TimeZone = 'UTC'",)
+    #: After loading and before any user SQL, in this order; the last one freezes them all.
+    LOCKDOWN = ("SET enable_external_access = false", "SET lock_configuration = true")
+    #: How each format's files are read (file list and column types are parameters).
+    READERS = {
+        "JSON": "read_json(?, format='newline_delimited', auto_detect=false, columns=?)",
+        # positional columns after a header line, as Spark reads them; short rows are padded
+        # with NULLs and extra fields ignored (strict_mode=false), as topics.read_file does
+        "CSV": "read_csv(?, header=true, auto_detect=false, columns=?, null_padding=true, "
+               "strict_mode=false)",
+        "PARQUET": "read_parquet(?, union_by_name=true)",
+    }
+    #: What Spark writes for a timestamp in JSON: UTC with milliseconds.
+    TIMESTAMP_FORMAT = {"TIMESTAMP": "%Y-%m-%dT%H:%M:%SZ", "TIMESTAMP_NTZ": "%Y-%m-%dT%H:%M:%S"}
+    # not plain names, so never a source's name
+    STAGE, ROWS = "streamql-stage", "streamql-rows"
+    PLAIN_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+    def __init__(self, sources):
+        self.sources = list(sources)
+        self.con = duckdb.connect(":memory:", config=dict(self.CONFIG))
+        for statement in self.SESSION:
+            self.con.execute(statement)
+
+    def __enter__(self) -> "PullQuery":
+        try:
+            for src in self.sources:
+                self._load(src)
+            for statement in self.LOCKDOWN:
+                self.con.execute(statement)
+        except BaseException:
+            self.con.close()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.con.close()
+
+    # -- the user's SELECT ------------------------------------------------------------
+    def run(self, select: exp.Select, analysis: SelectAnalysis) -> Answer:
+        """Transpile ``select`` to DuckDB SQL and run it: column names and plain rows."""
+        # sqlglot writes a Var (a unit such as YEAR) into the SQL text as it is: only words
+        for var in select.find_all(exp.Var):
+            if not self.PLAIN_WORD.fullmatch(var.name):
+                raise ValidationError(f"pull query failed: {var.name!r} is not a plain word")
+        try:
+            sql = select.sql(dialect="duckdb")
+        except SqlglotError as e:
+            raise ValidationError(f"pull query failed: {_one_line(str(e))}") from None
+        try:
+            statements = self.con.extract_statements(sql)
+            if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
+                raise ValidationError(f"pull query failed: not one SELECT: {sql!r}")
+            relation = self.con.sql(sql)
+            types = [str(t) for t in relation.types]
+            table = relation.to_arrow_table()
+        except duckdb.Error as e:
+            raise ValidationError(f"pull query failed: {_one_line(str(e))}") from None
+        spark_types = [c.type.upper() for c in analysis.columns] + [""] * len(types)
+        columns = [_plain_column(table.column(i), types[i], spark_types[i]) for i in range(len(types))]
+        return [c.name for c in analysis.columns], [list(row) for row in zip(*columns)]
+
+    # -- loading ----------------------------------------------------------------------
+    def _load(self, src: SourceInfo) -> None:
+        """``src`` as a table of its name, typed as declared; before the lockdown."""
+        name = _ident(src.name)
+        files = data_files(src)
+        if not files:
+            columns = ", ".join(f"{_ident(c.name)} {self.duck_type(c.type)}" for c in src.columns)
+            self.con.execute(f"CREATE TABLE {name} ({columns})")
+            return
+        try:
+            reader, params, values = self._reader(src, files)
+            if src.kind != "TABLE":
+                self.con.execute(f"CREATE TABLE {name} AS SELECT {values} FROM {reader}", params)
+                return
+            # latest row per key: rowid follows the file order, then the line order in a file
+            keys = ", ".join(_ident(k) for k in src.key_columns)
+            part = f"PARTITION BY {keys}" if keys else ""
+            self.con.execute(f"CREATE TABLE {_ident(self.STAGE)} AS SELECT {values} FROM {reader}", params)
+            self.con.execute(
+                f"CREATE TABLE {name} AS SELECT {', '.join(_ident(c.name) for c in src.columns)} "
+                f"FROM {_ident(self.STAGE)} QUALIFY row_number() OVER ({part} ORDER BY rowid DESC) = 1 "
+                f"ORDER BY min(rowid) OVER ({part})")  # keys in first-seen order, as before
+        except duckdb.Error as e:
+            raise self._unreadable(src, files, e) from None
+        finally:
+            self._drop_stage()
+
+    def _drop_stage(self) -> None:
+        self.con.execute(f"DROP TABLE IF EXISTS {_ident(self.STAGE)}")
+        self.con.execute(f"DROP VIEW IF EXISTS {_ident(self.ROWS)}")
+
+    def _reader(self, src: SourceInfo, files: list[str]) -> tuple[str, list, str]:
+        """A FROM item reading ``files``, its parameters, and the SELECT list of the declared
+        columns typed as declared."""
+        if src.format == "PARQUET":
+            reader = self.READERS["PARQUET"]
+            found = [r[0] for r in self.con.execute(f"DESCRIBE SELECT * FROM {reader}", [files]).fetchall()]
+            by_lower = {n.lower(): n for n in reversed(found)}  # the first spelling wins
+            return reader, [files], self._values(src, by_lower)
+        by_lower = {c.name.lower(): c.name for c in src.columns}
+        if src.format == "JSON" and src.writer_query is None and self._other_spellings(src, files):
+            self.con.register(self.ROWS, self._text_rows(src, files))
+            return _ident(self.ROWS), [], self._values(src, by_lower)
+        types = {c.name: "VARCHAR" if c.type.upper() in self.INSTANTS else self.duck_type(c.type)
+                 for c in src.columns}
+        return self.READERS[src.format], [files, types], self._values(src, by_lower)
+
+    def _values(self, src: SourceInfo, found: dict[str, str]) -> str:
+        """The SELECT list of ``src``'s columns from what was read (``found``: lower-case
+        declared name -> its name there; a column not there is NULL)."""
+        values = []
+        for c in src.columns:
+            value = _ident(found[c.name.lower()]) if c.name.lower() in found else "NULL"
+            if c.type.upper() in self.INSTANTS:
+                value = f"CAST({value} AS TIMESTAMPTZ)"
+            values.append(f"CAST({value} AS {self.duck_type(c.type)}) AS {_ident(c.name)}")
+        return ", ".join(values)
+
+    def _other_spellings(self, src: SourceInfo, files: list[str]) -> bool:
+        """Whether a JSON key names a declared column in other letter case ('ID' for ``id``):
+        DuckDB matches keys exactly, a declared column matches them in any case. (Queries'
+        outputs are written by Spark with the declared names: no need to look there.)"""
+        declared = {c.name.lower(): c.name for c in src.columns}
+        keys = self.con.execute("SELECT DISTINCT unnest(json_keys(json)) FROM read_ndjson_objects(?) "
+                                "WHERE json_type(json) = 'OBJECT'", [files]).fetchall()
+        return any(declared.get(k.lower(), k) != k for (k,) in keys)
+
+    def _text_rows(self, src: SourceInfo, files: list[str]) -> pa.Table:
+        """The rare slow path: records read in Python with keys matched case-insensitively
+        (as :func:`topics.read_file` does), each value as text for DuckDB to cast."""
+        columns: dict[str, list] = {c.name: [] for c in src.columns}
+        by_lower = {c.name.lower(): c.name for c in src.columns}
+        for path in files:
+            for record in _json_records(src, path):
+                row = {by_lower[k.lower()]: v for k, v in record.items() if k.lower() in by_lower}
+                for name, values in columns.items():
+                    values.append(_as_text(row.get(name)))
+        return pa.table({name: pa.array(values, pa.string()) for name, values in columns.items()})
+
+    @classmethod
+    def duck_type(cls, spark_type: str) -> str:
+        """The DuckDB type of a declared Spark type ('DECIMAL(10, 2)' keeps its arguments)."""
+        base, paren, args = spark_type.upper().partition("(")
+        if base == "DECIMAL":
+            return f"DECIMAL({args}" if paren else "DECIMAL(10, 0)"  # Spark's default
+        if base in cls.TYPES:
+            return cls.TYPES[base]
+        try:  # ARRAY<...>, MAP<...>, STRUCT<...>: sqlglot spells them for DuckDB
+            return exp.DataType.build(spark_type, dialect=DIALECT).sql(dialect="duckdb")
+        except SqlglotError:
+            raise ValidationError(f"pull queries cannot read type {spark_type!r}") from None
+
+    def _unreadable(self, src: SourceInfo, files: list[str], error: duckdb.Error) -> ValidationError:
+        """Which file (and line) of ``src`` could not be read, and why: read them one by one."""
+        where = f"pull query failed: cannot read {src.kind} {src.name}"
+        for path in files:
+            if src.format == "JSON":
+                for _ in _json_records(src, path):  # raises at a line that is not a JSON object
+                    pass
+            try:
+                self._drop_stage()
+                reader, params, values = self._reader(src, [path])
+                self.con.execute(f"CREATE TABLE {_ident(self.STAGE)} AS SELECT {values} FROM {reader}", params)
+            except duckdb.Error as e:
+                return ValidationError(f"{where}: file {path!r}: {_one_line(str(e))}")
+        return ValidationError(f"{where}: {_one_line(str(error))}")
+
+
+#: Arrow types of results whose Python values are JSON values already.
+PLAIN_TYPES = (pa.types.is_boolean, pa.types.is_integer, pa.types.is_float64, pa.types.is_string,
+               pa.types.is_large_string, pa.types.is_string_view, pa.types.is_null)
+
+
+def _json_records(src: SourceInfo, path: str):
+    """The JSON objects of one file; a line that is not one names the source, file and line."""
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError as e:
+                reason = f"not JSON ({e.msg})"
+            else:
+                if isinstance(record, dict):
+                    yield record
+                    continue
+                reason = "not a JSON object"
+            raise ValidationError(f"pull query failed: cannot read {src.kind} {src.name}: line {number} "
+                                  f"of file {path!r} is {reason}: {line.strip()[:80]!r}")
+
+
+def _as_text(value: Any) -> str | None:
+    """A JSON value as the text DuckDB casts to the column type."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return json.dumps(value)
+
+
+def _ident(name: str) -> str:
+    """A quoted DuckDB identifier (names are plain already; quoted anyway)."""
+    return exp.to_identifier(name, quoted=True).sql(dialect="duckdb")
+
+
+def _one_line(message: str) -> str:
+    """DuckDB's message without its SQL excerpt and advice, on one line."""
+    lines = [line.strip() for line in message.split("\n\n")[0].splitlines()]
+    keep = [line for line in lines if line and not line.startswith(("Possible ", "* ", "Try ", "LINE "))]
+    return "; ".join(keep)
+
+
+def _plain_column(column: pa.ChunkedArray, duck_type: str, spark_type: str) -> list[Any]:
+    """One result column as JSON-ready Python values, as Spark would write them in JSON."""
+    kind = column.type
+    if pa.types.is_timestamp(kind):
+        fmt = PullQuery.TIMESTAMP_FORMAT["TIMESTAMP_NTZ" if spark_type == "TIMESTAMP_NTZ" else "TIMESTAMP"]
+        return pc.strftime(column.cast(pa.timestamp("ms", "UTC"), safe=False), format=fmt).to_pylist()
+    if pa.types.is_date(kind):
+        return column.cast(pa.string()).to_pylist()
+    if duck_type in ("HUGEINT", "UHUGEINT"):  # exported as DECIMAL(38, 0); SUM of integers
+        return [None if v is None else int(v) for v in column.to_pylist()]
+    if pa.types.is_decimal(kind):
+        return column.cast(pa.float64()).to_pylist()
+    if pa.types.is_float32(kind):  # the float as written (1.1, not 1.100000023841858)
+        return [None if v is None else float(v) for v in column.cast(pa.string()).to_pylist()]
+    if pa.types.is_map(kind):
+        return [None if v is None else {k: _plain(x) for k, x in v} for v in column.to_pylist()]
+    values = column.to_pylist()
+    if any(test(kind) for test in PLAIN_TYPES):
+        return values
+    return [_plain(v) for v in values]
+
+
+def _plain(value: Any) -> Any:
+    """A Python value of a result as JSON would hold it."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, datetime.datetime):
+        value = value.astimezone(datetime.timezone.utc) if value.tzinfo else value
+        return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+    if isinstance(value, (datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return str(value)
