@@ -13,6 +13,7 @@ from airflow.sdk import BaseHook, Context
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowNotFoundException
 
 from ..engine import Engine
+from ..storage.layout import Layout
 from .base import StreamQLOperator, push
 from .links import SparkUILink
 
@@ -189,9 +190,8 @@ class SubmitRuntimeOperator(StreamQLOperator):
         # hook builds the command and the driver is started in a session of its own. The
         # password is in the environment of that process only (its children inherit it).
         command = hook._build_spark_submit_command(APPLICATION)
-        logs = os.path.join(home, "runtimes")
-        os.makedirs(logs, exist_ok=True)
-        log_path = os.path.join(logs, f"{pipeline}-{time.strftime('%Y%m%d-%H%M%S')}.log")
+        log_path = Layout(home).runtime_log(pipeline, time.strftime('%Y%m%d-%H%M%S'))
+        os.makedirs(os.path.dirname(log_path), exist_ok=True)
         env = {**_pip_spark_env(command[0]), **os.environ, **(hook._env or {}), **secret_env}
         with open(log_path, "ab") as log:
             process = subprocess.Popen(command, env=env, stdout=log,
