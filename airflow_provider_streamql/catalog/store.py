@@ -16,6 +16,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, NoSuchModu
 from sqlalchemy.pool import NullPool
 
 from ..errors import CatalogError
+from ..storage.layout import Layout, default_home
 from . import schema as s
 from .connections import serialise_sqlite, write_connection
 from .migrations import LATEST, migrate
@@ -26,11 +27,6 @@ from .model import BadRecord, Progress, QueryInfo, Snapshot, SourceInfo
 HISTORY = 60
 
 
-def default_home() -> str:
-    """``$STREAMQL_HOME``, default ``./.streamql``, as an absolute path."""
-    return os.path.abspath(os.environ.get("STREAMQL_HOME", ".streamql"))
-
-
 def default_url(home: str | None = None) -> str:
     """``$STREAMQL_CATALOG``, else a SQLite file under the home directory."""
     url = os.environ.get("STREAMQL_CATALOG")
@@ -38,7 +34,7 @@ def default_url(home: str | None = None) -> str:
         return url
     home = home or default_home()
     os.makedirs(home, exist_ok=True)
-    return f"sqlite:///{os.path.join(home, 'catalog.db')}"
+    return f"sqlite:///{Layout(home).catalog_file}"
 
 
 #: a URL's scheme (``postgresql+psycopg://``)
