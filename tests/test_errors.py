@@ -62,6 +62,12 @@ FINDINGS = [
      EXIT_USAGE, "value 10000 does not fit column 'price' of type DECIMAL(6, 2)"),
     ("a 39-digit number", ["SELECT id FROM purchases WHERE id = " + "9" * 39],
      EXIT_USAGE, "is more than 38 digits"),
+    ("quoted text as a unit of EXTRACT (the pull-query injection)",
+     ["SELECT extract(`'x' + str(__import__('os').system('id')) + 'y'` FROM id) AS j FROM purchases"],
+     EXIT_USAGE, "is not a unit or keyword"),
+    ("quoted text as a unit of a persistent query's TIMESTAMPADD",
+     ["CREATE STREAM t AS SELECT timestampadd(`x); y`, 1, day) AS j FROM purchases"],
+     EXIT_USAGE, "'X); Y' is not a unit or keyword"),
     ("a NUL byte (PostgreSQL cannot store it)", ["CREATE STREAM n (id INT) WITH (path='a\x00b')"],
      EXIT_USAGE, "line 1, column 39: the text holds a NUL character"),
 ]

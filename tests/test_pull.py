@@ -105,8 +105,8 @@ def snapshot(*roots) -> dict:
 REFUSED = [
     # sqlglot's Python executor evaluated this as code; it must stay text
     ("SELECT extract(`'x' + str(__import__('os').system('id > {tmp}/p')) + 'y'` FROM ts) AS j FROM s",
-     ValidationError, "pull query failed: \"'X' + STR(__IMPORT__('OS').SYSTEM('ID > {TMP}/P')) + 'Y'\" is not a plain word"),
-    ("SELECT timestampadd(`x) AS q FROM s; SELECT (1`, 1, ts) AS q FROM s", ValidationError, "is not a plain word"),
+     ParseError, "\"'X' + STR(__IMPORT__('OS').SYSTEM('ID > {TMP}/P')) + 'Y'\" is not a unit or keyword"),
+    ("SELECT timestampadd(`x) AS q FROM s; SELECT (1`, 1, ts) AS q FROM s", ParseError, "is not a unit or keyword"),
     ("SELECT * FROM read_csv('/etc/passwd')", ValidationError, "unknown stream or table"),
     ("SELECT * FROM `/etc/passwd`", ValidationError, "unknown stream or table '/etc/passwd'"),
     ("SELECT CAST(read_text('/etc/passwd') AS STRING) AS x FROM s", ValidationError,

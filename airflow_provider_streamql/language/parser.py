@@ -591,6 +591,10 @@ class _StatementParser:
     }
 
 
+#: what an unquoted keyword or unit inside a SELECT may be
+PLAIN_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 def parse_select(sql: str, first: Token) -> exp.Expression:
     """Parse a Spark SQL SELECT; errors are re-based onto the whole script's lines."""
     try:
@@ -608,4 +612,10 @@ def parse_select(sql: str, first: Token) -> exp.Expression:
                          text=near or None) from None
     if not isinstance(tree, exp.Select):
         raise ParseError("expected a single SELECT", line=first.line, col=start_col(first), text=sql[:60])
+    # a unit word (EXTRACT(YEAR ...), DATE_TRUNC, TIMESTAMPADD, ...) is written back into the
+    # generated SQL as it stands: only a plain word may be one, never quoted text
+    bad = next((v for v in tree.find_all(exp.Var) if not PLAIN_WORD.fullmatch(v.name)), None)
+    if bad is not None:
+        raise ParseError(f"{bad.name!r} is not a unit or keyword (a plain word such as YEAR, "
+                         f"HOUR or MILLISECOND)", line=first.line, col=start_col(first), text=sql[:60])
     return tree
