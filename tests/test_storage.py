@@ -150,3 +150,15 @@ def test_a_file_effect_that_fails_rolls_the_whole_script_back(engine, home):
         engine.execute("INSERT INTO purchases VALUES (1, 2.0); CREATE STREAM n (id INT); INSERT INTO n VALUES (1)")
     assert "could not change" in str(info.value) and os.path.join(home, "topics", "N") in str(info.value)
     assert dump(engine) == before and topic_files(home) == files
+
+
+def test_a_pull_query_that_fails_leaves_the_script_unapplied(engine, home):
+    """Reads run inside the transaction, after the script's own writes: a SELECT that cannot
+    read its source fails the script, and the INSERT before it is undone."""
+    engine.execute("CREATE STREAM s (id INT)")
+    with open(os.path.join(home, "topics", "S", "bad.json"), "w") as f:
+        f.write('{"id": 1}\n{"id": \n')
+    before, files = dump(engine), topic_files(home)
+    with pytest.raises(ValidationError, match="line 2 of file"):
+        engine.execute("INSERT INTO s VALUES (2); SELECT * FROM s")
+    assert dump(engine) == before and topic_files(home) == files
