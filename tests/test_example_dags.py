@@ -50,15 +50,13 @@ def test_every_dag_file_imports_cleanly(airflow_db):
     ("csas_x_1\n", False), ("", False),
 ])
 def test_the_control_form_takes_a_query_id_and_nothing_else(airflow_db, query_id, accepted):
-    from airflow.sdk.definitions.param import ParamsDict
     from airflow.sdk.exceptions import ParamValidationError
-    params = ParamsDict(dict(dag_bag(DAGS).get_dag("streamql_control").params))
-    params["query_id"] = query_id
+    param = dag_bag(DAGS).get_dag("streamql_control").params.get_param("query_id")
     if accepted:
-        assert params.validate()["query_id"] == query_id
+        assert param.resolve(query_id) == query_id
     else:
         with pytest.raises(ParamValidationError):
-            params.validate()
+            param.resolve(query_id)
 
 
 def test_deploy_creates_the_pipeline_and_checks_it_runs(mart, capfd):
