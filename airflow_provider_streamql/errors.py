@@ -19,6 +19,13 @@ class StreamQLError(Exception):
         return f"{where}{self.message}{snippet}"
 
 
+def first_line(error: BaseException) -> str:
+    """The first line of an error's message (its type's name when it has none): what a
+    one-line report of a library's error shows."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
 class ParseError(StreamQLError):
     """The text is not a StreamQL statement."""
 

@@ -9,6 +9,7 @@ from datetime import datetime
 
 from airflow.sdk import DAG, Param, task
 
+from airflow_provider_streamql.language.names import PARAM_PATTERN
 from airflow_provider_streamql.operators.queries import (PauseQueryOperator, ResumeQueryOperator,
                                                          TerminateQueryOperator)
 
@@ -20,9 +21,7 @@ with DAG(
     params={
         "action": Param("pause", enum=["pause", "resume", "terminate"]),
         # a name, never SQL: the form refuses anything else, and so does the operator
-        # ((?![\s\S]) ends the text in both Python's and the browser's regex; $ would let
-        # a trailing newline through)
-        "query_id": Param("ALL", type="string", pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}(?![\s\S])",
+        "query_id": Param("ALL", type="string", pattern=PARAM_PATTERN,
                           description="a query ID, or ALL"),
     },
     tags=["streamql"],

@@ -15,7 +15,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, NoSuchModuleError
 from sqlalchemy.pool import NullPool
 
-from ..errors import CatalogError
+from ..errors import CatalogError, first_line
 from ..storage.layout import Layout, default_home
 from . import schema as s
 from .connections import serialise_sqlite, write_connection
@@ -162,13 +162,13 @@ class Catalog:
                                f"installed ({e.msg})") from None
         except Exception as e:  # any other refusal of the URL (a bad query argument, ...)
             raise CatalogError(f"catalog URL {shown!r} cannot be used: "
-                               f"{_redact(_first_line(e), self.url)}") from None
+                               f"{_redact(first_line(e), self.url)}") from None
         try:
             self.dialect = self.engine.dialect.name
             migrate(self.engine, migrate_to) if migrate_to else None
         except (ArgumentError, DBAPIError) as e:  # DBAPIError: OperationalError, InterfaceError, ...
             self.engine.dispose()
-            raise CatalogError(f"cannot open catalog {shown!r}: {_redact(_first_line(e), self.url)}") from None
+            raise CatalogError(f"cannot open catalog {shown!r}: {_redact(first_line(e), self.url)}") from None
 
     def close(self) -> None:
         self.engine.dispose()
@@ -511,8 +511,3 @@ class Catalog:
         if handled_by is not None:
             values.update(handled_by=handled_by, handled_at=time.time())
         return conn.execute(stmt.values(**values)).rowcount
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__

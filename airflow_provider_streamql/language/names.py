@@ -15,6 +15,10 @@ PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: longest name: a query ID (``CSAS_<name>_<seq>``) and its checkpoint folders
 #: (``<ID>.dead_letters``, ``<ID>.snapshots``) must stay within a file name's 255 bytes
 MAX_NAME_LENGTH = 128
+#: the same grammar as a JSON-schema ``pattern`` (an Airflow ``Param``), read alike by Python
+#: and the browser's form: ``(?![\s\S])`` ends the text where ``$`` would let a trailing
+#: newline through
+PARAM_PATTERN = rf"^[A-Za-z_][A-Za-z0-9_]{{0,{MAX_NAME_LENGTH - 1}}}(?![\s\S])"
 
 
 def is_plain_name(text: str) -> bool:

@@ -17,7 +17,7 @@ from sqlglot.tokens import Token, TokenType
 
 from ..errors import ParseError
 from .dialect import DIALECT
-from .names import name_problem
+from .names import PLAIN_NAME, name_problem
 from .statements import (
     AlterSource, Column, CreateAsSelect, CreateSource, Describe, DropSource, Explain,
     InsertSelect, InsertValues, PullQuery, QueryControl, SetProperty, Show, Statement, Within,
@@ -591,10 +591,6 @@ class _StatementParser:
     }
 
 
-#: what an unquoted keyword or unit inside a SELECT may be
-PLAIN_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
 def parse_select(sql: str, first: Token) -> exp.Expression:
     """Parse a Spark SQL SELECT; errors are re-based onto the whole script's lines."""
     try:
@@ -614,7 +610,7 @@ def parse_select(sql: str, first: Token) -> exp.Expression:
         raise ParseError("expected a single SELECT", line=first.line, col=start_col(first), text=sql[:60])
     # a unit word (EXTRACT(YEAR ...), DATE_TRUNC, TIMESTAMPADD, ...) is written back into the
     # generated SQL as it stands: only a plain word may be one, never quoted text
-    bad = next((v for v in tree.find_all(exp.Var) if not PLAIN_WORD.fullmatch(v.name)), None)
+    bad = next((v for v in tree.find_all(exp.Var) if not PLAIN_NAME.fullmatch(v.name)), None)
     if bad is not None:
         raise ParseError(f"{bad.name!r} is not a unit or keyword (a plain word such as YEAR, "
                          f"HOUR or MILLISECOND)", line=first.line, col=start_col(first), text=sql[:60])

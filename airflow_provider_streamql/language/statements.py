@@ -6,6 +6,7 @@ from typing import Any
 
 from sqlglot import exp
 
+from ..errors import ParseError
 from .names import check_object_name
 
 #: control statements and the desired state each asks for
@@ -137,12 +138,10 @@ class QueryControl(Statement):
         :class:`ParseError`, never text to parse."""
         verb = str(action).upper()
         if verb not in CONTROL_ACTIONS:
-            from ..errors import ParseError
             raise ParseError(f"action {action!r} is not one of {', '.join(CONTROL_ACTIONS)}")
         target = None if query_id is None or str(query_id).upper() == "ALL" \
             else check_object_name(query_id, "query ID")
         if skip_bad_records and verb != "RESUME":
-            from ..errors import ParseError
             raise ParseError(f"SKIP BAD RECORDS goes with RESUME, not {verb}")
         text = f"{verb} {target or 'ALL'}" + (" SKIP BAD RECORDS" if skip_bad_records else "")
         return cls(action=verb, query_id=target, skip_bad_records=skip_bad_records, text=text)
@@ -163,7 +162,6 @@ class DropSource(Statement):
         """``DROP`` of a stream or table, built from checked parts."""
         kind = kind.upper()
         if kind not in ("STREAM", "TABLE"):
-            from ..errors import ParseError
             raise ParseError(f"kind {kind!r} is not STREAM or TABLE")
         name = check_object_name(name, f"{kind.lower()} name")
         text = f"DROP {kind} {'IF EXISTS ' if if_exists else ''}{name}" + (" DELETE TOPIC" if delete_topic else "")

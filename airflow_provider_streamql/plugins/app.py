@@ -39,7 +39,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.security.utils import get_authorization_scheme_param
 
 from ..engine import Engine
-from ..errors import CatalogError, NotFoundError, StateError, StreamQLError
+from ..errors import CatalogError, NotFoundError, StateError, StreamQLError, first_line
 from ..hooks.streamql import StreamQLHook
 from ..overview import query_details, query_list
 
@@ -268,8 +268,7 @@ _CREDENTIALS = re.compile(r"(://[^/@:\s]*):[^\s]*@")
 def _first_line(error: BaseException) -> str:
     """The first line of an error, any URL's password in it masked (the messages of our
     own code never hold one; this guards against those of libraries)."""
-    text = str(error).strip()
-    return _CREDENTIALS.sub(r"\1:***@", text.splitlines()[0]) if text else type(error).__name__
+    return _CREDENTIALS.sub(r"\1:***@", first_line(error))
 
 
 __all__ = ["app", "CSRF_HEADER", "CSRF_TTL", "csrf_token", "make_csrf_token"]
