@@ -194,7 +194,7 @@ def _wait_for_results(engine: Engine, results, args: argparse.Namespace) -> int:
 
 
 def _queries(args: argparse.Namespace) -> int:
-    from .introspection import QUERY_COLUMNS
+    from .planner.introspection import QUERY_COLUMNS
     _table(_engine(args).queries(args.pipeline), QUERY_COLUMNS, args.json)
     return EXIT_OK
 
@@ -270,7 +270,7 @@ def _runtimes(args: argparse.Namespace) -> int:
 
 
 def _health(args: argparse.Namespace) -> int:
-    from .health import unhealthy_queries
+    from .conditions import unhealthy_queries
     problems = unhealthy_queries(_engine(args), stale_after=args.stale_after, pipeline=args.pipeline)
     _table(problems, ["query_id", "pipeline", "state", "problem"], args.json)
     return EXIT_FAILED if problems else EXIT_OK

@@ -1,7 +1,8 @@
 """What a wait waits for, as data: a query reaching a state, a version becoming ready,
-progress since a point, catching up with the input.
+progress since a point, catching up with the input; and which queries need attention.
 
-A condition is checked against an :class:`~airflow_provider_streamql.engine.Engine` and
+A condition is checked against an :class:`~airflow_provider_streamql.engine.Engine` (any
+:class:`QueryView`) and
 never blocks, so the same object serves ``Engine.wait``, the CLI, a sensor's poke and a
 deferrable trigger. ``to_dict``/``from_dict`` carry it across a trigger's serialisation.
 """
@@ -10,15 +11,29 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
-from . import topics
-from .checkpoints import processed_files
+from .catalog import Catalog, Progress, QueryInfo
 from .errors import ValidationError
-from .introspection import shown_state
+from .planner.introspection import shown_state
+from .storage import topics
+from .storage.checkpoints import processed_files
 
-if TYPE_CHECKING:
-    from .engine import Engine
+
+class QueryView(Protocol):
+    """What a condition reads; :class:`~airflow_provider_streamql.engine.Engine` is one.
+    (A protocol, so that the engine, which waits on conditions, is not imported here.)"""
+
+    catalog: Catalog
+    pipeline: str
+
+    def query(self, query_id: str) -> QueryInfo: ...
+
+    def state(self, query_id: str) -> str: ...
+
+    def progress(self, query_id: str) -> Progress | None: ...
+
+    def queries(self, pipeline: str | None = None) -> list[dict[str, Any]]: ...
 
 
 @dataclass
@@ -37,7 +52,7 @@ class Condition:
 
     kind: ClassVar[str]
 
-    def check(self, engine: "Engine") -> Check:
+    def check(self, engine: QueryView) -> Check:
         raise NotImplementedError
 
     def to_dict(self) -> dict[str, Any]:
@@ -72,7 +87,7 @@ class QueriesInState(Condition):
         self.states = [s.upper() for s in self.states]
         self.query_ids = [q.upper() for q in self.query_ids] if self.query_ids is not None else None
 
-    def check(self, engine: "Engine") -> Check:
+    def check(self, engine: QueryView) -> Check:
         if self.query_ids is None:
             queries = [q for q in engine.catalog.queries(self.pipeline or engine.pipeline)
                        if q.desired_state != "TERMINATED" or "TERMINATED" in self._wanted(q)]
@@ -113,7 +128,7 @@ class VersionRunning(Condition):
     version: int
     ready: bool = False
 
-    def check(self, engine: "Engine") -> Check:
+    def check(self, engine: QueryView) -> Check:
         query = engine.query(self.query_id)
         row = next((v for v in engine.catalog.versions(query.id) if v["version"] == self.version), None)
         if row is None:
@@ -149,13 +164,13 @@ class ProgressSince(Condition):
             raise ValidationError("progress needs batches or rows (or both)")
 
     @classmethod
-    def from_now(cls, engine: "Engine", query_id: str, **kw: Any) -> "ProgressSince":
+    def from_now(cls, engine: QueryView, query_id: str, **kw: Any) -> "ProgressSince":
         """Progress counted from the query's last committed batch at this moment."""
         p = engine.progress(query_id)
         return cls(query_id.upper(), since_batch=p.batch_id if p else -1,
                    since_rows=p.total_input_rows if p else 0, **kw)
 
-    def check(self, engine: "Engine") -> Check:
+    def check(self, engine: QueryView) -> Check:
         query = engine.query(self.query_id)
         state = engine.state(query.id)
         p = engine.progress(query.id)
@@ -191,7 +206,7 @@ class CaughtUp(Condition):
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "query_id": self.query_id, "as_of": self.as_of}
 
-    def check(self, engine: "Engine") -> Check:
+    def check(self, engine: QueryView) -> Check:
         # the catalog is read once; later looks read only the checkpoint (waits poll often)
         if self._wanted is None:
             query = engine.query(self.query_id)
@@ -229,7 +244,7 @@ class AllOf(Condition):
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "conditions": self.conditions}
 
-    def check(self, engine: "Engine") -> Check:
+    def check(self, engine: QueryView) -> Check:
         checks = [c.check(engine) for c in self._parts]
         details = {"states": {k: v for c in checks for k, v in c.details.get("states", {}).items()}}
         for c in checks:
@@ -241,12 +256,12 @@ class AllOf(Condition):
         return Check(True, "; ".join(c.message for c in checks), details=details)
 
 
-def unprocessed_files(engine: "Engine", query) -> int:
+def unprocessed_files(engine: QueryView, query) -> int:
     """How many committed input files the query has not processed yet (its lag, in files)."""
     return len(_input_files(engine, query, float("inf")) - processed_files(query.checkpoint))
 
 
-def _input_files(engine: "Engine", query, as_of: float) -> set[str]:
+def _input_files(engine: QueryView, query, as_of: float) -> set[str]:
     wanted: set[str] = set()
     # tables joined as of each batch are read whole each time, never consumed
     static = set(query.properties.get("plan", {}).get("static_tables", []))
@@ -266,3 +281,36 @@ def _mtime(path: str) -> float:
 
 CONDITIONS: dict[str, type[Condition]] = {
     c.kind: c for c in (QueriesInState, VersionRunning, ProgressSince, CaughtUp, AllOf)}
+
+
+def unhealthy_queries(engine: QueryView, *, stale_after: float,
+                      pipeline: str | None = None) -> list[dict[str, Any]]:
+    """One ``{query_id, pipeline, state, problem}`` per query that needs attention.
+
+    Paused and terminated queries are left alone (someone chose that). A query that should
+    run is flagged in ERROR or UNASSIGNED, or when input written more than ``stale_after``
+    seconds ago has not been processed: an idle query with no new input is healthy.
+    """
+    now = time.time()
+    problems = []
+    for row in engine.queries(pipeline):
+        if row["desired"] != "RUNNING":
+            continue
+        problem = None
+        if row["state"] == "ERROR":
+            problem = f"in ERROR: {row['error']}"
+        elif row["state"] == "UNASSIGNED":
+            problem = "UNASSIGNED: its runtime stopped heartbeating"
+        else:
+            check = CaughtUp(row["query_id"], as_of=now - stale_after).check(engine)
+            if not check.done:
+                progress = engine.progress(row["query_id"])
+                last = (time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(progress.last_batch_at))
+                        if progress else "never")
+                problem = (f"no progress for {stale_after:g}s: {check.details['missing']} input "
+                           f"file(s) older than that not processed (state {row['state']}, last "
+                           f"batch {last})")
+        if problem:
+            problems.append({"query_id": row["query_id"], "pipeline": row["pipeline"],
+                             "state": row["state"], "problem": problem})
+    return problems

@@ -5,21 +5,20 @@ import dataclasses
 import getpass
 import os
 import time
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from .catalog import BadRecord, Catalog, Progress, QueryInfo, default_home
 from .conditions import CaughtUp, Check, Condition, QueriesInState, VersionRunning
 from .errors import NotFoundError, StateError, StreamQLError, ValidationError, WaitTimeout
-from .introspection import query_rows, shown_state
+from .planner.introspection import query_rows, shown_state
 from .language import parse, parse_one
 from .language.statements import CreateAsSelect, DropSource, QueryControl, SetProperty, Statement
-from .planner import Planner
+from .planner import deploy
+from .planner.core import Planner
+from .planner.deploy import DeployPlan
 from .results import Result
 from .storage.layout import Layout
 from .upgrades import Report
-
-if TYPE_CHECKING:
-    from .deploy import DeployPlan
 
 DEFAULT_PIPELINE = "default"
 #: a runtime that has not heartbeated for this many seconds is not live
@@ -206,18 +205,29 @@ class Engine:
                                       text=stmt.text.strip()[:120])
         return writer
 
-    def plan(self, script: str, *, pipeline: str | None = None) -> "DeployPlan":
-        """What applying a deploy file would do, statement by statement (see :mod:`.deploy`)."""
-        from .deploy import plan
-        return plan(self, script, pipeline=pipeline)
+    def plan(self, script: str, *, pipeline: str | None = None) -> DeployPlan:
+        """What applying a deploy file would do, statement by statement (see
+        :mod:`.planner.deploy`); changes nothing."""
+        return self._plan_script(deploy.declarations(script), pipeline)
+
+    def _plan_script(self, statements: list[Statement], pipeline: str | None) -> DeployPlan:
+        with self.catalog.engine.connect() as conn:
+            return deploy.plan_script(self._planner(conn, pipeline), statements,
+                                      pipeline or self.pipeline)
 
     def apply(self, script: str, *, pipeline: str | None = None, issuer: str | None = None,
-              teardown: str | None = None) -> tuple["DeployPlan", list[Result]]:
+              teardown: str | None = None) -> tuple[DeployPlan, list[Result]]:
         """Apply a deploy file: plan it in a sandbox, refuse it whole if any statement is
         rejected or needs a replacing upgrade, else apply every change in one transaction,
         upstream before downstream; then the optional ``teardown`` script."""
-        from .deploy import apply
-        return apply(self, script, pipeline=pipeline, issuer=issuer or self.issuer, teardown=teardown)
+        issuer = issuer or self.issuer
+        statements = deploy.declarations(script)
+        deploy_plan = self._plan_script(statements, pipeline)
+        todo = deploy.to_apply(statements, deploy_plan)
+        results = self.run(todo, pipeline=pipeline, issuer=issuer, skip_unchanged=True) if todo else []
+        if teardown:
+            results += self.execute(teardown, pipeline=pipeline, issuer=issuer)
+        return deploy_plan, results
 
     def check(self, script: str, *, pipeline: str | None = None) -> None:
         """Validate a whole script against the catalog without applying any of it."""

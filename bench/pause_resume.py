@@ -20,7 +20,7 @@ import threading
 import time
 
 from airflow_provider_streamql.catalog import Catalog
-from airflow_provider_streamql.checkpoints import last_committed_batch
+from airflow_provider_streamql.storage.checkpoints import last_committed_batch
 from airflow_provider_streamql.engine import Engine
 from airflow_provider_streamql.runtime import Runtime, build_session
 from airflow_provider_streamql.storage.layout import ALLOWED_PATHS_ENV

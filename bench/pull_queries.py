@@ -37,7 +37,7 @@ def old_run_pull_query(select, sources, analysis):
     from sqlglot.errors import ExecuteError
     from sqlglot.executor import execute
 
-    from airflow_provider_streamql import topics
+    from airflow_provider_streamql.storage import topics
     from airflow_provider_streamql.errors import ValidationError
     from airflow_provider_streamql.language.dialect import DIALECT
 
@@ -56,7 +56,7 @@ def old_run_pull_query(select, sources, analysis):
 
 
 def prepare(home: str, rows: int, files: int) -> None:
-    from airflow_provider_streamql import topics
+    from airflow_provider_streamql.storage import topics
     from airflow_provider_streamql.engine import Engine
     engine = Engine(f"sqlite:///{home}/catalog.db", home=home)
     engine.execute("CREATE STREAM big (id INT KEY, user STRING, cost DOUBLE)")
@@ -71,7 +71,7 @@ def prepare(home: str, rows: int, files: int) -> None:
 
 def child(home: str, which: str, query: str, runs: int) -> None:
     """One engine, one query, ``runs`` times; prints a JSON line."""
-    from airflow_provider_streamql import pull
+    from airflow_provider_streamql.storage import pull
     from airflow_provider_streamql.engine import Engine
     if which == "old":
         pull.run_pull_query = old_run_pull_query  # the planner imports it at call time

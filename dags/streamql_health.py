@@ -22,7 +22,7 @@ with DAG(
 ):
     @task
     def check_queries(params=None) -> int:
-        from airflow_provider_streamql.health import unhealthy_queries
+        from airflow_provider_streamql.conditions import unhealthy_queries
         from airflow_provider_streamql.hooks.streamql import StreamQLHook
         engine = StreamQLHook().get_engine()
         try:

@@ -36,7 +36,7 @@ def stream_rows(engine, name: str) -> list:
 
 def changelog(engine, name: str) -> list[dict]:
     """Every row a table's query ever emitted, oldest first (not just the latest per key)."""
-    from airflow_provider_streamql import topics
+    from airflow_provider_streamql.storage import topics
     src = engine.catalog.source(name.upper())
     return [row for entry in topics.changelog_entries(src.path)
             for f in topics.entry_files(entry) for row in topics.read_file(f, src.format, src.columns)]

@@ -122,7 +122,7 @@ def test_the_core_runs_without_airflow(tmp_path):
                        "            raise ImportError('airflow is blocked in this test')\n"
                        "sys.meta_path.insert(0, Block())\n")
     code = ("import airflow_provider_streamql.engine, airflow_provider_streamql.cli, "
-            "airflow_provider_streamql.health, airflow_provider_streamql.conditions, "
+            "airflow_provider_streamql.conditions, "
             "airflow_provider_streamql.get_provider_info, airflow_provider_streamql.runtime.driver\n"
             "from airflow_provider_streamql.cli import main\n"
             f"raise SystemExit(main(['exec', '--home', {str(tmp_path / 'home')!r}, "

@@ -7,7 +7,7 @@ import os
 import pytest
 from sqlalchemy import select
 
-from airflow_provider_streamql import topics
+from airflow_provider_streamql.storage import topics
 from airflow_provider_streamql.catalog import schema
 from airflow_provider_streamql.cli import EXIT_USAGE, main
 from airflow_provider_streamql.errors import ValidationError

@@ -9,7 +9,7 @@ import signal
 
 import pytest
 
-from airflow_provider_streamql.checkpoints import last_committed_batch
+from airflow_provider_streamql.storage.checkpoints import last_committed_batch
 
 from .support import cli, insert, sigterm, stream_rows, table, wait_until
 

@@ -5,7 +5,7 @@ import os
 import signal
 from datetime import datetime, timezone
 
-from airflow_provider_streamql.checkpoints import planned_watermark_ms
+from airflow_provider_streamql.storage.checkpoints import planned_watermark_ms
 
 from .support import changelog, stream_rows, wait_until
 from .test_windows import CASES, GROUPS, create_window_queries, feed, final_table

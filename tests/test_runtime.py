@@ -3,7 +3,7 @@ import time
 
 import pytest
 
-from airflow_provider_streamql.checkpoints import last_committed_batch
+from airflow_provider_streamql.storage.checkpoints import last_committed_batch
 from airflow_provider_streamql.errors import StateError
 
 from .support import insert, stream_rows, table, wait_until

@@ -12,6 +12,8 @@ OBSERVED_STATES = ("PENDING", "STARTING", "RUNNING", "PAUSING", "PAUSED", "UPGRA
                    "ROLLING_BACK", "ERROR", "TERMINATED", "UNASSIGNED")
 # Observed states that mean "a runtime is (or should be) running it now".
 ACTIVE_STATES = ("STARTING", "RUNNING", "PAUSING", "UPGRADING", "ROLLING_BACK")
+# WITH (on_error=...) of a persistent query: what a record it cannot read does
+ERROR_POLICIES = ("FAIL", "LOG_AND_CONTINUE", "PAUSE")
 
 
 @dataclass

@@ -41,7 +41,7 @@ from fastapi.security.utils import get_authorization_scheme_param
 from ..engine import Engine
 from ..errors import CatalogError, NotFoundError, StateError, StreamQLError, first_line
 from ..hooks.streamql import StreamQLHook
-from ..overview import query_details, query_list
+from .overview import query_details, query_list
 
 CSRF_HEADER = "X-StreamQL-CSRF"
 #: seconds a CSRF token is good for; the page fetches a fresh one every 1.5 s

@@ -32,7 +32,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ..catalog import BadRecord, SourceInfo
-from ..topics import uri_path
+from ..storage.topics import uri_path
 
 MARKER = "STREAMQL_BAD_RECORD"
 CORRUPT = "_corrupt_record"
@@ -267,7 +267,7 @@ class DeadLetterWriter:
         self.catalog, self.query, self.sources = catalog, query, sources
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
-        from ..deadletter import append_dead_letters, dead_letter_source
+        from ..storage.deadletter import append_dead_letters, dead_letter_source
         rows = df.collect()
         if not rows:
             return

@@ -19,7 +19,7 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 from ..catalog import QueryInfo, SourceInfo
 from ..language.streaming import StreamingPlan
 from ..storage.layout import dead_letter_checkpoint
-from ..topics import FORMATS, changelog_entries, entry_files, is_data_name
+from ..storage.topics import FORMATS, changelog_entries, entry_files, is_data_name
 from . import kafka
 from .badrecords import CORRUPT, FILE, RecordGuard, checked, dead_letters, parse_options, schema_ddl
 

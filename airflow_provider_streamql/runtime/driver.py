@@ -18,10 +18,9 @@ from dataclasses import dataclass
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from ..catalog import Catalog, QueryInfo
+from ..catalog import ERROR_POLICIES, Catalog, QueryInfo
 from ..catalog.connections import write_connection
-from ..checkpoints import batch_files, last_committed_batch, last_planned_batch
-from ..planner import ERROR_POLICIES
+from ..storage.checkpoints import batch_files, last_committed_batch, last_planned_batch
 from ..errors import StateError
 from ..language.streaming import StreamingPlan
 from .badrecords import MARKER, DeadLetterWriter, RecordGuard, records_in_error, scan_files

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pyspark.sql import SparkSession
 
 from ..catalog import QueryInfo, SourceInfo
-from ..checkpoints import processed_files
+from ..storage.checkpoints import processed_files
 from ..language.streaming import StreamingPlan
 from .connectors import streaming_frame
 

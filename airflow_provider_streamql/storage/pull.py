@@ -22,10 +22,10 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from . import topics
-from .catalog import SourceInfo
-from .errors import ValidationError
-from .language.analyzer import SelectAnalysis
-from .language.dialect import DIALECT
+from ..catalog import SourceInfo
+from ..errors import ValidationError
+from ..language.analyzer import SelectAnalysis
+from ..language.dialect import DIALECT
 
 Answer = tuple[list[str], list[list[Any]]]  # column names, rows
 

@@ -6,9 +6,9 @@ import time
 from typing import Iterable
 
 from . import topics
-from .catalog import BadRecord, QueryInfo, SourceInfo
-from .language.statements import Column
-from .storage.layout import Layout, home_of_checkpoint
+from ..catalog import BadRecord, QueryInfo, SourceInfo
+from ..language.statements import Column
+from .layout import Layout, home_of_checkpoint
 
 COLUMNS = [Column("query_id", "STRING"), Column("source", "STRING"), Column("file", "STRING"),
            Column("line", "INT"), Column("raw", "STRING"), Column("error", "STRING"),

@@ -6,10 +6,10 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from .catalog import ACTIVE_STATES, Catalog, QueryInfo, Snapshot
-from .checkpoints import planned_watermark_ms
-from .language import statements as st
-from .results import Result
+from ..catalog import ACTIVE_STATES, Catalog, QueryInfo, Snapshot
+from ..storage.checkpoints import planned_watermark_ms
+from ..language import statements as st
+from ..results import Result
 
 QUERY_COLUMNS = ["query_id", "pipeline", "state", "desired", "version", "sink", "sources",
                  "last_batch", "rows_per_sec", "state_rows", "state_bytes", "late_rows",

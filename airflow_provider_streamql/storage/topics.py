@@ -23,8 +23,8 @@ import uuid
 from typing import Any, Iterable
 from urllib.parse import unquote, urlparse
 
-from .errors import ValidationError
-from .language.statements import Column
+from ..errors import ValidationError
+from ..language.statements import Column
 
 # value_format -> (Spark data source name, file suffix)
 FORMATS = {"JSON": ("json", ".json"), "CSV": ("csv", ".csv"), "PARQUET": ("parquet", ".parquet")}

@@ -8,15 +8,15 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
-from .catalog import QueryInfo
-from .conditions import unprocessed_files
-from .errors import StreamQLError
-from .introspection import query_rows
-from .language import parse
-from .language.statements import QueryControl
+from ..catalog import QueryInfo
+from ..conditions import unprocessed_files
+from ..errors import StreamQLError
+from ..planner.introspection import query_rows
+from ..language import parse
+from ..language.statements import QueryControl
 
 if TYPE_CHECKING:
-    from .engine import Engine
+    from ..engine import Engine
 
 
 def query_list(engine: "Engine") -> list[dict[str, Any]]:

@@ -13,17 +13,17 @@ from typing import Any, Callable
 
 from sqlalchemy import Connection
 
-from . import topics
-from .catalog import Catalog, QueryInfo, Snapshot, SourceInfo
-from .deadletter import append_dead_letters, dead_letter_source
-from .errors import NotFoundError, StateError, ValidationError
-from .language import parse_one
-from .language import statements as st
-from .language.analyzer import SelectAnalysis, analyze_select
-from .language.streaming import plan_streaming
-from .results import Result
-from .storage.layout import Layout, MovedAside, query_folders
-from .upgrades import Finding, Report, validate_upgrade
+from ..storage import topics
+from ..catalog import ERROR_POLICIES, Catalog, QueryInfo, Snapshot, SourceInfo
+from ..storage.deadletter import append_dead_letters, dead_letter_source
+from ..errors import NotFoundError, StateError, ValidationError
+from ..language import parse_one
+from ..language import statements as st
+from ..language.analyzer import SelectAnalysis, analyze_select
+from ..language.streaming import plan_streaming
+from ..results import Result
+from ..storage.layout import Layout, MovedAside, query_folders
+from ..upgrades import Finding, Report, validate_upgrade
 
 # WITH (...) property -> check of its value (None: accepted as is).
 SOURCE_PROPERTIES: dict[str, Callable[[Any], str | None] | None] = {
@@ -44,8 +44,6 @@ WIDENINGS = {
     "INT": ("BIGINT", "DOUBLE"),
     "FLOAT": ("DOUBLE",),
 }
-# WITH (on_error=...) of a persistent query: what a record it cannot read does
-ERROR_POLICIES = ("FAIL", "LOG_AND_CONTINUE", "PAUSE")
 # WITH properties that would put Kafka connection settings in SQL text
 KAFKA_CONNECTION_SETTINGS = ("kafka.", "bootstrap", "security", "sasl", "ssl")
 # SET 'key' -> allowed values.
@@ -462,7 +460,7 @@ class Planner:
         def read() -> None:
             # inside the transaction, after the script's own records are written: a pull
             # query that fails fails the script, and nothing of it is applied
-            from .pull import run_pull_query
+            from ..storage.pull import run_pull_query
             result.columns, result.rows = run_pull_query(stmt.select, sources, analysis)
         return Step(result, files=read)
 

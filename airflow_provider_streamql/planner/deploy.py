@@ -1,27 +1,25 @@
 """Headless deploys: a SQL file is the desired state of a pipeline.
 
-``plan`` compares the file with the catalog and says, per statement, what applying it would
+Planning compares the file with the catalog and says, per statement, what applying it would
 do: ``create``, ``replace in place``, ``replacing required``, ``unchanged`` or ``rejected``
 (with the validator's findings), and which objects of the pipeline left the file (``drop``:
 listed, never dropped unless a teardown file says so). ``apply`` plans in a sandbox first,
 refuses the whole file if any statement is rejected (or needs a replacing upgrade it was
 not allowed), then applies every change in one catalog transaction, upstream before
-downstream. Untouched queries are not restarted.
+downstream. Untouched queries are not restarted. :class:`~..engine.Engine` drives both
+(``Engine.plan``/``Engine.apply``); this module only reads statements and a planner.
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlglot import exp
 
-from .errors import StateError, StreamQLError, ValidationError
-from .language import parse
-from .language import statements as st
-from .results import Result
-
-if TYPE_CHECKING:
-    from .engine import Engine
+from ..errors import StateError, StreamQLError, ValidationError
+from ..language import parse
+from ..language import statements as st
+from .core import Planner
 
 #: planner action -> plan action
 ACTIONS = {"created": "create", "replaced": "replace in place", "altered": "replace in place",
@@ -70,17 +68,23 @@ class DeployPlan:
         return "\n".join(lines)
 
 
-def plan(engine: "Engine", script: str, *, pipeline: str | None = None) -> DeployPlan:
-    """What applying ``script`` would do to the catalog; changes nothing."""
-    return _plan(engine, _declarative(parse(script)), pipeline)
+def declarations(script: str) -> list[st.Statement]:
+    """The statements of a deploy file, upstream before downstream, each CREATE read as
+    CREATE OR REPLACE; anything that is not a declaration is refused."""
+    return _declarative(parse(script))
 
 
-def apply(engine: "Engine", script: str, *, pipeline: str | None = None, issuer: str | None = None,
-          teardown: str | None = None) -> tuple[DeployPlan, list[Result]]:
-    """Plan, refuse if anything is rejected or needs a replacing upgrade, then apply every
-    change in one transaction; then, if given, the ``teardown`` script."""
-    statements = _declarative(parse(script))
-    deploy_plan = _plan(engine, statements, pipeline)
+def plan_script(planner: Planner, statements: list[st.Statement], pipeline: str) -> DeployPlan:
+    """What applying ``statements`` would do, planned on ``planner`` (over a connection that
+    writes nothing). Items come in the statements' order, then what left the file."""
+    planner.skip_unchanged = True
+    items = [_plan_one(planner, stmt) for stmt in statements]
+    return DeployPlan(items + _left_out(planner, statements, pipeline))
+
+
+def to_apply(statements: list[st.Statement], deploy_plan: DeployPlan) -> list[st.Statement]:
+    """The statements that change something; raises (naming every one) if any statement is
+    rejected or needs a replacing upgrade, so that nothing of the file is applied."""
     refused = deploy_plan.of("rejected") + deploy_plan.of("replacing required")
     if refused:
         first = refused[0]
@@ -92,25 +96,11 @@ def apply(engine: "Engine", script: str, *, pipeline: str | None = None, issuer:
                     line=first.line)
     todo = [s for s, item in zip(statements, deploy_plan.items)
             if isinstance(s, st.SetProperty) or item.action not in ("unchanged", "drop")]
-    changed = any(not isinstance(s, st.SetProperty) for s in todo)
-    results = engine.run(todo, pipeline=pipeline, issuer=issuer, skip_unchanged=True) if changed else []
-    if teardown:
-        results += engine.execute(teardown, pipeline=pipeline, issuer=issuer)
-    return deploy_plan, results
+    # settings alone change nothing
+    return todo if any(not isinstance(s, st.SetProperty) for s in todo) else []
 
 
-def _plan(engine: "Engine", statements: list[st.Statement], pipeline: str | None) -> DeployPlan:
-    """Plan each statement in a sandbox: a planner over the catalog that writes nothing.
-    Items come in the statements' order, then what left the file."""
-    with engine.catalog.engine.connect() as conn:
-        planner = engine._planner(conn, pipeline)
-        planner.skip_unchanged = True
-        items = [_plan_one(planner, stmt) for stmt in statements]
-        items += _left_out(planner, statements, pipeline or engine.pipeline)
-    return DeployPlan(items)
-
-
-def _plan_one(planner, stmt: st.Statement) -> PlanItem:
+def _plan_one(planner: Planner, stmt: st.Statement) -> PlanItem:
     name = getattr(stmt, "name", None) or getattr(stmt, "target", "")
     kind = getattr(stmt, "kind", "STREAM").lower()
     item = PlanItem("create", kind, name, statement=stmt.text.strip(), line=stmt.line)
@@ -139,7 +129,7 @@ def _plan_one(planner, stmt: st.Statement) -> PlanItem:
     return item
 
 
-def _left_out(planner, statements: list[st.Statement], pipeline: str) -> list[PlanItem]:
+def _left_out(planner: Planner, statements: list[st.Statement], pipeline: str) -> list[PlanItem]:
     """Streams, tables and queries of the pipeline that the file no longer declares."""
     named = {getattr(s, "name", None) for s in statements} | {getattr(s, "target", None) for s in statements}
     items = []
