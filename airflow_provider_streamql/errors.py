@@ -19,11 +19,12 @@ class StreamQLError(Exception):
         return f"{where}{self.message}{snippet}"
 
 
-def first_line(error: BaseException) -> str:
+def first_line(error: BaseException | object, limit: int | None = None) -> str:
     """The first line of an error's message (its type's name when it has none): what a
-    one-line report of a library's error shows."""
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
+    one-line report of a library's error shows. A Py4J/Spark error's own message is its
+    ``desc`` (its text adds the JVM stack); ``limit`` caps the line's length."""
+    text = str(getattr(error, "desc", None) or error).strip()
+    return text.splitlines()[0][:limit] if text else type(error).__name__
 
 
 class ParseError(StreamQLError):
