@@ -264,7 +264,7 @@ def unprocessed_files(engine: QueryView, query) -> int:
 def _input_files(engine: QueryView, query, as_of: float) -> set[str]:
     wanted: set[str] = set()
     # tables joined as of each batch are read whole each time, never consumed
-    static = set(query.properties.get("plan", {}).get("static_tables", []))
+    static = set(query.plan.static_tables)
     for name in (n for n in query.sources if n not in static):
         src = engine.catalog.source(name)
         if src is not None:

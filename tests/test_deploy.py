@@ -139,3 +139,26 @@ def test_a_teardown_file_removes_what_left_the_file(sqlite_engine, runtimes, hom
 def test_what_a_deploy_file_may_not_hold(sqlite_engine, script, fragment):
     with pytest.raises(ValidationError, match=fragment):
         sqlite_engine.plan(script)
+
+
+def test_a_trait_added_to_the_shape_leaves_applied_queries_unchanged(sqlite_engine):
+    """Queries recorded by another release (whose validator derived other traits) are not
+    shown as changed: a deploy compares what runs (plan, settings, output), not the shape."""
+    import json
+
+    from sqlalchemy import select, update
+
+    from airflow_provider_streamql.catalog import schema
+
+    engine = sqlite_engine
+    engine.apply(V1)
+    with engine.catalog.engine.begin() as conn:
+        for query_id in (VALID, BIG, STATS):
+            where = schema.queries.c.id == query_id
+            shape = json.loads(conn.execute(select(schema.queries.c.shape).where(where)).scalar())
+            conn.execute(update(schema.queries).where(where).values(
+                shape=json.dumps({**shape, "a_trait_of_another_release": True})))
+    assert [i.action for i in engine.plan(V1).items] == ["unchanged"] * 4
+    # ... while a changed setting is a change
+    changed = engine.plan(V1.replace("valid_purchases AS", "valid_purchases WITH (on_error='PAUSE') AS"))
+    assert [i.action for i in changed.items] == ["unchanged", "replace in place", "unchanged", "unchanged"]

@@ -1,6 +1,7 @@
 """Forward-only schema migrations. ``migrate`` brings any older catalog to ``LATEST``."""
 from __future__ import annotations
 
+import json
 from typing import Callable
 
 from sqlalchemy import Connection, Engine, inspect, insert, select, text, update
@@ -10,7 +11,7 @@ from .connections import write_connection
 
 from ..errors import CatalogError
 from .schema import (MIGRATION_1_TABLES, MIGRATION_2_TABLES, MIGRATION_3_COLUMNS, MIGRATION_4_TABLES,
-                     MIGRATION_5_TABLES, MIGRATION_6_COLUMNS, schema_version)
+                     MIGRATION_5_TABLES, MIGRATION_6_COLUMNS, MIGRATION_7_COLUMNS, schema_version)
 
 
 def _create(tables) -> Callable[[Connection], None]:
@@ -32,6 +33,24 @@ def _add_columns(columns) -> Callable[[Connection], None]:
     return run
 
 
+def _split_properties(conn: Connection) -> None:
+    """Typed query records: each query's and version's JSON ``properties`` (settings, the
+    plan and the shape in one dict) becomes three columns, then the old column goes."""
+    _add_columns(MIGRATION_7_COLUMNS)(conn)
+    for table in MIGRATION_7_COLUMNS:
+        if "properties" not in {c["name"] for c in inspect(conn).get_columns(table.name)}:
+            continue  # created by step 1 from today's schema: nothing to split
+        keys = [c for c in table.primary_key.columns]
+        rows = conn.execute(text(f"SELECT {', '.join(k.name for k in keys)}, properties "
+                                 f"FROM {table.name}")).all()
+        for row in rows:
+            settings = json.loads(row.properties)
+            plan, shape = settings.pop("plan", None), settings.pop("shape", None)
+            conn.execute(update(table).where(*[k == row._mapping[k.name] for k in keys]).values(
+                settings=json.dumps(settings), plan=json.dumps(plan), shape=json.dumps(shape)))
+        conn.execute(text(f"ALTER TABLE {table.name} DROP COLUMN properties"))
+
+
 # version -> step that brings version-1 to version. Append only; never edit a shipped step.
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     1: _create(MIGRATION_1_TABLES),
@@ -40,6 +59,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     4: _create(MIGRATION_4_TABLES),
     5: _create(MIGRATION_5_TABLES),
     6: _add_columns(MIGRATION_6_COLUMNS),
+    7: _split_properties,
 }
 LATEST = max(MIGRATIONS)
 

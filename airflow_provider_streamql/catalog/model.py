@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..language.statements import Column
+from ..language.streaming import StreamingPlan
 
 DESIRED_STATES = ("RUNNING", "PAUSED", "TERMINATED")
 OBSERVED_STATES = ("PENDING", "STARTING", "RUNNING", "PAUSING", "PAUSED", "UPGRADING",
@@ -63,7 +64,12 @@ class QueryInfo:
     sources: list[str]
     sql: str
     select_sql: str
-    properties: dict[str, Any]
+    #: what the user set for it: session settings (``auto.offset.reset``) and ``on_error``
+    settings: dict[str, str]
+    #: how a runtime builds it on Spark (derived from the SELECT and its sources)
+    plan: StreamingPlan
+    #: the traits CREATE OR REPLACE compares (derived; see :mod:`..upgrades.traits`)
+    shape: dict[str, Any]
     version: int
     checkpoint: str
     desired_state: str
@@ -74,11 +80,18 @@ class QueryInfo:
     created_at: float = 0.0
     updated_at: float = 0.0
 
+    def definition(self) -> dict[str, Any]:
+        """The columns that make a version (what a new version changes), as stored."""
+        return {"sql": self.sql, "select_sql": self.select_sql, "sources": json.dumps(self.sources),
+                "settings": json.dumps(self.settings), "plan": json.dumps(self.plan.to_dict()),
+                "shape": json.dumps(self.shape)}
+
     @classmethod
     def from_row(cls, row: Any) -> "QueryInfo":
         data = dict(row._mapping)
-        data["sources"] = json.loads(data["sources"])
-        data["properties"] = json.loads(data["properties"])
+        for name in ("sources", "settings", "shape"):
+            data[name] = json.loads(data[name])
+        data["plan"] = StreamingPlan.from_dict(json.loads(data["plan"]))
         return cls(**data)
 
 

@@ -34,7 +34,11 @@ queries = Table(
     Column("sources", Text, nullable=False),                # JSON [name]
     Column("sql", Text, nullable=False),                    # the statement as written
     Column("select_sql", Text, nullable=False),             # the SELECT Spark runs
-    Column("properties", Text, nullable=False),             # JSON: SET values in force
+    # migration 7: the query's JSON ``properties`` split in three (nullable only because
+    # ADD COLUMN cannot require a value of existing rows; streamql always writes them)
+    Column("settings", Text),                               # JSON: SET values, on_error
+    Column("plan", Text),                                   # JSON: StreamingPlan
+    Column("shape", Text),                                  # JSON: the validator's traits
     Column("version", Integer, nullable=False),
     Column("checkpoint", Text, nullable=False),
     Column("desired_state", String(16), nullable=False),
@@ -52,7 +56,9 @@ query_versions = Table(
     Column("version", Integer, primary_key=True),
     Column("sql", Text, nullable=False),
     Column("select_sql", Text, nullable=False),
-    Column("properties", Text, nullable=False),             # JSON: plan, shape, settings
+    Column("settings", Text),                               # migration 7, as in queries
+    Column("plan", Text),
+    Column("shape", Text),
     Column("sources", Text, nullable=False),                # JSON [name]
     Column("sink_columns", Text, nullable=False),           # JSON, the sink's columns then
     Column("checkpoint", Text, nullable=False),
@@ -148,3 +154,6 @@ MIGRATION_3_COLUMNS = {runtimes: ("spark_app_id", "spark_ui_url", "master")}
 MIGRATION_4_TABLES = (progress_history,)
 MIGRATION_5_TABLES = (bad_records,)
 MIGRATION_6_COLUMNS = {queries: ("run_id",)}
+MIGRATION_7_COLUMNS = {queries: ("settings", "plan", "shape"), query_versions: ("settings", "plan", "shape")}
+#: the columns a query's version is made of (copied back by a rollback)
+DEFINITION = ("sql", "select_sql", "sources", "settings", "plan", "shape")

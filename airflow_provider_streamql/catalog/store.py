@@ -213,8 +213,7 @@ class Catalog:
         now = time.time()
         conn.execute(insert(s.queries).values(
             id=q.id, seq=q.seq, pipeline=q.pipeline, kind=q.kind, sink=q.sink,
-            sources=json.dumps(q.sources), sql=q.sql, select_sql=q.select_sql,
-            properties=json.dumps(q.properties), version=q.version, checkpoint=q.checkpoint,
+            **q.definition(), version=q.version, checkpoint=q.checkpoint,
             desired_state=q.desired_state, observed_state=q.observed_state, error=None,
             created_at=now, updated_at=now))
         self._insert_version(conn, q, sink, None)
@@ -222,8 +221,7 @@ class Catalog:
     def _insert_version(self, conn: Connection, q: QueryInfo, sink: SourceInfo,
                         report: dict[str, Any] | None) -> None:
         conn.execute(insert(s.query_versions).values(
-            query_id=q.id, version=q.version, sql=q.sql, select_sql=q.select_sql,
-            properties=json.dumps(q.properties), sources=json.dumps(q.sources),
+            query_id=q.id, version=q.version, **q.definition(),
             sink_columns=sink.column_json(), checkpoint=q.checkpoint,
             verdict=report["verdict"] if report else None,
             report=json.dumps(report) if report else None, created_at=time.time()))
@@ -232,8 +230,7 @@ class Catalog:
                     report: dict[str, Any]) -> None:
         """Make ``q`` (already carrying its new version number) the query's desired version."""
         conn.execute(update(s.queries).where(s.queries.c.id == q.id).values(
-            sql=q.sql, select_sql=q.select_sql, properties=json.dumps(q.properties),
-            sources=json.dumps(q.sources), version=q.version, desired_state=q.desired_state,
+            **q.definition(), version=q.version, desired_state=q.desired_state,
             updated_at=time.time()))
         self.update_source(conn, sink)
         self._insert_version(conn, q, sink, report)
@@ -263,8 +260,7 @@ class Catalog:
             row = conn.execute(select(s.query_versions).where(
                 s.query_versions.c.query_id == query_id, s.query_versions.c.version == good)).one()
             conn.execute(update(s.queries).where(s.queries.c.id == query_id).values(
-                sql=row.sql, select_sql=row.select_sql, properties=row.properties,
-                sources=row.sources, version=good, updated_at=now))
+                **{name: row._mapping[name] for name in s.DEFINITION}, version=good, updated_at=now))
             sink = conn.execute(select(s.queries.c.sink).where(s.queries.c.id == query_id)).scalar()
             conn.execute(update(s.sources).where(s.sources.c.name == sink)
                          .values(columns=row.sink_columns))

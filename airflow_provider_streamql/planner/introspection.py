@@ -91,15 +91,15 @@ def explain(catalog: Catalog, conn: Connection, snapshot: Snapshot, stmt: st.Exp
         ("spark_select", q.select_sql), ("last_batch", p.batch_id if p else None),
         ("last_batch_at", time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(p.last_batch_at)) if p else None),
         ("rows_per_sec", row["rows_per_sec"]), ("late_rows", row["late_rows"]),
-        ("output_mode", q.properties.get("plan", {}).get("output_mode")),
-        ("watermarks", q.properties.get("plan", {}).get("watermarks")),
+        ("output_mode", q.plan.output_mode),
+        ("watermarks", q.plan.watermarks),
         ("watermark_now", _utc(planned_watermark_ms(q.checkpoint))
-         if q.properties.get("plan", {}).get("watermarks") else None),
+         if q.plan.watermarks else None),
         *[(f"state[{n}]", f"{op['operator']}: {op['rows']} rows, {op['memory_bytes']} bytes, "
                           f"{op['dropped_by_watermark']} late rows dropped")
           for n, op in enumerate(p.state_operators if p else [])],
         ("error", q.error),
-        ("on_error", q.properties.get("on_error") or "(the pipeline's default)"),
+        ("on_error", q.settings.get("on_error") or "(the pipeline's default)"),
         *version_history(catalog, q.id, conn),
         *[("bad record", text) for text in bad_record_lines(catalog, q.id, conn)],
     ]

@@ -63,7 +63,7 @@ def query_details(engine: "Engine", query_id: str) -> dict[str, Any]:
             "error": r.error, "raw": r.raw[:500], "recorded_at": r.recorded_at,
             "handled_by": r.handled_by} for r in engine.catalog.bad_records(query.id)]
     return {**row, "sources": query.sources, "sql": query.sql, "versions": versions,
-            "commands": commands, "bad_records": bad, "on_error": query.properties.get("on_error")}
+            "commands": commands, "bad_records": bad, "on_error": query.settings.get("on_error")}
 
 
 def _concerns(logged: str, query: QueryInfo) -> bool:

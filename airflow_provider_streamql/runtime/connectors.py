@@ -82,7 +82,7 @@ def streaming_frame(spark: SparkSession, query: QueryInfo, plan: StreamingPlan,
                     ) -> tuple[DataFrame, Callable | None]:
     """The query's streaming DataFrame, and for stream-table joins the function that turns
     each micro-batch into the join with the tables as they are then (else None)."""
-    starting = query.properties.get("auto.offset.reset", "latest")  # Kafka, on a new checkpoint
+    starting = query.settings.get("auto.offset.reset", "latest")  # Kafka, on a new checkpoint
     streams = {n: read_stream(spark, sources[n], plan.watermarks.get(n), record_guard, starting)
                for n in query.sources if n not in plan.static_tables}
     if plan.static_tables:
@@ -111,7 +111,7 @@ def start_dead_letter_query(spark: SparkSession, query: QueryInfo, plan: Streami
                             on_batch: Callable[[DataFrame, int], None]) -> StreamingQuery | None:
     """For policy LOG_AND_CONTINUE: a companion query reading the query's streams, with a
     checkpoint of its own, that hands each batch of bad records to ``on_batch``."""
-    starting = query.properties.get("auto.offset.reset", "latest")
+    starting = query.settings.get("auto.offset.reset", "latest")
     frames = [dead_letters(source_stream(spark, sources[n], checked=True, starting=starting), sources[n])
               for n in query.sources if n not in plan.static_tables and checked(sources[n])]
     if not frames:

@@ -22,7 +22,6 @@ from ..catalog import ERROR_POLICIES, Catalog, QueryInfo
 from ..catalog.connections import write_connection
 from ..storage.checkpoints import batch_files, last_committed_batch, last_planned_batch
 from ..errors import StateError
-from ..language.streaming import StreamingPlan
 from .badrecords import MARKER, DeadLetterWriter, RecordGuard, records_in_error, scan_files
 from .connectors import start_dead_letter_query, start_query
 from .listener import ProgressListener
@@ -221,7 +220,7 @@ class Runtime:
             if missing:
                 raise StateError(f"{', '.join(missing)} no longer exist(s) in the catalog")
             fence = lambda: self._check_lease(query.id, epoch)
-            plan = StreamingPlan.from_dict(query.properties["plan"])
+            plan = query.plan
             guard = self._record_guard(query)
             stream = start_query(self.spark, query, plan, sources, sink, fence, guard)
             dead_letters = None
@@ -288,7 +287,7 @@ class Runtime:
 
     def _policy(self, query: QueryInfo) -> str:
         """The query's own on_error, else the pipeline's default (this runtime's)."""
-        return query.properties.get("on_error") or self.on_error
+        return query.settings.get("on_error") or self.on_error
 
     def _check_retried(self, query: QueryInfo) -> None:
         """A retried batch that committed resolved its bad records (the fix worked)."""

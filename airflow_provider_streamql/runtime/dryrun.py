@@ -15,7 +15,6 @@ from pyspark.sql import SparkSession
 
 from ..catalog import QueryInfo, SourceInfo
 from ..storage.checkpoints import processed_files
-from ..language.streaming import StreamingPlan
 from .connectors import streaming_frame
 
 
@@ -48,7 +47,7 @@ def run_to_end(spark: SparkSession, query: QueryInfo, sources: dict[str, SourceI
                timeout: float = 120.0) -> DryRun:
     """Run ``query`` on its checkpoint over the available input with a sink that writes
     nothing (each batch is still computed, so stateful operators load their state)."""
-    plan = StreamingPlan.from_dict(query.properties["plan"])
+    plan = query.plan
     try:
         df, compute = streaming_frame(spark, query, plan, sources)
 
