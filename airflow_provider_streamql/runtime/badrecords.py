@@ -2,7 +2,8 @@
 
 A JSON or CSV record is bad when Spark cannot parse it with the declared columns (malformed
 text, a value of the wrong type) or a KEY column is missing. Sources are read in PERMISSIVE
-mode with a corrupt-record column, and :func:`guard` applies the query's error policy:
+mode with a corrupt-record column (:mod:`.schemas`), and :func:`guard` applies the query's
+error policy:
 
 - ``FAIL`` and ``PAUSE``: a bad record fails its micro-batch with a message starting with
   :data:`MARKER` (so nothing of the batch commits); the runtime then finds every bad record
@@ -32,27 +33,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ..catalog import BadRecord, SourceInfo
-from ..storage.topics import uri_path
+from ..storage.topics import FORMATS, uri_path
+from .schemas import CORRUPT, FILE, checked, ddl_schema, parse_options, reader_options
 
 MARKER = "STREAMQL_BAD_RECORD"
-CORRUPT = "_corrupt_record"
-FILE = "__sq_file"
-CHECKED_FORMATS = ("JSON", "CSV")
 RAW_LIMIT = 2000  # characters of a bad record kept in the catalog and the dead-letter stream
-
-
-def checked(src: SourceInfo) -> bool:
-    return src.format in CHECKED_FORMATS
-
-
-def schema_ddl(src: SourceInfo) -> str:
-    """The declared columns, and the corrupt-record column for checked formats."""
-    ddl = ", ".join(f"`{c.name}` {c.type}" for c in src.columns)
-    return ddl + (f", `{CORRUPT}` STRING" if checked(src) else "")
-
-
-def parse_options(src: SourceInfo) -> dict[str, str]:
-    return {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT} if checked(src) else {}
 
 
 def _text(src: SourceInfo) -> SparkColumn:
@@ -84,9 +69,9 @@ class RecordGuard:
 
 
 def guard(df: DataFrame, src: SourceInfo, query_id: str, policy: str, skipped: Iterable[str]) -> DataFrame:
-    """Apply ``policy`` to the bad records of a streaming read of ``src`` (read with
-    :func:`schema_ddl`); returns the declared columns only, so plans and state schemas are
-    the same as without checking."""
+    """Apply ``policy`` to the bad records of a streaming read of ``src`` (read with its
+    corrupt-record column, :mod:`.schemas`); returns the declared columns only, so plans
+    and state schemas are the same as without checking."""
     if not checked(src):
         return df
     df = _with_position(df)
@@ -131,8 +116,7 @@ def scan_files(spark: SparkSession, src: SourceInfo, files: Iterable[str], *, qu
     files = sorted(f for f in files if os.path.exists(f))
     if not checked(src) or not files:
         return []
-    from .connectors import FORMATS, reader_options
-    df = (spark.read.format(FORMATS[src.format][0]).schema(schema_ddl(src))
+    df = (spark.read.format(FORMATS[src.format][0]).schema(ddl_schema(src.columns, corrupt=True))
           .options(**reader_options(src), **parse_options(src)).load(files))
     return describe(dead_letters(df, src).collect(), {src.name: src}, query_id=query_id,
                     batch_id=batch_id, status=status)

@@ -21,21 +21,9 @@ from ..language.streaming import StreamingPlan
 from ..storage.layout import dead_letter_checkpoint
 from ..storage.topics import FORMATS, changelog_entries, entry_files, is_data_name
 from . import kafka
-from .badrecords import CORRUPT, FILE, RecordGuard, checked, dead_letters, parse_options, schema_ddl
-
-# format -> extra reader/writer options
-FORMAT_OPTIONS = {"JSON": {}, "CSV": {"header": "true"}, "PARQUET": {}}
-
-
-def ddl_schema(src: SourceInfo) -> str:
-    return ", ".join(f"`{c.name}` {c.type}" for c in src.columns)
-
-
-def reader_options(src: SourceInfo) -> dict[str, str]:
-    options = dict(FORMAT_OPTIONS[src.format])
-    if src.properties.get("timestamp_format"):
-        options["timestampFormat"] = src.properties["timestamp_format"]
-    return options
+from .badrecords import RecordGuard, dead_letters
+from .schemas import (CHECKED_FORMATS, CORRUPT, FILE, FORMAT_OPTIONS, checked, ddl_schema, parse_options,
+                      reader_options)
 
 
 def source_stream(spark: SparkSession, src: SourceInfo, *, checked: bool, starting: str = "earliest") -> DataFrame:
@@ -47,7 +35,7 @@ def source_stream(spark: SparkSession, src: SourceInfo, *, checked: bool, starti
         return df if checked else df.drop(CORRUPT, FILE)
     os.makedirs(src.path, exist_ok=True)
     reader = spark.readStream.format(FORMATS[src.format][0])
-    reader = reader.schema(schema_ddl(src) if checked else ddl_schema(src))
+    reader = reader.schema(ddl_schema(src.columns, corrupt=checked and src.format in CHECKED_FORMATS))
     return reader.options(**reader_options(src), **(parse_options(src) if checked else {})).load(src.path)
 
 
@@ -68,8 +56,8 @@ def read_table_snapshot(spark: SparkSession, src: SourceInfo) -> DataFrame:
     """A TABLE as it is now: the latest changelog row per key (a batch DataFrame)."""
     files = [f for entry in changelog_entries(src.path) for f in entry_files(entry)]
     if not files:
-        return spark.createDataFrame([], ddl_schema(src))
-    df = (spark.read.format(FORMATS[src.format][0]).schema(ddl_schema(src))
+        return spark.createDataFrame([], ddl_schema(src.columns))
+    df = (spark.read.format(FORMATS[src.format][0]).schema(ddl_schema(src.columns))
           .options(**reader_options(src)).load(files)
           .withColumn("__entry", F.col("_metadata.file_path")))
     # entry names sort oldest first, so the greatest path per key is its latest row

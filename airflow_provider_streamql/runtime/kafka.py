@@ -19,7 +19,7 @@ from pyspark.sql.utils import AnalysisException
 
 from ..catalog import SourceInfo
 from ..errors import StateError
-from .badrecords import CORRUPT, FILE
+from .schemas import CORRUPT, FILE, ddl_schema
 
 CONF_PREFIX = "spark.streamql.kafka."
 PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13"
@@ -67,21 +67,17 @@ def _value_columns(src: SourceInfo):
     return [c for c in src.columns if not c.key]
 
 
-def _ddl(columns) -> str:
-    return ", ".join(f"`{c.name}` {c.type}" for c in columns)
-
-
 def decode(df: DataFrame, src: SourceInfo) -> DataFrame:
     """Kafka records (key, value, topic, partition, offset) as the declared columns, with the
     corrupt-record column and the record's position for the bad-record guard."""
     keys = [c for c in src.columns if c.key]
-    value_schema = _ddl(_value_columns(src)) + f", `{CORRUPT}` STRING"
+    value_schema = ddl_schema(_value_columns(src), corrupt=True)
     value = F.from_json(F.col("value").cast("string"), value_schema,
                         {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT})
     if len(keys) == 1:
         key_columns = [F.col("key").cast("string").cast(keys[0].type).alias(keys[0].name)]
     else:
-        parsed = F.from_json(F.col("key").cast("string"), _ddl(keys))
+        parsed = F.from_json(F.col("key").cast("string"), ddl_schema(keys))
         key_columns = [parsed.getField(k.name).alias(k.name) for k in keys]
     position = F.concat(F.lit("kafka:"), F.col("topic"), F.lit("/"), F.col("partition").cast("string"),
                         F.lit("@"), F.col("offset").cast("string"))
