@@ -14,8 +14,11 @@ from dataclasses import dataclass, replace
 from pyspark.sql import SparkSession
 
 from ..catalog import QueryInfo, SourceInfo
+from ..errors import first_line
 from ..storage.checkpoints import processed_files
 from .connectors import streaming_frame
+
+ERROR_LIMIT = 2000  # characters of Spark's error kept (its first line), as the runtime reports it
 
 
 @dataclass
@@ -60,13 +63,8 @@ def run_to_end(spark: SparkSession, query: QueryInfo, sources: dict[str, SourceI
         stream.awaitTermination(timeout)
         error = stream.exception()
         progress = stream.recentProgress
-        return DryRun(None if error is None else _short(error), len(progress),
+        return DryRun(None if error is None else first_line(error, ERROR_LIMIT), len(progress),
                       sum(p["numInputRows"] for p in progress),
                       len(processed_files(query.checkpoint) - before))
     except Exception as e:  # refused while planning, before any batch
-        return DryRun(_short(e), 0, 0)
-
-
-def _short(error: object) -> str:
-    text = str(getattr(error, "desc", None) or error).strip()
-    return text.splitlines()[0][:2000] if text else type(error).__name__
+        return DryRun(first_line(e, ERROR_LIMIT), 0, 0)

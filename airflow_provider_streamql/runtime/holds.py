@@ -1,0 +1,122 @@
+"""Bad-record holds: a query's error policy as the runtime applies it around its runs.
+
+:mod:`.badrecords` says, inside Spark, which records are bad; this module decides what the
+runtime does about them:
+
+- before a start, the query's :class:`~.badrecords.RecordGuard`: its policy (its own
+  ``on_error``, else the pipeline's) and the records ``RESUME ... SKIP BAD RECORDS`` left
+  out of the batches not committed yet; under LOG_AND_CONTINUE, the companion query that
+  sends bad records to the dead-letter stream;
+- when a batch fails on the guard's error, every bad record of that batch is found and
+  recorded; under PAUSE the query is *held*: paused, with a reason saying how to go on;
+- once a batch retried by RESUME commits, its bad records are resolved.
+
+It is apart from the driver because none of it is about leases or the loop; it acts
+through the catalog and Spark, and is told of the driver only what a hold changes there
+(``settle``: a pending upgrade's version is kept; ``clear_back_off``: no retry is due).
+"""
+from __future__ import annotations
+
+import logging
+import os
+from typing import Callable
+
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from ..catalog import Catalog, QueryInfo, SourceInfo
+from ..catalog.connections import write_connection
+from ..language.streaming import StreamingPlan
+from ..storage.checkpoints import batch_files, last_committed_batch, last_planned_batch
+from .badrecords import MARKER, DeadLetterWriter, RecordGuard, records_in_error, scan_files
+from .connectors import start_dead_letter_query
+
+log = logging.getLogger("streamql.runtime")
+
+
+class Holds:
+    """Applies the error policy of the queries one runtime serves.
+
+    :param on_error: the pipeline's policy (FAIL, LOG_AND_CONTINUE or PAUSE) for queries
+        whose statement sets none.
+    :param settle: ``settle(query)`` before a hold: a pending new version is kept.
+    :param clear_back_off: ``clear_back_off(query_id)`` before a hold: no restart is due.
+    """
+
+    def __init__(self, catalog: Catalog, spark: SparkSession, runtime_id: str, on_error: str, *,
+                 settle: Callable[[QueryInfo], None], clear_back_off: Callable[[str], None]):
+        self.catalog, self.spark, self.runtime_id, self.on_error = catalog, spark, runtime_id, on_error
+        self.settle, self.clear_back_off = settle, clear_back_off
+        #: query id -> last batch whose bad records a RESUME retries
+        self.retried: dict[str, int] = {}
+
+    def guard(self, query: QueryInfo) -> RecordGuard:
+        """The query's error policy, and the skipped records its next batches must leave out
+        (those of batches not committed yet)."""
+        committed = last_committed_batch(query.checkpoint)
+        records = self.catalog.bad_records(query.id)
+        skipped = frozenset(r.record_id for r in records if r.status == "SKIPPED" and r.batch_id > committed)
+        retried = [r.batch_id for r in records if r.status == "RETRIED"]
+        if retried:
+            self.retried[query.id] = max(retried)
+        return RecordGuard(query.id, self.policy(query), skipped)
+
+    def policy(self, query: QueryInfo) -> str:
+        """The query's own on_error, else the pipeline's default (this runtime's)."""
+        return query.settings.get("on_error") or self.on_error
+
+    def dead_letter_query(self, query: QueryInfo, plan: StreamingPlan, sources: dict[str, SourceInfo],
+                          guard: RecordGuard) -> StreamingQuery | None:
+        """Under LOG_AND_CONTINUE: start the companion query sending the query's bad records
+        to its dead-letter stream (None otherwise, or when no source is checked)."""
+        if guard.policy != "LOG_AND_CONTINUE":
+            return None
+        return start_dead_letter_query(self.spark, query, plan, sources,
+                                       DeadLetterWriter(self.catalog, query, sources))
+
+    def check_retried(self, query: QueryInfo) -> None:
+        """A retried batch that committed resolved its bad records (the fix worked)."""
+        batch = self.retried.get(query.id)
+        if batch is not None and last_committed_batch(query.checkpoint) >= batch:
+            del self.retried[query.id]
+            with write_connection(self.catalog.engine) as conn:
+                self.catalog.mark_bad_records(conn, query.id, "RETRIED", "RESOLVED", upto_batch=batch)
+            log.info("%s: the batch that held it committed; its bad records are resolved", query.id)
+
+    @staticmethod
+    def is_guard_error(query: QueryInfo, error: str) -> bool:
+        """Whether ``error`` (its first line) is the query's own guard failing a batch (a plan
+        dump in another error may quote the guard's expression, never on its first line)."""
+        return f"{MARKER} {query.id} " in error
+
+    def hold(self, query: QueryInfo, epoch: int, error: str) -> bool:
+        """A batch failed on bad records: find them all; under PAUSE record them and pause the
+        query (True); under FAIL record them and let it fail (False)."""
+        policy = self.policy(query)
+        status = "PENDING" if policy == "PAUSE" else "FAILED"
+        batch = last_planned_batch(query.checkpoint)
+        files = batch_files(query.checkpoint, batch)
+        records = []
+        for name in query.sources:
+            src = self.catalog.source(name)
+            if src is not None:
+                mine = {f for f in files if f.startswith(os.path.realpath(src.path) + os.sep)}
+                records += scan_files(self.spark, src, mine, query_id=query.id, batch_id=batch,
+                                      status=status)
+        if not records:  # a Kafka record (or a file gone since): what the error says of it
+            records = records_in_error(error, query.id, batch, status)
+        first = records[0] if records else None
+        where = f"first at {first.position}: {first.error}" if first else error[:300]
+        log.error("%s: batch %d holds %d bad record(s); %s (policy %s)", query.id, batch,
+                  len(records), where, policy)
+        if policy != "PAUSE":
+            self.catalog.record_bad_records(records)
+            return False
+        self.settle(query)  # the new version did not fail: the record is bad for it too
+        reason = (f"BAD_RECORD: {len(records)} bad record(s) in batch {batch}, {where}; fix the "
+                  f"definition and RESUME, or RESUME {query.id} SKIP BAD RECORDS")
+        self.clear_back_off(query.id)
+        if self.catalog.hold_on_bad_records(query.id, records, reason, runtime_id=self.runtime_id,
+                                            epoch=epoch):
+            query.desired_state, query.observed_state, query.error = "PAUSED", "PAUSED", reason
+        return True

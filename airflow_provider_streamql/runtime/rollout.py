@@ -1,0 +1,151 @@
+"""In-place upgrades and their rollback: the state machine of a version swap.
+
+An in-place upgrade keeps the query ID and checkpoint: version N stops after its in-flight
+batch, the checkpoint is snapshotted, N+1 starts on it. Until N+1 is *ready* (it commits a
+batch, or its readiness window passes) it is *pending*: if it fails to start or stops with
+an error, :class:`Rollout` restores the snapshot, discards what N+1 wrote, makes N current
+again in the catalog and starts it. A version's outcome in the catalog (ACTIVE, REPLACED,
+ROLLED_BACK) is written here, before the state that shows it.
+
+It is apart from the driver so that the swap can be read (and changed) as one sequence; it
+only acts through what it is given: the catalog, and the driver's ``start``, ``stop``,
+``report`` and ``clear_back_off``.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from ..catalog import Catalog, QueryInfo
+from ..storage.checkpoints import last_committed_batch
+from ..storage.layout import snapshot_path
+
+log = logging.getLogger("streamql.runtime")
+
+
+@dataclass
+class PendingUpgrade:
+    """A new version that has started but not yet proven itself (its readiness window)."""
+
+    previous_version: int
+    snapshot: str
+    committed_before: int      # last committed batch id when the swap began
+    deadline: float            # time.monotonic() by which it counts as ready without a batch
+
+
+class Rollout:
+    """Swaps a running query's version in place and rolls a failed new version back.
+
+    :param readiness_window: seconds a new version has, after the swap, to fail and be
+        rolled back; it is ready earlier once it commits a batch.
+    :param start: ``start(query, epoch, note)`` starts a query's current version.
+    :param stop: ``stop(query_id)`` stops a query after its in-flight batch, if it runs.
+    :param report: ``report(query, state, epoch)`` writes an observed state.
+    :param clear_back_off: ``clear_back_off(query_id)`` lets the next start happen now.
+    """
+
+    def __init__(self, catalog: Catalog, readiness_window: float, *,
+                 start: Callable[..., None], stop: Callable[[str], object],
+                 report: Callable[[QueryInfo, str, int], None], clear_back_off: Callable[[str], None]):
+        self.catalog, self.readiness_window = catalog, readiness_window
+        self.start, self.stop, self.report, self.clear_back_off = start, stop, report, clear_back_off
+        #: query id -> the new version still in its readiness window
+        self.pending: dict[str, PendingUpgrade] = {}
+
+    def is_pending(self, query_id: str) -> bool:
+        return query_id in self.pending
+
+    def upgrade(self, query: QueryInfo, epoch: int, previous: int) -> None:
+        """Swap version ``previous`` for ``query.version`` on the same checkpoint: stop it
+        after its in-flight batch, snapshot the checkpoint, start the new version; a failure
+        before the new version is ready rolls back to ``previous``."""
+        self.report(query, "UPGRADING", epoch)
+        self.stop(query.id)
+        snapshot = take_snapshot(query.checkpoint, previous)
+        self.catalog.mark_version(query.id, previous, ended_at=time.time(), outcome="REPLACED")
+        self.pending[query.id] = PendingUpgrade(
+            previous, snapshot, last_committed_batch(query.checkpoint),
+            time.monotonic() + self.readiness_window)
+        log.info("%s: upgrading from version %d to %d", query.id, previous, query.version)
+        self.start(query, epoch)
+
+    def check_readiness(self, query: QueryInfo) -> None:
+        """A pending version that committed a batch, or outlived its window, is ready."""
+        pending = self.pending.get(query.id)
+        if pending and (last_committed_batch(query.checkpoint) > pending.committed_before
+                        or time.monotonic() > pending.deadline):
+            del self.pending[query.id]
+            self.catalog.mark_version(query.id, query.version, outcome="ACTIVE")
+            log.info("%s: version %d is ready", query.id, query.version)
+
+    def settle(self, query: QueryInfo) -> None:
+        """A pending version is kept without proving itself (held on bad records: they are
+        bad for it too, it did not fail)."""
+        if self.pending.pop(query.id, None) is not None:
+            self.catalog.mark_version(query.id, query.version, outcome="ACTIVE")
+
+    def roll_back(self, query: QueryInfo, epoch: int, error: str) -> None:
+        """The pending version failed: restore the snapshot, discard its output, make the
+        previous version current again and start it."""
+        pending = self.pending.pop(query.id)
+        failed = query.version
+        log.error("%s: version %d failed (%s); rolling back to %d", query.id, failed, error,
+                  pending.previous_version)
+        self.report(query, "ROLLING_BACK", epoch)
+        self.stop(query.id)
+        restore_snapshot(query.checkpoint, pending.snapshot)
+        sink = self.catalog.source(query.sink)
+        if sink is not None:
+            discard_output(sink.path, failed)
+        self.catalog.roll_back(query.id, pending.previous_version, failed, error)
+        restored = self.catalog.query(query.id)
+        restored.observed_state = "ROLLING_BACK"
+        self.clear_back_off(query.id)
+        self.start(restored, epoch, note=f"version {failed} failed and was rolled back: {error}")
+
+    def record_start(self, query: QueryInfo) -> None:
+        """The versions' record when ``query.version`` has started (before it shows RUNNING,
+        so whoever sees RUNNING also sees its outcome): ACTIVE unless pending, and an earlier
+        version replaced while it did not run ended now."""
+        if query.running_version not in (None, query.version) and query.id not in self.pending:
+            earlier = next((v for v in self.catalog.versions(query.id)
+                            if v["version"] == query.running_version), None)
+            if earlier is not None and earlier["outcome"] == "ACTIVE":
+                # replaced while it did not run (paused): the earlier version ended then
+                self.catalog.mark_version(query.id, query.running_version, outcome="REPLACED",
+                                          ended_at=time.time())
+        self.catalog.mark_version(query.id, query.version, started_at=time.time(),
+                                  **({} if query.id in self.pending else {"outcome": "ACTIVE"}))
+
+
+def take_snapshot(checkpoint: str, version: int) -> str:
+    """Copy the checkpoint (offsets, commits, sources, state) as version ``version`` left it."""
+    target = snapshot_path(checkpoint, version)
+    shutil.rmtree(target, ignore_errors=True)
+    if os.path.isdir(checkpoint):
+        shutil.copytree(checkpoint, target)
+    else:
+        os.makedirs(target)
+    return target
+
+
+def restore_snapshot(checkpoint: str, snapshot: str) -> None:
+    """Put the checkpoint back exactly as the snapshot holds it."""
+    shutil.rmtree(checkpoint, ignore_errors=True)
+    shutil.copytree(snapshot, checkpoint)
+
+
+def discard_output(sink_path: str, version: int) -> None:
+    """Remove what a rolled-back version renamed into its sink (changelog entries and batch
+    files are named with ``v<version>-b<batch>``); the old version re-runs those batches."""
+    marker = f"v{version:04d}-b"
+    if not os.path.isdir(sink_path):
+        return
+    for name in os.listdir(sink_path):
+        if marker in name:
+            path = os.path.join(sink_path, name)
+            shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
