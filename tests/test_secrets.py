@@ -98,7 +98,7 @@ def test_a_wrong_catalog_url_is_a_catalog_error_without_the_password(url, said):
 
 def test_a_password_file_reaches_the_runtime_catalog(catalog, tmp_path, monkeypatch):
     """A cluster-mode driver gets STREAMQL_CATALOG without a password and a file holding it."""
-    from airflow_provider_streamql.catalog.store import without_password
+    from airflow_provider_streamql.catalog.urls import without_password
     bare = without_password(catalog)
     assert PASSWORD not in bare and bare.startswith("postgresql+psycopg://streamql@")
     (tmp_path / "pw").write_text(PASSWORD + "\n")

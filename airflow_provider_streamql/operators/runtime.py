@@ -146,7 +146,7 @@ class SubmitRuntimeOperator(StreamQLOperator):
         password = None
         if settings["catalog"]:
             from sqlalchemy import make_url
-            from ..catalog.store import without_password
+            from ..catalog.urls import without_password
             env["STREAMQL_CATALOG"] = without_password(settings["catalog"])
             password = make_url(settings["catalog"]).password
         secret_env = self._password_route(spark_conn.host, mode, password, env, conf)
