@@ -1,26 +1,137 @@
 """The catalog itself: migrations forward, leases with epochs, heartbeats (both backends)."""
+import json
 import time
+from pathlib import Path
 
-from sqlalchemy import create_engine, inspect, select
+import pytest
+from sqlalchemy import create_engine, inspect
 
-from airflow_provider_streamql.catalog import LATEST, Catalog, current_version, schema
+from airflow_provider_streamql.catalog import LATEST, BadRecord, Catalog, Progress, current_version, schema
 from airflow_provider_streamql.engine import Engine
 
+#: catalogs frozen as streamql wrote them (see fixtures/make_catalog_fixtures.py): version 1
+#: of commit d62f85c, the first shipped schema, then its version 2 (runtimes) on top
+FIXTURES = Path(__file__).parent / "fixtures"
+OLD_HOME = "/srv/streamql"  # the home the fixtures' rows name
+OLD_QUERIES = ["CSAS_CHECKOUT_VIEWS_1", "CSAS_ALL_VIEWS_2"]
 
-def test_migrations_run_forward_on_an_existing_catalog(catalog_url, home):
-    old = Catalog(catalog_url, migrate_to=1)  # a catalog as version 1 left it
-    with old.engine.connect() as conn:
-        assert current_version(conn) == 1
-        assert not inspect(conn).has_table("leases")
-    Engine(old, home=home).execute("CREATE STREAM s (id INT)")
-    old.close()
 
-    upgraded = Catalog(catalog_url)  # opening with this version migrates forward
-    with upgraded.engine.connect() as conn:
+def _load_old_catalog(url: str, stages: tuple[str, ...], home: str) -> None:
+    """Run the frozen SQL of ``stages`` on an empty database, as plain statements."""
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        for stage in stages:
+            sql = (FIXTURES / f"{stage}.{engine.dialect.name}.sql").read_text().replace(OLD_HOME, home)
+            lines = [line for line in sql.splitlines() if not line.startswith("--")]
+            for statement in "\n".join(lines).split(";\n"):
+                if statement.strip():
+                    conn.exec_driver_sql(statement)
+    engine.dispose()
+
+
+@pytest.mark.parametrize("stages", [("catalog_v1",), ("catalog_v1", "catalog_v2")],
+                         ids=["from-v1", "from-v2"])
+def test_migrations_run_forward_on_an_existing_catalog(catalog_url, home, stages):
+    _load_old_catalog(catalog_url, stages, home)
+    old = create_engine(catalog_url)
+    with old.connect() as conn:
+        assert current_version(conn) == len(stages) < LATEST
+        assert not inspect(conn).has_table("bad_records")
+    old.dispose()
+
+    catalog = Catalog(catalog_url)  # opening it with this streamql migrates it forward
+    # -- the schema is today's: every table, column, nullability and primary key ---------
+    with catalog.engine.connect() as conn:
         assert current_version(conn) == LATEST
-        assert inspect(conn).has_table("leases")
-        assert [r.name for r in conn.execute(select(schema.sources))] == ["S"]
-    assert upgraded.acquire_lease("Q", "r1", 5.0) == 1
+        db = inspect(conn)
+        differences = {}  # table -> (its columns as they are, as today's schema has them)
+        for table in schema.metadata.sorted_tables:
+            have = {c["name"]: c["nullable"] for c in db.get_columns(table.name)} \
+                if db.has_table(table.name) else {}
+            want = {c.name: c.nullable for c in table.columns}
+            if have != want:
+                differences[table.name] = ({k: v for k, v in have.items() if want.get(k) != v},
+                                           {k: v for k, v in want.items() if have.get(k) != v})
+            elif db.get_pk_constraint(table.name)["constrained_columns"] != \
+                    [c.name for c in table.primary_key.columns]:
+                differences[table.name] = "primary key"
+        assert differences == {}
+
+    # -- what version 1 held reads through today's API ---------------------------------
+    pageviews = catalog.source("PAGEVIEWS")
+    assert [(c.name, c.type, c.key) for c in pageviews.columns] == \
+        [("user_id", "STRING", False), ("page", "STRING", False), ("viewtime", "BIGINT", False)]
+    assert (pageviews.kind, pageviews.format, pageviews.path) == ("STREAM", "JSON", f"{home}/topics/PAGEVIEWS")
+    assert catalog.source("USERS").key_columns == ["user_id"]
+    assert catalog.source("CHECKOUT_VIEWS").writer_query == "CSAS_CHECKOUT_VIEWS_1"
+    queries = catalog.queries()
+    assert [q.id for q in queries] == OLD_QUERIES
+    checkout, all_views = queries
+    assert checkout.settings == {"auto.offset.reset": "earliest"} and all_views.settings == {}
+    assert (checkout.desired_state, all_views.desired_state) == ("RUNNING", "PAUSED")
+    assert checkout.observed_state == ("RUNNING" if "catalog_v2" in stages else "PENDING")
+    assert "/checkout" in checkout.plan.spark_sql
+    for q in queries:  # what a runtime builds the query from, and the validator compares
+        assert q.plan.views.keys() == {"PAGEVIEWS"} and q.plan.output_mode == "append"
+        assert q.shape["kind"] == "CSAS" and q.shape["sink"]["path"] == f"{home}/topics/{q.sink}"
+        assert q.version == 1 and q.running_version is None and q.run_id is None
+    assert catalog.query("CSAS_ALL_VIEWS_2") == all_views
+    [version] = catalog.versions("CSAS_CHECKOUT_VIEWS_1")
+    assert version["version"] == 1 and version["sql"] == checkout.sql
+    assert (version["select_sql"], json.loads(version["sources"]), json.loads(version["settings"])) == \
+        (checkout.select_sql, ["PAGEVIEWS"], checkout.settings)
+    assert [c["name"] for c in json.loads(version["sink_columns"])] == ["user_id", "page", "viewtime"]
+    assert (version["verdict"], version["outcome"]) == (None, None)
+    log = catalog.commands()
+    assert [(c["statement"].split()[0], c["issuer"]) for c in log] == [
+        ("CREATE", "user:alice"), ("CREATE", "user:alice"),
+        ("SET", "airflow:dag=streamql_deploy,run=manual__2026-11-23T09:30:00,task=deploy"),
+        ("CREATE", "airflow:dag=streamql_deploy,run=manual__2026-11-23T09:30:00,task=deploy"),
+        ("CREATE", "user:alice"), ("PAUSE", "user:bob")]
+    if "catalog_v2" in stages:
+        before = catalog.progress("CSAS_CHECKOUT_VIEWS_1")
+        assert (before.batch_id, before.total_input_rows, before.late_rows, before.state_operators) == \
+            (7, 340, 0, [])
+        assert [r["id"] for r in catalog.runtimes()] == ["rt-7f3a"]
+
+    # -- and a runtime and the statements of today write to it ----------------------------
+    with catalog.transaction() as conn:
+        assert catalog.log_command(conn, "SHOW QUERIES", "default", "user:carol") == len(log) + 1
+    catalog.heartbeat("rt-new", "default", "worker-2", 77, spark_app_id="app-1",
+                      spark_ui_url="http://worker-2:4040", master="local[2]")
+    epoch = catalog.acquire_lease("CSAS_CHECKOUT_VIEWS_1", "rt-new", 30.0)
+    assert epoch == (2 if "catalog_v2" in stages else 1)  # the old runtime's lease expired
+    assert catalog.set_observed("CSAS_CHECKOUT_VIEWS_1", "RUNNING", runtime_id="rt-new", epoch=epoch,
+                                running_version=1, run_id="run-1")
+    catalog.mark_version("CSAS_CHECKOUT_VIEWS_1", 1, started_at=time.time(), outcome="ACTIVE")
+    catalog.record_progress(Progress("CSAS_CHECKOUT_VIEWS_1", 8, 5, 5, 2.5, [], time.time(), late_rows=1,
+                                     state_operators=[{"operator": "dedupe", "rows": 3, "memory_bytes": 512,
+                                                      "dropped_by_watermark": 1}]))
+    progress = catalog.progress("CSAS_CHECKOUT_VIEWS_1")
+    assert (progress.total_input_rows, progress.late_rows) == \
+        ((345, 1) if "catalog_v2" in stages else (5, 1))
+    assert [h["batch_id"] for h in catalog.progress_history("CSAS_CHECKOUT_VIEWS_1")] == [8]
+    catalog.record_bad_records([BadRecord("CSAS_CHECKOUT_VIEWS_1", "r1", 8, "PAGEVIEWS", "f.json", 3,
+                                          "{oops", "malformed JSON")])
+    assert [b.record_id for b in catalog.bad_records("CSAS_CHECKOUT_VIEWS_1")] == ["r1"]
+    runtime = next(r for r in catalog.runtimes() if r["id"] == "rt-new")
+    assert runtime["spark_ui_url"] == "http://worker-2:4040"
+    query = catalog.query("CSAS_CHECKOUT_VIEWS_1")
+    assert (query.observed_state, query.running_version, query.run_id) == ("RUNNING", 1, "run-1")
+
+    engine = Engine(catalog, home=home, issuer="user:carol")
+    shown = engine.execute("SHOW QUERIES;")[0]
+    assert [row[0] for row in shown.rows] == OLD_QUERIES
+    engine.execute("EXPLAIN CSAS_CHECKOUT_VIEWS_1; DESCRIBE CHECKOUT_VIEWS; RESUME CSAS_ALL_VIEWS_2;")
+    assert catalog.query("CSAS_ALL_VIEWS_2").desired_state == "RUNNING"
+    # a deploy script restating the old statement finds it unchanged: not restarted
+    again = engine.execute(f"SET 'auto.offset.reset' = 'earliest'; {checkout.sql};", skip_unchanged=True)
+    assert again[-1].action == "unchanged"
+    replaced = engine.execute("CREATE OR REPLACE STREAM checkout_views AS SELECT user_id, page, viewtime "
+                              "FROM pageviews WHERE page = '/cart';")[0]
+    assert replaced.version == 2
+    assert [v["version"] for v in catalog.versions("CSAS_CHECKOUT_VIEWS_1")] == [1, 2]
+    catalog.close()
 
 
 def test_lease_is_exclusive_and_fenced_by_epoch(catalog_url):
@@ -64,7 +175,7 @@ def test_newer_catalog_than_code_is_refused(sqlite_url):
 
 def test_progress_history_keeps_the_last_batches(catalog_url):
     from airflow_provider_streamql.catalog import Progress
-    from airflow_provider_streamql.catalog.store import HISTORY
+    from airflow_provider_streamql.catalog.observed import HISTORY
     catalog = Catalog(catalog_url)
     batch = lambda n: Progress("Q", n, 10, 10, float(n), [], 1000.0 + n)
     for n in range(HISTORY + 11):

@@ -4,14 +4,39 @@ from __future__ import annotations
 import json
 from typing import Callable
 
-from sqlalchemy import Connection, Engine, inspect, insert, select, text, update
+from sqlalchemy import (
+    Connection,
+    Engine,
+    func,
+    insert,
+    inspect,
+    or_,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.schema import CreateColumn
 
+from ..errors import CatalogError, StreamQLError, first_line
+from ..language import parse_one
+from ..language.analyzer import analyze_select
+from ..language.streaming import plan_streaming
 from .connections import write_connection
-
-from ..errors import CatalogError
-from .schema import (MIGRATION_1_TABLES, MIGRATION_2_TABLES, MIGRATION_3_COLUMNS, MIGRATION_4_TABLES,
-                     MIGRATION_5_TABLES, MIGRATION_6_COLUMNS, MIGRATION_7_COLUMNS, schema_version)
+from .model import SourceInfo
+from .schema import (
+    MIGRATION_1_TABLES,
+    MIGRATION_2_TABLES,
+    MIGRATION_3_COLUMNS,
+    MIGRATION_4_TABLES,
+    MIGRATION_5_TABLES,
+    MIGRATION_6_COLUMNS,
+    MIGRATION_7_COLUMNS,
+    MIGRATION_8_COLUMNS,
+    queries,
+    query_versions,
+    schema_version,
+    sources,
+)
 
 
 def _create(tables) -> Callable[[Connection], None]:
@@ -21,15 +46,20 @@ def _create(tables) -> Callable[[Connection], None]:
     return run
 
 
-def _add_columns(columns) -> Callable[[Connection], None]:
+def _add_columns(columns, fill: dict[str, str] | None = None) -> Callable[[Connection], None]:
     """ALTER TABLE ... ADD COLUMN for each column a table lacks (a table created by an
-    earlier step from today's schema already has them)."""
+    earlier step from today's schema already has them). ``fill``: the SQL value existing
+    rows take in a NOT NULL column (its default only while it is added, on PostgreSQL;
+    SQLite cannot drop a default, and streamql always writes the column)."""
     def run(conn: Connection) -> None:
         for table, names in columns.items():
             have = {c["name"] for c in inspect(conn).get_columns(table.name)}
             for name in (n for n in names if n not in have):
                 column = CreateColumn(table.c[name]).compile(dialect=conn.dialect)
-                conn.execute(text(f"ALTER TABLE {table.name} ADD COLUMN {column}"))
+                default = f" DEFAULT {fill[name]}" if fill and name in fill else ""
+                conn.execute(text(f"ALTER TABLE {table.name} ADD COLUMN {column}{default}"))
+                if default and conn.dialect.name == "postgresql":
+                    conn.execute(text(f"ALTER TABLE {table.name} ALTER COLUMN {name} DROP DEFAULT"))
     return run
 
 
@@ -51,6 +81,57 @@ def _split_properties(conn: Connection) -> None:
         conn.execute(text(f"ALTER TABLE {table.name} DROP COLUMN properties"))
 
 
+def _complete_old_catalog(conn: Connection) -> None:
+    """A catalog made before 93bb459 gets the columns steps 1 and 2 gained after they
+    shipped; its queries, recorded before streamql stored plans (1a5d546) or shapes
+    (93bb459), are planned as the planner plans them now; its versions, recorded with their
+    statement only, take their query's definition (the only version such a catalog held)."""
+    _add_columns(MIGRATION_8_COLUMNS, fill={"select_sql": "''", "sources": "''", "sink_columns": "''",
+                                            "late_rows": "0", "state_rows": "0", "state_bytes": "0",
+                                            "state_operators": "'[]'"})(conn)
+    unplanned = conn.execute(select(queries.c.id, queries.c.kind, queries.c.sink, queries.c.sql).where(
+        or_(*[c.is_(None) | (c == "null") for c in (queries.c.plan, queries.c.shape)]))).all()
+    known = {r.name: SourceInfo.from_row(r) for r in conn.execute(select(sources))} if unplanned else {}
+    for query in unplanned:
+        try:
+            select_sql, plan, shape = _plan(query, known)
+        except (StreamQLError, KeyError) as e:
+            raise CatalogError(f"query {query.id} was recorded by an older streamql without a plan, "
+                               f"and its statement does not plan now ({first_line(e)}); open the "
+                               f"catalog with the older streamql and drop or replace it") from None
+        conn.execute(update(queries).where(queries.c.id == query.id).values(
+            select_sql=select_sql, plan=json.dumps(plan), shape=json.dumps(shape)))
+    v = query_versions
+    of_query = lambda column: func.coalesce(  # noqa: E731
+        select(column).where(queries.c.id == v.c.query_id).scalar_subquery(), v.c[column.name])
+    conn.execute(update(v).where(v.c.select_sql == "").values(select_sql=of_query(queries.c.select_sql)))
+    conn.execute(update(v).where(v.c.sources == "").values(sources=of_query(queries.c.sources)))
+    sink_columns = select(sources.c.columns).where(
+        sources.c.name == queries.c.sink, queries.c.id == v.c.query_id).scalar_subquery()
+    conn.execute(update(v).where(v.c.sink_columns == "").values(
+        sink_columns=func.coalesce(sink_columns, "[]")))
+    for name in ("settings", "plan", "shape"):
+        conn.execute(update(v).where(v.c[name].is_(None) | (v.c[name] == "null")).values(
+            {name: of_query(queries.c[name])}))
+
+
+def _plan(query, known: dict[str, SourceInfo]) -> tuple[str, dict, dict]:
+    """(select_sql, plan, shape) of a recorded query, as Planner._query makes them."""
+    stmt = parse_one(query.sql)
+    analysis = analyze_select(stmt.select, {n: s.columns for n, s in known.items()}, stmt, persistent=True)
+    static = {n for n in analysis.sources if known[n].kind == "TABLE"}
+    plan = plan_streaming(stmt.select, stmt, analysis, query.id, kind=query.kind,
+                          timestamps={n: known[n].timestamp_column for n in analysis.sources},
+                          tables=static, schemas={n: known[n].columns for n in analysis.sources})
+    sink = known[query.sink]
+    writer = ("kafka sink" if sink.kafka_topic else "file sink") if query.kind == "CSAS" and not static \
+        else "batch files"
+    shape = {**analysis.shape, "kind": query.kind,
+             "sink": {"path": sink.path, "format": sink.format, "writer": writer},
+             "streams": [n for n in analysis.sources if n not in static]}
+    return plan.spark_sql, plan.to_dict(), shape
+
+
 # version -> step that brings version-1 to version. Append only; never edit a shipped step.
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     1: _create(MIGRATION_1_TABLES),
@@ -60,6 +141,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     5: _create(MIGRATION_5_TABLES),
     6: _add_columns(MIGRATION_6_COLUMNS),
     7: _split_properties,
+    8: _complete_old_catalog,
 }
 LATEST = max(MIGRATIONS)
 

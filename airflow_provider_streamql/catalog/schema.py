@@ -1,7 +1,16 @@
 """Catalog tables (SQLAlchemy Core). Each table names the migration that created it."""
 from __future__ import annotations
 
-from sqlalchemy import Column, Float, Integer, MetaData, String, Table, Text, UniqueConstraint
+from sqlalchemy import (
+    Column,
+    Float,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
 
 metadata = MetaData()
 NAME = String(255)
@@ -157,3 +166,13 @@ MIGRATION_6_COLUMNS = {queries: ("run_id",)}
 MIGRATION_7_COLUMNS = {queries: ("settings", "plan", "shape"), query_versions: ("settings", "plan", "shape")}
 #: the columns a query's version is made of (copied back by a rollback)
 DEFINITION = ("sql", "select_sql", "sources", "settings", "plan", "shape")
+
+# -- migration 8: columns steps 1 and 2 gained after they shipped, with no step of their
+# own (progress in 9b8d305, queries and query_versions in 93bb459): a catalog made before
+# then lacks them. The NOT NULL ones are added with a value, then filled from the catalog.
+MIGRATION_8_COLUMNS = {
+    queries: ("running_version",),
+    query_versions: ("select_sql", "sources", "sink_columns", "verdict", "report", "started_at",
+                     "ended_at", "outcome", "error"),
+    progress: ("late_rows", "state_rows", "state_bytes", "state_operators"),
+}
