@@ -75,7 +75,8 @@ def postgres_server():
     try:
         yield f"postgresql+psycopg://streamql@127.0.0.1:{port}/postgres"
     finally:
-        run(f"{PG_BIN}/pg_ctl", "-D", data, "-m", "fast", "stop")
+        # immediate: the data folder is thrown away, and open pools must not delay the exit
+        run(f"{PG_BIN}/pg_ctl", "-D", data, "-m", "immediate", "stop")
         shutil.rmtree(data, ignore_errors=True)
 
 
@@ -116,6 +117,16 @@ def engine(catalog_url, home):
     e.close()
 
 
+#: Lease TTL of the tests' runtimes. A runtime renews its leases as it reconciles each query
+#: (and at each batch commit), so a lease outlives its renewal only by what is left of the
+#: TTL after the longest reconcile pass; a pass that starts or swaps queries can take many
+#: seconds on a busy 2-core machine. Leases that expire under a live runtime show its
+#: queries UNASSIGNED and let a second runtime take them, so the TTL is far above any pass.
+#: Runtimes that stop cleanly release their leases; only a test that kills a runtime
+#: (kill -9) waits for them to expire, and passes its own shorter ``lease_ttl``.
+LEASE_TTL = 60.0
+
+
 class RuntimeThreads:
     """Runtimes of the test, each reconciling in its own thread on the shared session."""
 
@@ -126,7 +137,7 @@ class RuntimeThreads:
     def start(self, engine: Engine, pipeline: str = "default", **kw):
         from airflow_provider_streamql.runtime import Runtime
         kw.setdefault("interval", 0.2)
-        kw.setdefault("lease_ttl", 3.0)
+        kw.setdefault("lease_ttl", LEASE_TTL)
         runtime = Runtime(Catalog(engine.catalog.url), pipeline, self.spark, **kw)
         thread = threading.Thread(target=runtime.run, name=f"runtime-{pipeline}", daemon=True)
         thread.start()
@@ -172,12 +183,15 @@ def env(sqlite_engine, home):
 def processes(tmp_path, env):
     started: list[subprocess.Popen] = []
 
-    def start(pipeline: str = "default") -> subprocess.Popen:
-        log = open(tmp_path / f"runtime-{pipeline}-{len(started)}.log", "w")
-        proc = subprocess.Popen(
-            CLI + ["runtime", "--pipeline", pipeline, "--master", "local[1]", "--interval", "0.2",
-                   "--lease-ttl", "3", "--conf", "spark.ui.enabled=false"],
-            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    def start(pipeline: str = "default", *args: str, lease_ttl: float = LEASE_TTL) -> subprocess.Popen:
+        """A `streamql runtime` process (more ``args`` to it); ``proc.log`` is its output."""
+        path = tmp_path / f"runtime-{pipeline}-{len(started)}.log"
+        with open(path, "w") as log:
+            proc = subprocess.Popen(
+                CLI + ["runtime", "--pipeline", pipeline, "--master", "local[1]", "--interval", "0.2",
+                       "--lease-ttl", str(lease_ttl), "--conf", "spark.ui.enabled=false", *args],
+                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc.log = str(path)
         started.append(proc)
         return proc
     yield start
@@ -193,3 +207,17 @@ def airflow_db():
     subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], check=True,
                    capture_output=True, timeout=300)
     return AIRFLOW_HOME
+
+
+# -- the fast selection: `pytest -m "not slow"` ---------------------------------------------
+#: fixtures that start Spark, runtime processes or Airflow's metadata database
+SLOW_FIXTURES = {"spark", "runtimes", "processes", "airflow_db"}
+#: modules whose tests start Airflow, an api-server, a browser or spark-submit themselves
+SLOW_MODULES = {"test_airflow_operators", "test_airflow_triggers", "test_cluster", "test_compose",
+                "test_docs", "test_example_dags", "test_processes", "test_secrets", "test_ui"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if SLOW_FIXTURES & set(item.fixturenames) or item.module.__name__.rsplit(".", 1)[-1] in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)

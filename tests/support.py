@@ -20,6 +20,33 @@ def wait_until(predicate, timeout: float = 60.0, what: str = "condition"):
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
+def reconcile_passes(engine, runtime_id: str, passes: int = 2, timeout: float = 90.0,
+                     also=None) -> None:
+    """Return once the runtime ``runtime_id`` has gone through ``passes`` whole reconcile
+    passes that began after this call: what a negative check waits for before it asserts
+    that nothing happened. A runtime heartbeats as the first step of each pass, so the pass
+    that wrote one heartbeat is over once a later one is written. ``also()`` is called at
+    each look (to sample something while the passes go by)."""
+    since = time.time()
+    beats: list[float] = []
+
+    def passed() -> bool:
+        if also is not None:
+            also()
+        row = next((r for r in engine.catalog.runtimes() if r["id"] == runtime_id), None)
+        assert row is not None and row["stopped_at"] is None, f"runtime {runtime_id} is not running"
+        if row["heartbeat_at"] > since and (not beats or row["heartbeat_at"] > beats[-1]):
+            beats.append(row["heartbeat_at"])
+        return len(beats) > passes
+    wait_until(passed, timeout, f"{passes} reconcile passes of runtime {runtime_id}")
+
+
+def spark_streams(spark, query_id: str) -> list:
+    """The streaming queries of ``query_id`` (and its companions, such as its dead-letter
+    query) active in a session: a thread runtime's."""
+    return [q for q in spark.streams.active if q.name == query_id or q.name.startswith(f"{query_id}__")]
+
+
 def insert(engine, stream: str, rows: list[tuple]) -> None:
     """INSERT VALUES each row (one file per record, as a producer would append)."""
     engine.execute(";".join(f"INSERT INTO {stream} VALUES ({', '.join(map(repr, r))})" for r in rows))

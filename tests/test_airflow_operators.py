@@ -7,13 +7,12 @@ import json
 import os
 import signal
 import threading
-import time
 import urllib.request
 
 import pytest
 
 from .airflow_support import run_dag, set_connection, streamql_connection
-from .support import insert, stream_rows, table, wait_until
+from .support import insert, reconcile_passes, spark_streams, stream_rows, table, wait_until
 from .test_statements import dump, topic_files
 
 PIPELINE = """
@@ -40,11 +39,44 @@ def running(airflow, runtimes):
     return airflow
 
 
-def later(seconds: float, action) -> threading.Thread:
-    """Run ``action`` in the background after a delay (records arriving while a task waits)."""
-    thread = threading.Thread(target=lambda: (time.sleep(seconds), action()), daemon=True)
+def meanwhile(*steps):
+    """Run ``steps`` one after the other in a thread while a task runs in dag.test() (records
+    arriving, a user acting), each step waiting for a condition or acting. Returns a join
+    that re-raises what failed there."""
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            for step in steps:
+                step()
+        except BaseException as e:  # noqa: B036 - handed to the test's thread by join()
+            errors.append(e)
+    thread = threading.Thread(target=run, name="meanwhile", daemon=True)
     thread.start()
-    return thread
+
+    def join() -> None:
+        thread.join(120)
+        assert not thread.is_alive(), "the background steps did not finish"
+        if errors:
+            raise errors[0]
+    return join
+
+
+def deferrals() -> int:
+    """How many times a streamql task has deferred so far: a deferring task registers its
+    trigger in Airflow's metadata database, under dag.test() too."""
+    from airflow.models.trigger import Trigger
+    from airflow.utils.session import create_session
+    from sqlalchemy import func, select
+    with create_session() as session:
+        return session.scalar(select(func.count()).select_from(Trigger).where(
+            Trigger.classpath.like("airflow_provider_streamql.%.StreamQLConditionTrigger")))
+
+
+def once_deferred():
+    """A step that waits until a task defers after this call (for :func:`meanwhile`)."""
+    before = deferrals()
+    return lambda: wait_until(lambda: deferrals() > before, 90, "the task to defer")
 
 
 def test_create_defers_until_running_and_is_idempotent(airflow, runtimes, capfd):
@@ -98,9 +130,13 @@ def test_replace_in_place_keeps_the_id_and_waits_for_the_new_version(running, ca
     engine = running
     insert(engine, "purchases", [(1, "ann", 5.0), (2, "bob", -1.0)])
     engine.wait_caught_up("CSAS_VALID_1", timeout=60)
-    later(2.0, lambda: insert(engine, "purchases", [(3, "cat", -2.0)]))
+    # a record arrives once the new version runs (the task waits until it is ready)
+    join = meanwhile(lambda: wait_until(lambda: engine.query("CSAS_VALID_1").running_version == 2,
+                                        90, "version 2 to run"),
+                     lambda: insert(engine, "purchases", [(3, "cat", -2.0)]))
     run = run_dag("t_replace", capfd, sql="CREATE OR REPLACE STREAM valid AS SELECT * FROM purchases",
                   query_id="CSAS_VALID_1")
+    join()
     assert run.states == {"task": "success"}, run.log
     assert run.xcom("task") == "CSAS_VALID_1"
     assert (run.xcom("task", "version"), run.xcom("task", "previous_version")) == (2, 1)
@@ -120,10 +156,11 @@ def test_replace_fails_with_the_reason_when_the_new_version_is_rolled_back(airfl
     engine.wait_for_state("CSAS_VALID_1", "RUNNING", timeout=90)
     # valid to the validator, but CAST('bob' AS INT) fails on the first record
     failing = "CREATE OR REPLACE STREAM valid AS SELECT id, user, cost / CAST(user AS INT) AS cost FROM purchases"
-    feed = lambda: (wait_until(lambda: engine.query("CSAS_VALID_1").running_version == 2, 60),
-                    insert(engine, "purchases", [(1, "bob", 7.0)]))
-    later(0, feed)
+    join = meanwhile(lambda: wait_until(lambda: engine.query("CSAS_VALID_1").running_version == 2,
+                                        90, "version 2 to run"),
+                     lambda: insert(engine, "purchases", [(1, "bob", 7.0)]))
     run = run_dag("t_replace", capfd, sql=failing, query_id="CSAS_VALID_1")
+    join()
     assert run.states == {"task": "failed"}
     assert "version 2 of CSAS_VALID_1 was rolled back" in run.log
     engine.wait_for_state("CSAS_VALID_1", "RUNNING", timeout=60)
@@ -146,14 +183,18 @@ def test_replacing_mode_rebuilds_under_a_new_id(running, capfd):
     assert table(engine, "stats") == {"ann": (6.0,), "bob": (2.0,)}  # rebuilt from the earliest input
 
 
-def test_pause_resume_terminate_change_what_the_runtime_does(running, capfd):
+def test_pause_resume_terminate_change_what_the_runtime_does(running, runtimes, capfd):
     engine = running
+    (runtime, _thread), = runtimes.started
     paused = run_dag("t_pause", capfd, query_id="CTAS_STATS_2")
     assert paused.states == {"task": "success"}, paused.log
     assert (paused.xcom("task", "query_id"), paused.xcom("task", "state")) == ("CTAS_STATS_2", "PAUSED")
     insert(engine, "purchases", [(1, "ann", 5.0)])
     engine.wait_caught_up("CSAS_VALID_1", timeout=60)
-    time.sleep(1.0)
+    # passes of the runtime over the paused query since its input arrived, and no streaming
+    # query of it in the session: nothing ran it, nor can run it now
+    reconcile_passes(engine, runtime.id, passes=3)
+    assert "CTAS_STATS_2" not in runtime.active and not spark_streams(runtimes.spark, "CTAS_STATS_2")
     assert table(engine, "stats") == {}  # paused: the record waits
 
     resumed = run_dag("t_resume", capfd, query_id="CTAS_STATS_2")
@@ -195,8 +236,10 @@ def test_sensors_wait_for_state_progress_and_catch_up(running, capfd):
     assert state.states == {"task": "success"}
     assert state.xcom("task", "states") == {"CSAS_VALID_1": "RUNNING", "CTAS_STATS_2": "RUNNING"}
 
-    later(2.0, lambda: insert(engine, "purchases", [(1, "ann", 5.0)]))
+    # the record arrives once the sensor has looked and deferred
+    join = meanwhile(once_deferred(), lambda: insert(engine, "purchases", [(1, "ann", 5.0)]))
     progress = run_dag("t_progress_sensor", capfd, query_id="CSAS_VALID_1", batches=1)
+    join()
     assert progress.states == {"task": "success"}, progress.log
     assert "DEFERRED" in progress.log  # nothing had happened yet when it started
     assert progress.xcom("task")["batches"] >= 1 and progress.xcom("task")["rows"] >= 1
@@ -205,9 +248,11 @@ def test_sensors_wait_for_state_progress_and_catch_up(running, capfd):
     engine.wait_for_state("CTAS_STATS_2", "PAUSED", timeout=60)
     insert(engine, "purchases", [(2, "bob", 5.0)])
     engine.wait_caught_up("CSAS_VALID_1", timeout=60)  # bob is in VALID, which STATS reads
-    later(2.0, lambda: engine.execute("RESUME CTAS_STATS_2"))
+    join = meanwhile(once_deferred(), lambda: engine.execute("RESUME CTAS_STATS_2"))
     caught_up = run_dag("t_caught_up_sensor", capfd, query_id="CTAS_STATS_2")
+    join()
     assert caught_up.states == {"task": "success"}, caught_up.log
+    assert "DEFERRED" in caught_up.log  # it waited for the resumed query
     assert table(engine, "stats") == {"ann": (1,), "bob": (1,)}  # what it waited for is there
 
 

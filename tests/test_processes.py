@@ -13,6 +13,12 @@ from airflow_provider_streamql.storage.checkpoints import last_committed_batch
 
 from .support import cli, insert, sigterm, stream_rows, table, wait_until
 
+#: Lease TTL of a runtime a test kills with kill -9: its successor takes its queries once
+#: their leases expire, this long after its last renewal. Short, to keep such tests quick;
+#: long enough that a reconcile pass of these small pipelines renews every lease in time
+#: (see conftest.LEASE_TTL for runtimes that are not killed).
+KILLED_LEASE_TTL = 10.0
+
 
 def test_pause_from_the_cli_reaches_the_right_runtime(sqlite_engine, env, processes):
     engine = sqlite_engine
@@ -63,7 +69,7 @@ def test_restart_after_sigterm_and_kill_9_mid_batch(sqlite_engine, env, processe
     insert(engine, "purchases", records[10:20])
     assert sigterm(runtime) == 0
     assert engine.state("CTAS_PAUSED_COUNTS_3") == "PAUSED"
-    runtime = processes()
+    runtime = processes(lease_ttl=KILLED_LEASE_TTL)  # killed below
     engine.wait_caught_up("CSAS_COPY_1", timeout=120)
     engine.wait_caught_up("CTAS_COUNTS_2", timeout=60)
     assert engine.state("CTAS_PAUSED_COUNTS_3") == "PAUSED"

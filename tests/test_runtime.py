@@ -1,12 +1,10 @@
 """KLIP-63's test plan against real runtimes on the shared local SparkSession."""
-import time
-
 import pytest
 
 from airflow_provider_streamql.storage.checkpoints import last_committed_batch
 from airflow_provider_streamql.errors import StateError
 
-from .support import insert, stream_rows, table, wait_until
+from .support import insert, reconcile_passes, spark_streams, stream_rows, table, wait_until
 
 PIPELINE = """
 CREATE STREAM purchases (id INT KEY, user STRING, cost DOUBLE);
@@ -35,7 +33,7 @@ def test_pause_and_resume_lose_nothing_and_count_nothing_twice(engine, runtimes)
     query on the same stream goes on, and RESUME continues from the checkpoint."""
     engine.execute(PIPELINE)
     insert(engine, "purchases", FIRST)
-    runtimes.start(engine)
+    runtime = runtimes.start(engine)
     engine.wait_for_state("CTAS_STATS_1", "RUNNING")
     caught_up(engine, "CTAS_STATS_1", "CSAS_VALID_2")
     assert table(engine, "stats") == expected_stats(FIRST)
@@ -50,7 +48,10 @@ def test_pause_and_resume_lose_nothing_and_count_nothing_twice(engine, runtimes)
     caught_up(engine, "CSAS_VALID_2")  # the other query on the same stream keeps going
     assert engine.state("CSAS_VALID_2") == "RUNNING"
     assert [r[0] for r in stream_rows(engine, "valid")] == [1, 3, 4, 5, 6]
-    time.sleep(1.0)  # several reconcile passes: a paused query must still not move
+    # several reconcile passes over the paused query since its input arrived, and no
+    # streaming query of it in the session: nothing ran it, nor can run it now
+    reconcile_passes(engine, runtime.id, passes=3)
+    assert "CTAS_STATS_1" not in runtime.active and not spark_streams(runtimes.spark, "CTAS_STATS_1")
     assert table(engine, "stats") == expected_stats(FIRST)
     assert last_committed_batch(stats_query.checkpoint) == committed
 
@@ -118,9 +119,11 @@ def test_two_runtimes_of_one_pipeline_never_run_the_same_query(sqlite_engine, ru
         return set(first.active) | set(second.active) == ids and \
             all(engine.state(i) == "RUNNING" for i in ids)
     wait_until(all_running_once, what="every query running in exactly one runtime")
-    for _ in range(20):
-        overlaps.append(set(first.active) & set(second.active))
-        time.sleep(0.05)
+    # then while each runtime goes through several passes over every query (and would
+    # start any whose lease it could take)
+    sample = lambda: overlaps.append(set(first.active) & set(second.active))
+    reconcile_passes(engine, first.id, passes=3, also=sample)
+    reconcile_passes(engine, second.id, passes=3, also=sample)
     assert not any(overlaps)
 
     runtimes.stop(first)  # its queries move to the other runtime, from their checkpoints
