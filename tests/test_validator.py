@@ -102,3 +102,28 @@ def test_every_trait_and_kind_is_covered():
     assert {code for code, *_ in RULES} <= covered_codes | {"MULTIPLE_WRITERS"}
     assert set(KINDS) - {kind for _, _, kind, _, _ in RULES} <= {"transparent", "scaling"}
     assert set(TRAITS) == {"simple", "stateful", "windowed", "joined", "multistage", "nondeterministic"}
+
+
+# Report.add: (verdicts of the report's findings, verdict of the added finding, verdict after)
+ADDS = [
+    (["IN_PLACE"], "IN_PLACE", "IN_PLACE"),
+    (["IN_PLACE"], "REPLACING_REQUIRED", "REPLACING_REQUIRED"),
+    (["IN_PLACE"], "REJECTED", "REJECTED"),
+    (["IN_PLACE", "IN_PLACE"], "REJECTED", "REJECTED"),
+    (["REPLACING_REQUIRED"], "IN_PLACE", "REPLACING_REQUIRED"),
+    (["REPLACING_REQUIRED"], "REJECTED", "REJECTED"),
+    (["REJECTED"], "IN_PLACE", "REJECTED"),
+    (["REJECTED"], "REPLACING_REQUIRED", "REJECTED"),
+    (["IN_PLACE", "REPLACING_REQUIRED"], "IN_PLACE", "REPLACING_REQUIRED"),
+]
+
+
+@pytest.mark.parametrize("before, added, after", ADDS)
+def test_report_add_keeps_the_worst_verdict(before, added, after):
+    from airflow_provider_streamql.upgrades.report import VERDICTS, Finding, Report
+    finding = lambda verdict: Finding("CODE", "query", "transparent", verdict, "a difference")
+    report = Report("Q", max(before, key=VERDICTS.index), [], [], ["transparent"],
+                    [finding(v) for v in before])
+    report.add(finding(added))
+    assert report.verdict == after
+    assert [f.verdict for f in report.findings] == before + [added]

@@ -24,6 +24,11 @@ class Finding:
     message: str
 
 
+def worst(findings: list[Finding]) -> str:
+    """The most severe verdict of ``findings`` (:data:`VERDICTS` rise in severity)."""
+    return max((f.verdict for f in findings), key=VERDICTS.index)
+
+
 @dataclass
 class Report:
     """What the validator says about replacing ``query_id``'s current version."""
@@ -37,6 +42,11 @@ class Report:
     warnings: list[dict[str, str]] = field(default_factory=list)
     #: with a dry run: {"ran", "error", "batches", "input_rows"} from Spark
     spark: dict[str, Any] | None = None
+
+    def add(self, finding: Finding) -> None:
+        """Append ``finding``; the verdict stays the worst of the findings' verdicts."""
+        self.findings.append(finding)
+        self.verdict = worst(self.findings)
 
     @property
     def traits(self) -> list[str]:
@@ -73,7 +83,7 @@ def validate_upgrade(query_id: str, old: dict[str, Any], new: dict[str, Any], *,
     if not findings:
         findings = [Finding("UNCHANGED", "query", "transparent", "IN_PLACE",
                             "the new version computes the same result; the swap only restarts it")]
-    verdict = max((f.verdict for f in findings), key=VERDICTS.index)
+    verdict = worst(findings)
     kinds = sorted({f.kind for f in findings}, key=KINDS.index)
     old_traits, new_traits = traits_of(old), traits_of(new)
     warnings = []
