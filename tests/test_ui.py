@@ -18,7 +18,7 @@ from airflow_provider_streamql.catalog import Catalog
 from airflow_provider_streamql.engine import Engine
 
 from .conftest import REPO, _free_port, _new_pg_database
-from .support import insert, table, wait_until
+from .support import insert, reconcile_passes, spark_streams, table, wait_until
 
 CHROMIUM = os.environ.get("STREAMQL_CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = os.environ.get("STREAMQL_ARTIFACTS", os.path.join(REPO, "test-artifacts", "ui"))
@@ -272,18 +272,33 @@ def state_of(page, query_id: str) -> str:
     return page.inner_text(f"tr[data-query-id='{query_id}'] .state")
 
 
-def wait_for_state(page, query_id: str, state: str, seen: set | None = None) -> None:
+def wait_for_state(page, query_id: str, state: str, shown: list | None = None) -> None:
+    """Wait until the page shows ``state`` for the query; ``shown`` collects, in order, each
+    state the page showed on the way (a state shown on several looks, once)."""
     def check():
         current = state_of(page, query_id)
-        if seen is not None:
-            seen.add(current)
+        if shown is not None and (not shown or shown[-1] != current):
+            shown.append(current)
         return current == state
     wait_until(check, 90, f"{query_id} shown {state}")
 
 
+def refreshed_after_dialog(page, events: list) -> bool:
+    """``events`` (("dialog"|"request"|"finished", object), as the page's handlers saw them)
+    hold a refresh of the listing that the page sent after the dialog and that finished."""
+    page.evaluate("0")  # the sync API delivers the page's events while it waits on the page
+    kinds = [kind for kind, _ in events]
+    if "dialog" not in kinds:
+        return False
+    after = events[kinds.index("dialog") + 1:]
+    refreshes = [r for kind, r in after
+                 if kind == "request" and r.method == "GET" and r.url.endswith("/streamql/api/queries")]
+    return any(kind == "finished" and any(r is x for x in refreshes) for kind, r in after)
+
+
 def test_pause_and_resume_from_the_page(ui, pipeline, browser, runtimes):
     engine = pipeline
-    runtimes.start(engine)
+    runtime = runtimes.start(engine)
     for query_id in (VALID, STATS):
         engine.wait_for_state(query_id, "RUNNING", timeout=120)
     insert(engine, "purchases", [(1, "ann", 5.0)])
@@ -295,10 +310,14 @@ def test_pause_and_resume_from_the_page(ui, pipeline, browser, runtimes):
     page.screenshot(path=f"{ARTIFACTS}/1-running-1280.png", full_page=True)
     assert PASSWORD not in page.content()
 
-    seen: set[str] = set()
+    shown = [state_of(page, STATS)]  # RUNNING, as waited for above
     page.click(f"tr[data-query-id='{STATS}'] button[data-action=pause]")
-    wait_for_state(page, STATS, "PAUSED", seen)
-    assert "RUNNING" not in seen or seen & {"PAUSING", "PAUSED"}
+    wait_for_state(page, STATS, "PAUSED", shown)
+    # what the user saw, refreshing by itself: the way the runtime really went, RUNNING to
+    # PAUSED, through PAUSING if a refresh fell in it; no other state, never back
+    assert shown in (["RUNNING", "PAUSING", "PAUSED"], ["RUNNING", "PAUSED"]), shown
+    assert page.inner_text(f"tr[data-query-id='{STATS}'] td[data-label='Desired']") == "PAUSED"
+    wait_until(lambda: page.inner_text("#message") == f"Paused {STATS}", 30, "the page to say it paused")
     assert page.is_visible(f"tr[data-query-id='{STATS}'] button[data-action=resume]")
     assert not page.is_visible(f"tr[data-query-id='{STATS}'] button[data-action=pause]")
     page.screenshot(path=f"{ARTIFACTS}/2-paused-1280.png", full_page=True)
@@ -309,7 +328,10 @@ def test_pause_and_resume_from_the_page(ui, pipeline, browser, runtimes):
     # the runtime really stopped it: new records pass VALID but do not reach STATS
     insert(engine, "purchases", [(2, "bob", 3.0), (3, "ann", 1.0)])
     engine.wait_caught_up(VALID, timeout=60)
-    time.sleep(1.5)
+    # passes of the runtime over the paused query since its input arrived, and no streaming
+    # query of it in the session: nothing ran it, nor can run it now
+    reconcile_passes(engine, runtime.id, passes=3)
+    assert STATS not in runtime.active and not spark_streams(runtimes.spark, STATS)
     assert table(engine, "stats") == {"ann": (1,)}
     batch_before = page.inner_text(f"tr[data-query-id='{STATS}'] td[data-label='Last batch']")
 
@@ -327,10 +349,20 @@ def test_pause_and_resume_from_the_page(ui, pipeline, browser, runtimes):
     assert "CREATE STREAM valid AS SELECT * FROM purchases WHERE cost > 0" in page.inner_text("#details")
     page.screenshot(path=f"{ARTIFACTS}/4-details-1280.png", full_page=True)
 
-    # page-wide buttons ask first
-    page.once("dialog", lambda dialog: dialog.dismiss())
+    # page-wide buttons ask first; dismissed, the page sends nothing. A request the answer
+    # made the page send would leave before the page's next refresh of the listing: once
+    # that refresh is back, there is nothing in flight.
+    events: list = []
+    on_request = lambda request: events.append(("request", request))
+    on_finished = lambda request: events.append(("finished", request))
+    page.on("request", on_request)
+    page.on("requestfinished", on_finished)
+    page.once("dialog", lambda dialog: (events.append(("dialog", dialog)), dialog.dismiss()))
     page.click("#pause-all")
-    time.sleep(1.0)
+    wait_until(lambda: refreshed_after_dialog(page, events), 30, "a refresh after the dialog")
+    page.remove_listener("request", on_request)
+    page.remove_listener("requestfinished", on_finished)
+    assert [r.url for kind, r in events if kind == "request" and r.method != "GET"] == []
     assert {q["desired"] for q in engine.queries()} == {"RUNNING"}  # dismissed: nothing changed
     page.once("dialog", lambda dialog: dialog.accept())
     page.click("#pause-all")
