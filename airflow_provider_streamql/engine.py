@@ -13,8 +13,7 @@ from .errors import NotFoundError, StateError, StreamQLError, ValidationError, W
 from .planner.introspection import query_rows, shown_state
 from .language import parse, parse_one
 from .language.statements import CreateAsSelect, DropSource, QueryControl, SetProperty, Statement
-from .planner import deploy
-from .planner.core import Planner
+from .planner import Planner, deploy
 from .planner.deploy import DeployPlan
 from .results import Result
 from .storage.layout import Layout
@@ -150,10 +149,9 @@ class Engine:
                         "batches": outcome.batches, "input_rows": outcome.input_rows,
                         "new_input_files": outcome.new_files}
         if outcome.error is not None and report.verdict == "IN_PLACE":
-            report.findings.append(Finding("SPARK_REFUSED", "query", "unsupported", "REJECTED",
-                                           f"Spark refused the new version on a copy of the "
-                                           f"checkpoint: {outcome.error}"))
-            report.verdict = "REJECTED"
+            report.add(Finding("SPARK_REFUSED", "query", "unsupported", "REJECTED",
+                               f"Spark refused the new version on a copy of the checkpoint: "
+                               f"{outcome.error}"))
         return report
 
     def upgrade(self, sql: str, *, query_id: str | None = None, pipeline: str | None = None,

@@ -19,7 +19,7 @@ from sqlglot import exp
 from ..errors import StateError, StreamQLError, ValidationError
 from ..language import parse
 from ..language import statements as st
-from .core import Planner
+from .planner import Planner
 
 #: planner action -> plan action
 ACTIONS = {"created": "create", "replaced": "replace in place", "altered": "replace in place",

@@ -1,0 +1,194 @@
+"""What every statement family of the planner stands on.
+
+:class:`PlannerBase` holds the planner's state (catalog, connection, the :class:`Snapshot` a
+script is planned against, session settings) and the lookups and checks the families share:
+errors placed at a statement (``_error``, ``_unknown``), declared sources and names
+(``_declared``, ``_check_new_name``, ``_readers``), the source builder ``_source`` with the
+WITH-property table :data:`SOURCE_PROPERTIES`, and ``_analyze`` (a SELECT, checked against
+:mod:`.feasibility` when it runs as a persistent query). :class:`Step` is what planning a
+statement returns; the file-effect helpers at the end build a step's effects and undos.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Connection
+
+from ..catalog import Catalog, QueryInfo, Snapshot, SourceInfo
+from ..errors import NotFoundError, ValidationError
+from ..language import statements as st
+from ..language.analyzer import SelectAnalysis, analyze_select
+from ..results import Result
+from ..storage import topics
+from ..storage.layout import Layout
+from . import feasibility
+
+# WITH (...) property -> check of its value (None: accepted as is).
+SOURCE_PROPERTIES: dict[str, Callable[[Any], str | None] | None] = {
+    "path": None,  # checked and resolved by the storage layout
+    "value_format": lambda v: None if str(v).upper() in topics.FORMATS
+    else f"must be one of {', '.join(topics.FORMATS)}",
+    "kafka_topic": lambda v: None if isinstance(v, str) and v and "," not in v
+    else "must name one Kafka topic",
+    "timestamp": lambda v: None if isinstance(v, str) and v else "must name a TIMESTAMP column",
+    "timestamp_format": lambda v: None if isinstance(v, str) and v
+    else "must be a Spark datetime pattern such as 'yyyy-MM-dd HH:mm:ss'",
+}
+# WITH properties that would put Kafka connection settings in SQL text
+KAFKA_CONNECTION_SETTINGS = ("kafka.", "bootstrap", "security", "sasl", "ssl")
+
+
+#: a file effect: done inside the catalog transaction, it returns how to undo it
+FileEffect = Callable[[], Callable[[], None] | None]
+
+
+@dataclass
+class Step:
+    """A planned statement, in three phases: its catalog rows, then its file effects and
+    reads (still inside the transaction, under the catalog's write lock, after every check
+    passed; an effect returns its undo in case the transaction fails), then work after the
+    commit (deleting what was moved aside)."""
+
+    result: Result
+    write: Callable[[Connection], None] | None = None
+    files: FileEffect | None = None
+    after_commit: Callable[[Result], None] | None = None
+    log: bool = True
+
+
+@dataclass
+class PlannerBase:
+    catalog: Catalog
+    conn: Connection
+    snapshot: Snapshot
+    home: str
+    pipeline: str
+    layout: Layout
+    settings: dict[str, str] = field(default_factory=dict)
+    #: a CREATE, ALTER or INSERT INTO ... SELECT whose object already exists exactly as the
+    #: statement defines it changes nothing (its result's action is "unchanged"), so that a
+    #: deploy script can be applied again
+    skip_unchanged: bool = False
+    #: who issues the statements (the command log's issuer), recorded on skipped bad records
+    issuer: str = ""
+
+    # -- errors ----------------------------------------------------------------------
+    @staticmethod
+    def _error(message: str, stmt: st.Statement) -> ValidationError:
+        return ValidationError(message, line=stmt.line, col=stmt.col, text=stmt.text.strip()[:120])
+
+    def _unknown(self, name: str, stmt) -> NotFoundError:
+        known = ", ".join(sorted(self.snapshot.sources)) or "none"
+        return NotFoundError(f"unknown stream or table {name!r} (known: {known})",
+                             line=stmt.line, col=stmt.col, text=stmt.text)
+
+    @staticmethod
+    def _unchanged(stmt: st.Statement, what: str, query: QueryInfo | None = None) -> Step:
+        result = Result(stmt.text, f"Unchanged: {what} already exists as defined",
+                        query_id=query.id if query else None,
+                        version=query.version if query else None, action="unchanged")
+        return Step(result)
+
+    # -- sources and queries of the snapshot -----------------------------------------
+    def _check_new_name(self, name: str, stmt) -> None:
+        if name in self.snapshot.sources:
+            existing = self.snapshot.sources[name]
+            raise self._error(f"a {existing.kind.lower()} named {name} already exists", stmt)
+
+    def _declared(self, name: str, kind: str, stmt, verb: str) -> SourceInfo:
+        src = self.snapshot.sources.get(name)
+        if src is None:
+            raise self._unknown(name, stmt)
+        if src.kind != kind:
+            raise self._error(f"{name} is a {src.kind}, not a {kind}", stmt)
+        if src.writer_query:
+            raise self._error(f"{verb} {name}: it is written by query {src.writer_query}; only "
+                              f"declared streams and tables accept this", stmt)
+        return src
+
+    def _readers(self, source: str) -> list[QueryInfo]:
+        return sorted((q for q in self.snapshot.queries.values()
+                       if source in q.sources and q.desired_state != "TERMINATED"), key=lambda q: q.seq)
+
+    def _analyze(self, stmt: st.Statement, select, *, persistent: bool = True) -> SelectAnalysis:
+        schemas = {name: src.columns for name, src in self.snapshot.sources.items()}
+        if not persistent and (stmt.window or stmt.within):
+            raise self._error("WINDOW and WITHIN belong in persistent queries, not pull queries", stmt)
+        analysis = analyze_select(select, schemas, stmt, persistent=persistent)
+        if persistent:
+            problem = feasibility.first_problem(
+                feasibility.Query(stmt, analysis, self.snapshot.sources, self.settings))
+            if problem:
+                raise self._error(problem, stmt)
+        return analysis
+
+    # -- the source a CREATE declares (or a query writes) ----------------------------
+    def _source(self, stmt, columns, writer: str | None,
+                replacing: SourceInfo | None = None) -> SourceInfo:
+        props = dict(stmt.properties)
+        for key, value in props.items():
+            if key.startswith(KAFKA_CONNECTION_SETTINGS):
+                raise self._error(f"property {key!r}: Kafka connection settings come from the "
+                                  f"runtime's configuration (spark.streamql.kafka.*), never from SQL", stmt)
+            if key not in SOURCE_PROPERTIES:
+                raise self._error(f"unknown property {key!r} (known: {', '.join(SOURCE_PROPERTIES)})", stmt)
+            check = SOURCE_PROPERTIES[key]
+            problem = check(value) if check else None
+            if problem:
+                raise self._error(f"property {key} = {value!r}: {problem}", stmt)
+        if "kafka_topic" in props:
+            if "path" in props:
+                raise self._error("give either kafka_topic or path, not both", stmt)
+            if str(props.get("value_format", "JSON")).upper() != "JSON":
+                raise self._error("Kafka topics hold JSON values: value_format must be JSON", stmt)
+            path = f"kafka:{props['kafka_topic']}"
+        else:
+            others = {s.name: s.path for s in self.snapshot.sources.values()
+                      if s is not replacing and s.name != stmt.name and not s.kafka_topic}
+            try:
+                path = self.layout.source_path(props.get("path", stmt.name), others)
+            except ValidationError as e:
+                raise self._error(f"{stmt.name}: {e.message}", stmt) from None
+        if "timestamp" in props:
+            ts = next((c for c in columns if c.name.lower() == props["timestamp"].lower()), None)
+            if ts is None or ts.type != "TIMESTAMP":
+                raise self._error(f"timestamp = {props['timestamp']!r} must name a TIMESTAMP column "
+                                  f"of {stmt.name}" + ("" if ts is None else f" ({ts.name} is {ts.type})"),
+                                  stmt)
+            props["timestamp"] = ts.name
+        elif "timestamp_format" in props:
+            raise self._error("timestamp_format needs timestamp = '<column>'", stmt)
+        clash = next((s.name for s in self.snapshot.sources.values()
+                      if s.path == path and s is not replacing), None)
+        if clash:
+            raise self._error(f"path {path!r} is already used by {clash}", stmt)
+        return SourceInfo(stmt.name, stmt.kind, list(columns), props,
+                          str(props.get("value_format", "JSON")).upper(), path, writer)
+
+
+def column_tuples(columns: list[st.Column]) -> list[tuple[str, str, bool]]:
+    return [(c.name.lower(), c.type.upper(), c.key) for c in columns]
+
+
+# -- file effects and their undos ------------------------------------------------------
+def make_folder(path: str) -> Callable[[], None]:
+    """Create a source's folder; the undo removes it again if it was created here (empty)."""
+    existed = os.path.isdir(path)
+    os.makedirs(path, exist_ok=True)
+    return (lambda: None) if existed else (lambda: remove_empty(path))
+
+
+def remove_empty(path: str) -> None:
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass
+
+
+def remove_files(paths) -> None:
+    for path in paths:
+        if path and os.path.isfile(path):
+            os.remove(path)
