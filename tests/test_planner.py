@@ -1,0 +1,25 @@
+"""The planner's tables: every statement class has a handler, and the streaming rules are
+named and described. No JVM: a real SQLite catalog."""
+import pytest
+
+from airflow_provider_streamql.engine import Engine
+from airflow_provider_streamql.language import statements as st
+from airflow_provider_streamql.planner import Planner
+from airflow_provider_streamql.planner.feasibility import RULES
+
+
+def test_every_statement_class_has_a_handler():
+    classes = {c for c in vars(st).values()
+               if isinstance(c, type) and issubclass(c, st.Statement) and c is not st.Statement}
+    assert set(Planner.HANDLERS) == classes
+
+
+def test_a_statement_without_a_handler_is_a_clear_error(tmp_path):
+    engine = Engine(f"sqlite:///{tmp_path}/c.db", home=str(tmp_path))
+    with pytest.raises(TypeError, match="no handler for Statement statements"):
+        engine.run([st.Statement(text="?")])
+
+
+def test_streaming_rules_are_named_and_described_in_one_line():
+    assert len({rule.name for rule in RULES}) == len(RULES)
+    assert all(rule.description and "\n" not in rule.description for rule in RULES)
