@@ -2,4 +2,5 @@
 
 The core (language, catalog, planner, runtime, :class:`Engine`, CLI) never imports Airflow.
 """
+
 __version__ = "0.1.0"

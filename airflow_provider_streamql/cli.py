@@ -2,6 +2,7 @@
 
 Exit codes: 0 ok, 1 failed or timed out, 2 usage or statement error.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -9,7 +10,8 @@ import json
 import logging
 import signal
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .engine import Engine
 from .errors import CatalogError, NotFoundError, ParseError, StateError, StreamQLError, ValidationError
@@ -43,38 +45,48 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--catalog", help="catalog URL (default $STREAMQL_CATALOG, else SQLite "
-                                          "under the home directory)")
-    common.add_argument("--home", help="directory for topics and checkpoints "
-                                       "(default $STREAMQL_HOME or ./.streamql)")
+    common.add_argument(
+        "--catalog", help="catalog URL (default $STREAMQL_CATALOG, else SQLite under the home directory)"
+    )
+    common.add_argument("--home", help="directory for topics and checkpoints (default $STREAMQL_HOME or ./.streamql)")
     common.add_argument("--pipeline", help="pipeline (default $STREAMQL_PIPELINE or 'default')")
-    parser = argparse.ArgumentParser(prog="streamql", description="ksqlDB-style persistent queries on Spark Structured Streaming")
+    parser = argparse.ArgumentParser(
+        prog="streamql", description="ksqlDB-style persistent queries on Spark Structured Streaming"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("exec", parents=[common], help="execute StreamQL statements")
     p.add_argument("sql", nargs="?", help="statements (or use -f)")
     p.add_argument("-f", "--file", help="read statements from FILE ('-' for stdin)")
     p.add_argument("--json", action="store_true", help="print results as JSON")
-    p.add_argument("--wait", action="store_true",
-                   help="return once observed state reflects each statement")
+    p.add_argument("--wait", action="store_true", help="return once observed state reflects each statement")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds --wait may take")
     p.add_argument("--issuer", help="who issues the statements (command log)")
     p.set_defaults(handler=_exec)
 
     p = sub.add_parser("runtime", parents=[common], help="run a Spark driver for a pipeline")
-    p.add_argument("--master", default="local[*]",
-                   help="Spark master (default local[*]; '' under spark-submit: the master it was given)")
+    p.add_argument(
+        "--master",
+        default="local[*]",
+        help="Spark master (default local[*]; '' under spark-submit: the master it was given)",
+    )
     p.add_argument("--interval", type=float, default=0.5, help="reconcile interval, seconds")
     p.add_argument("--lease-ttl", type=float, default=10.0, help="query lease lifetime, seconds")
-    p.add_argument("--on-error", default="FAIL", type=str.upper,
-                   choices=("FAIL", "LOG_AND_CONTINUE", "PAUSE"),
-                   help="what a record a query cannot read does, for queries that set no "
-                        "on_error (default FAIL)")
-    p.add_argument("--readiness-window", type=float, default=30.0,
-                   help="seconds a new version has to fail and be rolled back automatically "
-                        "after an in-place upgrade (it is ready earlier once it commits a batch)")
-    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
-                   help="Spark configuration (repeatable)")
+    p.add_argument(
+        "--on-error",
+        default="FAIL",
+        type=str.upper,
+        choices=("FAIL", "LOG_AND_CONTINUE", "PAUSE"),
+        help="what a record a query cannot read does, for queries that set no on_error (default FAIL)",
+    )
+    p.add_argument(
+        "--readiness-window",
+        type=float,
+        default=30.0,
+        help="seconds a new version has to fail and be rolled back automatically "
+        "after an in-place upgrade (it is ready earlier once it commits a batch)",
+    )
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="Spark configuration (repeatable)")
     p.set_defaults(handler=_runtime)
 
     p = sub.add_parser("queries", parents=[common], help="list queries and their state")
@@ -85,28 +97,31 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("query_id")
     group = p.add_mutually_exclusive_group(required=True)
     group.add_argument("--state", help="observed state to wait for (RUNNING, PAUSED, ...)")
-    group.add_argument("--caught-up", action="store_true",
-                       help="wait until every input record existing now is processed and committed")
+    group.add_argument(
+        "--caught-up", action="store_true", help="wait until every input record existing now is processed and committed"
+    )
     p.add_argument("--timeout", type=float, default=60.0)
     p.set_defaults(handler=_wait)
 
-    p = sub.add_parser("validate", parents=[common],
-                       help="report whether CREATE OR REPLACE can upgrade a query in place")
+    p = sub.add_parser(
+        "validate", parents=[common], help="report whether CREATE OR REPLACE can upgrade a query in place"
+    )
     p.add_argument("sql", help="one CREATE [OR REPLACE] STREAM|TABLE ... AS SELECT statement")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
-    p.add_argument("--dry-run", action="store_true",
-                   help="also run the new version on a copy of the checkpoint with local Spark")
+    p.add_argument(
+        "--dry-run", action="store_true", help="also run the new version on a copy of the checkpoint with local Spark"
+    )
     p.add_argument("--master", default="local[*]", help="Spark master for --dry-run")
     p.set_defaults(handler=_validate)
 
-    p = sub.add_parser("plan", parents=[common],
-                       help="what applying a deploy file would change (exit 1 if it cannot be applied)")
+    p = sub.add_parser(
+        "plan", parents=[common], help="what applying a deploy file would change (exit 1 if it cannot be applied)"
+    )
     p.add_argument("file", help="the deploy file: CREATE/ALTER/INSERT INTO ... SELECT statements")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=_plan)
 
-    p = sub.add_parser("apply", parents=[common],
-                       help="apply a deploy file: all its changes in place, or none of them")
+    p = sub.add_parser("apply", parents=[common], help="apply a deploy file: all its changes in place, or none of them")
     p.add_argument("file")
     p.add_argument("--teardown", help="a script run after the apply (TERMINATE, DROP ... DELETE TOPIC)")
     p.add_argument("--json", action="store_true")
@@ -120,15 +135,21 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=_runtimes)
 
-    p = sub.add_parser("health", parents=[common],
-                       help="list queries in ERROR, UNASSIGNED or making no progress (exit 1 if any)")
-    p.add_argument("--stale-after", type=float, default=1800.0,
-                   help="seconds unprocessed input may wait before a query counts as stuck")
+    p = sub.add_parser(
+        "health", parents=[common], help="list queries in ERROR, UNASSIGNED or making no progress (exit 1 if any)"
+    )
+    p.add_argument(
+        "--stale-after",
+        type=float,
+        default=1800.0,
+        help="seconds unprocessed input may wait before a query counts as stuck",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=_health)
 
-    p = sub.add_parser("bad-records", parents=[common],
-                       help="list the records a query could not read, and what became of them")
+    p = sub.add_parser(
+        "bad-records", parents=[common], help="list the records a query could not read, and what became of them"
+    )
     p.add_argument("query_id")
     p.add_argument("--status", help="only these (PENDING, SKIPPED, LOGGED, FAILED, RETRIED, RESOLVED)")
     p.add_argument("--json", action="store_true")
@@ -164,8 +185,10 @@ def _read(path: str) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
-        print(f"error: cannot read {path!r}: not UTF-8 text (byte 0x{data[e.start]:02x} at "
-              f"offset {e.start})", file=sys.stderr)
+        print(
+            f"error: cannot read {path!r}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start})",
+            file=sys.stderr,
+        )
         raise _Unreadable(path) from None
 
 
@@ -195,6 +218,7 @@ def _wait_for_results(engine: Engine, results, args: argparse.Namespace) -> int:
 
 def _queries(args: argparse.Namespace) -> int:
     from .planner.introspection import QUERY_COLUMNS
+
     _table(_engine(args).queries(args.pipeline), QUERY_COLUMNS, args.json)
     return EXIT_OK
 
@@ -220,6 +244,7 @@ def _validate(args: argparse.Namespace) -> int:
     engine = _engine(args)
     if args.dry_run:
         from .runtime import build_session
+
         spark = build_session(args.master, "streamql-dry-run", {"spark.ui.enabled": "false"})
         try:
             report = engine.dry_run(args.sql, spark)
@@ -233,6 +258,7 @@ def _validate(args: argparse.Namespace) -> int:
 
 def _table(rows: list[dict[str, Any]], columns: list[str], as_json: bool) -> None:
     from .results import Result
+
     if as_json:
         print(json.dumps(rows, default=str))
     else:
@@ -262,6 +288,7 @@ def _apply(args: argparse.Namespace) -> int:
 
 def _runtimes(args: argparse.Namespace) -> int:
     import time
+
     rows = _engine(args).runtimes(args.pipeline, live=not args.all)
     for r in rows:
         r["heartbeat_age_s"] = round(time.time() - r["heartbeat_at"], 1)
@@ -271,6 +298,7 @@ def _runtimes(args: argparse.Namespace) -> int:
 
 def _health(args: argparse.Namespace) -> int:
     from .conditions import unhealthy_queries
+
     problems = unhealthy_queries(_engine(args), stale_after=args.stale_after, pipeline=args.pipeline)
     _table(problems, ["query_id", "pipeline", "state", "problem"], args.json)
     return EXIT_FAILED if problems else EXIT_OK
@@ -278,6 +306,7 @@ def _health(args: argparse.Namespace) -> int:
 
 def _bad_records(args: argparse.Namespace) -> int:
     from dataclasses import asdict
+
     rows = [{**asdict(r), "position": r.position} for r in _engine(args).bad_records(args.query_id, args.status)]
     _table(rows, ["status", "batch_id", "source", "position", "error", "raw", "handled_by"], args.json)
     return EXIT_OK
@@ -285,6 +314,7 @@ def _bad_records(args: argparse.Namespace) -> int:
 
 def _migrate(args: argparse.Namespace) -> int:
     from .catalog import current_version, safe_url
+
     engine = _engine(args)
     with engine.catalog.engine.connect() as conn:
         print(f"catalog {safe_url(engine.catalog.url)} is at schema version {current_version(conn)}")
@@ -304,9 +334,15 @@ def _runtime(args: argparse.Namespace) -> int:
         conf[key] = value
     engine = _engine(args)
     spark = build_session(args.master, f"streamql-{engine.pipeline}", conf)
-    runtime = Runtime(engine.catalog, engine.pipeline, spark, interval=args.interval,
-                      lease_ttl=args.lease_ttl, readiness_window=args.readiness_window,
-                      on_error=args.on_error)
+    runtime = Runtime(
+        engine.catalog,
+        engine.pipeline,
+        spark,
+        interval=args.interval,
+        lease_ttl=args.lease_ttl,
+        readiness_window=args.readiness_window,
+        on_error=args.on_error,
+    )
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: runtime.stop())
     runtime.run()

@@ -6,6 +6,7 @@ A condition is checked against an :class:`~airflow_provider_streamql.engine.Engi
 never blocks, so the same object serves ``Engine.wait``, the CLI, a sensor's poke and a
 deferrable trigger. ``to_dict``/``from_dict`` carry it across a trigger's serialisation.
 """
+
 from __future__ import annotations
 
 import os
@@ -59,7 +60,7 @@ class Condition:
         return {"kind": self.kind, **asdict(self)}
 
     @staticmethod
-    def from_dict(data: dict[str, Any]) -> "Condition":
+    def from_dict(data: dict[str, Any]) -> Condition:
         data = dict(data)
         kind = data.pop("kind", None)
         if kind not in CONDITIONS:
@@ -89,8 +90,11 @@ class QueriesInState(Condition):
 
     def check(self, engine: QueryView) -> Check:
         if self.query_ids is None:
-            queries = [q for q in engine.catalog.queries(self.pipeline or engine.pipeline)
-                       if q.desired_state != "TERMINATED" or "TERMINATED" in self._wanted(q)]
+            queries = [
+                q
+                for q in engine.catalog.queries(self.pipeline or engine.pipeline)
+                if q.desired_state != "TERMINATED" or "TERMINATED" in self._wanted(q)
+            ]
         else:
             queries = [engine.query(q) for q in self.query_ids]  # NotFoundError for a wrong ID
         leases = engine.catalog.leases()
@@ -100,12 +104,19 @@ class QueriesInState(Condition):
         for q in queries:
             state = states[q.id]
             if state == "ERROR" and "ERROR" not in self._wanted(q) and self.fail_on_error:
-                return Check(False, f"query {q.id} is in ERROR while waiting for {wanted}: "
-                                    f"{q.error}", failed=True, details={"states": states})
-            if q.desired_state == "TERMINATED" and "TERMINATED" not in self._wanted(q) and \
-                    self.query_ids is not None:
-                return Check(False, f"query {q.id} was terminated while waiting for {wanted}",
-                             failed=True, details={"states": states})
+                return Check(
+                    False,
+                    f"query {q.id} is in ERROR while waiting for {wanted}: {q.error}",
+                    failed=True,
+                    details={"states": states},
+                )
+            if q.desired_state == "TERMINATED" and "TERMINATED" not in self._wanted(q) and self.query_ids is not None:
+                return Check(
+                    False,
+                    f"query {q.id} was terminated while waiting for {wanted}",
+                    failed=True,
+                    details={"states": states},
+                )
         if waiting:
             shown = ", ".join(f"{q} is {s}" for q, s in waiting.items())
             return Check(False, f"{shown}; waiting for {wanted}", details={"states": states})
@@ -133,17 +144,30 @@ class VersionRunning(Condition):
         row = next((v for v in engine.catalog.versions(query.id) if v["version"] == self.version), None)
         if row is None:
             return Check(False, f"query {query.id} has no version {self.version}", failed=True)
-        details = {"query_id": query.id, "version": self.version, "outcome": row["outcome"],
-                   "running_version": query.running_version, "state": engine.state(query.id)}
+        details = {
+            "query_id": query.id,
+            "version": self.version,
+            "outcome": row["outcome"],
+            "running_version": query.running_version,
+            "state": engine.state(query.id),
+        }
         if row["outcome"] == "ROLLED_BACK":
-            return Check(False, f"version {self.version} of {query.id} was rolled back: "
-                                f"{row['error']}", failed=True, details=details)
+            return Check(
+                False,
+                f"version {self.version} of {query.id} was rolled back: {row['error']}",
+                failed=True,
+                details=details,
+            )
         running = query.running_version == self.version
         if running and (not self.ready or row["outcome"] == "ACTIVE"):
-            return Check(True, f"version {self.version} of {query.id} is "
-                               f"{'ready' if self.ready else 'running'}", details=details)
-        return Check(False, f"version {self.version} of {query.id}: "
-                            f"{row['outcome'] or 'not started'} ({details['state']})", details=details)
+            return Check(
+                True, f"version {self.version} of {query.id} is {'ready' if self.ready else 'running'}", details=details
+            )
+        return Check(
+            False,
+            f"version {self.version} of {query.id}: {row['outcome'] or 'not started'} ({details['state']})",
+            details=details,
+        )
 
 
 @dataclass
@@ -164,11 +188,12 @@ class ProgressSince(Condition):
             raise ValidationError("progress needs batches or rows (or both)")
 
     @classmethod
-    def from_now(cls, engine: QueryView, query_id: str, **kw: Any) -> "ProgressSince":
+    def from_now(cls, engine: QueryView, query_id: str, **kw: Any) -> ProgressSince:
         """Progress counted from the query's last committed batch at this moment."""
         p = engine.progress(query_id)
-        return cls(query_id.upper(), since_batch=p.batch_id if p else -1,
-                   since_rows=p.total_input_rows if p else 0, **kw)
+        return cls(
+            query_id.upper(), since_batch=p.batch_id if p else -1, since_rows=p.total_input_rows if p else 0, **kw
+        )
 
     def check(self, engine: QueryView) -> Check:
         query = engine.query(self.query_id)
@@ -176,17 +201,25 @@ class ProgressSince(Condition):
         p = engine.progress(query.id)
         batches = (p.batch_id - self.since_batch) if p else 0
         rows = (p.total_input_rows - self.since_rows) if p else 0
-        details = {"query_id": query.id, "batches": batches, "rows": rows, "state": state,
-                   "batch_id": p.batch_id if p else None}
+        details = {
+            "query_id": query.id,
+            "batches": batches,
+            "rows": rows,
+            "state": state,
+            "batch_id": p.batch_id if p else None,
+        }
         if (self.batches is None or batches >= self.batches) and (self.rows is None or rows >= self.rows):
             return Check(True, f"{query.id} committed {batches} batches and {rows} rows", details=details)
         if state == "ERROR" and self.fail_on_error:
-            return Check(False, f"query {query.id} is in ERROR: {query.error}", failed=True,
-                         details=details)
+            return Check(False, f"query {query.id} is in ERROR: {query.error}", failed=True, details=details)
         if query.desired_state == "TERMINATED":
             return Check(False, f"query {query.id} was terminated", failed=True, details=details)
-        return Check(False, f"{query.id} ({state}) committed {batches}/{self.batches or '-'} "
-                            f"batches and {rows}/{self.rows or '-'} rows", details=details)
+        return Check(
+            False,
+            f"{query.id} ({state}) committed {batches}/{self.batches or '-'} "
+            f"batches and {rows}/{self.rows or '-'} rows",
+            details=details,
+        )
 
 
 @dataclass
@@ -210,21 +243,29 @@ class CaughtUp(Condition):
         # the catalog is read once; later looks read only the checkpoint (waits poll often)
         if self._wanted is None:
             query = engine.query(self.query_id)
-            on_kafka = [n for n in query.sources
-                        if getattr(engine.catalog.source(n), "kafka_topic", None)]
+            on_kafka = [n for n in query.sources if getattr(engine.catalog.source(n), "kafka_topic", None)]
             if on_kafka:
-                return Check(False, f"catching up is measured on file topics; {query.id} reads the Kafka "
-                                    f"topic(s) of {', '.join(on_kafka)}: wait for batches or rows instead",
-                             failed=True)
+                return Check(
+                    False,
+                    f"catching up is measured on file topics; {query.id} reads the Kafka "
+                    f"topic(s) of {', '.join(on_kafka)}: wait for batches or rows instead",
+                    failed=True,
+                )
             self._query_id, self._checkpoint = query.id, query.checkpoint
             self._wanted = _input_files(engine, query, self.as_of)
         missing = self._wanted - processed_files(self._checkpoint)
         details = {"query_id": self._query_id, "input_files": len(self._wanted), "missing": len(missing)}
         if not missing:
-            return Check(True, f"{self._query_id} caught up ({len(self._wanted)} input files processed "
-                               f"and committed)", details=details)
-        return Check(False, f"query {self._query_id} has not processed {len(missing)} of "
-                            f"{len(self._wanted)} input files", details=details)
+            return Check(
+                True,
+                f"{self._query_id} caught up ({len(self._wanted)} input files processed and committed)",
+                details=details,
+            )
+        return Check(
+            False,
+            f"query {self._query_id} has not processed {len(missing)} of {len(self._wanted)} input files",
+            details=details,
+        )
 
 
 @dataclass
@@ -238,7 +279,7 @@ class AllOf(Condition):
         self._parts = [Condition.from_dict(c) for c in self.conditions]
 
     @classmethod
-    def of(cls, *conditions: Condition) -> "AllOf":
+    def of(cls, *conditions: Condition) -> AllOf:
         return cls([c.to_dict() for c in conditions])
 
     def to_dict(self) -> dict[str, Any]:
@@ -280,11 +321,11 @@ def _mtime(path: str) -> float:
 
 
 CONDITIONS: dict[str, type[Condition]] = {
-    c.kind: c for c in (QueriesInState, VersionRunning, ProgressSince, CaughtUp, AllOf)}
+    c.kind: c for c in (QueriesInState, VersionRunning, ProgressSince, CaughtUp, AllOf)
+}
 
 
-def unhealthy_queries(engine: QueryView, *, stale_after: float,
-                      pipeline: str | None = None) -> list[dict[str, Any]]:
+def unhealthy_queries(engine: QueryView, *, stale_after: float, pipeline: str | None = None) -> list[dict[str, Any]]:
     """One ``{query_id, pipeline, state, problem}`` per query that needs attention.
 
     Paused and terminated queries are left alone (someone chose that). A query that should
@@ -305,12 +346,16 @@ def unhealthy_queries(engine: QueryView, *, stale_after: float,
             check = CaughtUp(row["query_id"], as_of=now - stale_after).check(engine)
             if not check.done:
                 progress = engine.progress(row["query_id"])
-                last = (time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(progress.last_batch_at))
-                        if progress else "never")
-                problem = (f"no progress for {stale_after:g}s: {check.details['missing']} input "
-                           f"file(s) older than that not processed (state {row['state']}, last "
-                           f"batch {last})")
+                last = (
+                    time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(progress.last_batch_at)) if progress else "never"
+                )
+                problem = (
+                    f"no progress for {stale_after:g}s: {check.details['missing']} input "
+                    f"file(s) older than that not processed (state {row['state']}, last "
+                    f"batch {last})"
+                )
         if problem:
-            problems.append({"query_id": row["query_id"], "pipeline": row["pipeline"],
-                             "state": row["state"], "problem": problem})
+            problems.append(
+                {"query_id": row["query_id"], "pipeline": row["pipeline"], "state": row["state"], "problem": problem}
+            )
     return problems

@@ -1,20 +1,22 @@
 """The one door: every caller (CLI, runtime tooling, Airflow operators) goes through Engine."""
+
 from __future__ import annotations
 
 import dataclasses
 import getpass
 import os
 import time
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from .catalog import BadRecord, Catalog, Progress, QueryInfo, default_home
 from .conditions import CaughtUp, Check, Condition, QueriesInState, VersionRunning
 from .errors import NotFoundError, StateError, StreamQLError, ValidationError, WaitTimeout
-from .planner.introspection import query_rows, shown_state
 from .language import parse, parse_one
 from .language.statements import CreateAsSelect, DropSource, QueryControl, SetProperty, Statement
 from .planner import Planner, deploy
 from .planner.deploy import DeployPlan
+from .planner.introspection import query_rows, shown_state
 from .results import Result
 from .storage.layout import Layout
 from .upgrades import Report
@@ -35,8 +37,14 @@ class Engine:
     :param issuer: who issues statements, recorded in the command log.
     """
 
-    def __init__(self, catalog: str | Catalog | None = None, *, home: str | None = None,
-                 pipeline: str | None = None, issuer: str | None = None):
+    def __init__(
+        self,
+        catalog: str | Catalog | None = None,
+        *,
+        home: str | None = None,
+        pipeline: str | None = None,
+        issuer: str | None = None,
+    ):
         self.home = os.path.abspath(home) if home else default_home()
         os.makedirs(self.home, exist_ok=True)
         self.catalog = catalog if isinstance(catalog, Catalog) else Catalog(catalog, home=self.home)
@@ -49,13 +57,20 @@ class Engine:
         self.catalog.close()
 
     # -- statements --------------------------------------------------------------------
-    def execute(self, script: str, *, pipeline: str | None = None,
-                issuer: str | None = None, skip_unchanged: bool = False) -> list[Result]:
+    def execute(
+        self, script: str, *, pipeline: str | None = None, issuer: str | None = None, skip_unchanged: bool = False
+    ) -> list[Result]:
         """Parse ``script`` (``;``-separated StreamQL statements) and :meth:`run` it."""
         return self.run(parse(script), pipeline=pipeline, issuer=issuer, skip_unchanged=skip_unchanged)
 
-    def run(self, statements: Sequence[Statement], *, pipeline: str | None = None,
-            issuer: str | None = None, skip_unchanged: bool = False) -> list[Result]:
+    def run(
+        self,
+        statements: Sequence[Statement],
+        *,
+        pipeline: str | None = None,
+        issuer: str | None = None,
+        skip_unchanged: bool = False,
+    ) -> list[Result]:
         """Validate every statement, then apply them all in one catalog transaction.
 
         This is the one entry point that changes anything; callers hand it parsed statement
@@ -78,7 +93,7 @@ class Engine:
                 planner = self._planner(conn, pipeline)
                 planner.skip_unchanged, planner.issuer = skip_unchanged, issuer
                 steps = [planner.plan(stmt) for stmt in statements]
-                for stmt, step in zip(statements, steps):
+                for stmt, step in zip(statements, steps, strict=True):
                     if step.write:
                         step.write(conn)
                     if step.log:
@@ -95,16 +110,22 @@ class Engine:
                 step.after_commit(step.result)
         return [step.result for step in steps]
 
-    def control(self, action: str, query_id: str | None, *, skip_bad_records: bool = False,
-                pipeline: str | None = None, issuer: str | None = None) -> Result:
+    def control(
+        self,
+        action: str,
+        query_id: str | None,
+        *,
+        skip_bad_records: bool = False,
+        pipeline: str | None = None,
+        issuer: str | None = None,
+    ) -> Result:
         """``PAUSE``, ``RESUME`` or ``TERMINATE`` one query (``query_id``) or every query of
         the pipeline (None or ``'ALL'``). The ID is checked against the grammar of names,
         so no input can make this more than one statement."""
         statement = QueryControl.of(action, query_id, skip_bad_records=skip_bad_records)
         return self.run([statement], pipeline=pipeline, issuer=issuer)[0]
 
-    def validate(self, sql: str, *, query_id: str | None = None,
-                 pipeline: str | None = None) -> "Report":
+    def validate(self, sql: str, *, query_id: str | None = None, pipeline: str | None = None) -> Report:
         """The validator's report for one ``CREATE [OR REPLACE] STREAM|TABLE ... AS SELECT``
         of an existing query's output (``query_id``, when given, must be that query).
         Changes nothing."""
@@ -117,56 +138,79 @@ class Engine:
         query does); with ``query_id``, raise unless it is that query."""
         return self._writer(self._create_as_select(sql, "writer_of"), query_id)
 
-    def _create_as_select(self, sql: "str | Statement", verb: str) -> CreateAsSelect:
+    def _create_as_select(self, sql: str | Statement, verb: str) -> CreateAsSelect:
         stmt = sql if isinstance(sql, Statement) else parse_one(sql)
         if not isinstance(stmt, CreateAsSelect):
-            raise ValidationError(f"{verb} takes one CREATE [OR REPLACE] STREAM|TABLE ... AS "
-                                  f"SELECT statement, got {type(stmt).__name__}",
-                                  line=stmt.line, col=stmt.col, text=stmt.text.strip()[:120])
+            raise ValidationError(
+                f"{verb} takes one CREATE [OR REPLACE] STREAM|TABLE ... AS SELECT statement, got {type(stmt).__name__}",
+                line=stmt.line,
+                col=stmt.col,
+                text=stmt.text.strip()[:120],
+            )
         return stmt
 
     def _planner(self, conn, pipeline: str | None) -> Planner:
-        return Planner(self.catalog, conn, self.catalog.snapshot(conn), self.home,
-                       pipeline or self.pipeline, self.layout)
+        return Planner(
+            self.catalog, conn, self.catalog.snapshot(conn), self.home, pipeline or self.pipeline, self.layout
+        )
 
     def _check_replace(self, stmt: CreateAsSelect, pipeline: str | None):
         with self.catalog.engine.connect() as conn:
             return self._planner(conn, pipeline).check_replace(stmt)
 
-    def dry_run(self, sql: str, spark: Any, *, query_id: str | None = None,
-                pipeline: str | None = None) -> "Report":
+    def dry_run(self, sql: str, spark: Any, *, query_id: str | None = None, pipeline: str | None = None) -> Report:
         """:meth:`validate`, then run the new version on ``spark`` over a copy of the live
         checkpoint with a sink that writes nothing, so Spark's own checks have their say.
         A Spark refusal turns an IN_PLACE verdict into REJECTED (finding SPARK_REFUSED)."""
         from .runtime.dryrun import dry_run
         from .upgrades import Finding
+
         stmt = self._create_as_select(sql, "dry_run")
         self._writer(stmt, query_id)
         _current, report, new, _sink = self._check_replace(stmt, pipeline)
         sources = {n: self.catalog.source(n) for n in new.sources}
         outcome = dry_run(spark, new, sources)
-        report.spark = {"ran": outcome.error is None, "error": outcome.error,
-                        "batches": outcome.batches, "input_rows": outcome.input_rows,
-                        "new_input_files": outcome.new_files}
+        report.spark = {
+            "ran": outcome.error is None,
+            "error": outcome.error,
+            "batches": outcome.batches,
+            "input_rows": outcome.input_rows,
+            "new_input_files": outcome.new_files,
+        }
         if outcome.error is not None and report.verdict == "IN_PLACE":
-            report.add(Finding("SPARK_REFUSED", "query", "unsupported", "REJECTED",
-                               f"Spark refused the new version on a copy of the checkpoint: "
-                               f"{outcome.error}"))
+            report.add(
+                Finding(
+                    "SPARK_REFUSED",
+                    "query",
+                    "unsupported",
+                    "REJECTED",
+                    f"Spark refused the new version on a copy of the checkpoint: {outcome.error}",
+                )
+            )
         return report
 
-    def upgrade(self, sql: str, *, query_id: str | None = None, pipeline: str | None = None,
-                issuer: str | None = None) -> Result:
+    def upgrade(
+        self, sql: str, *, query_id: str | None = None, pipeline: str | None = None, issuer: str | None = None
+    ) -> Result:
         """The in-place upgrade: ``CREATE [OR REPLACE] STREAM|TABLE x AS SELECT`` of the
         output of an existing query (OR REPLACE is implied), applied only if the validator
         says IN_PLACE. ``query_id``, when given, must be the query that writes ``x``."""
         stmt = self._create_as_select(sql, "upgrade")
         if self._writer(stmt, query_id) is None:
-            raise NotFoundError(f"no query writes {stmt.name}; create it with CREATE "
-                                f"{stmt.kind} {stmt.name} AS SELECT ...")
+            raise NotFoundError(
+                f"no query writes {stmt.name}; create it with CREATE {stmt.kind} {stmt.name} AS SELECT ..."
+            )
         return self.run([dataclasses.replace(stmt, or_replace=True)], pipeline=pipeline, issuer=issuer)[0]
 
-    def replace(self, sql: str, *, start_from: str, query_id: str | None = None,
-                pipeline: str | None = None, issuer: str | None = None) -> list[Result]:
+    def replace(
+        self,
+        sql: str,
+        *,
+        start_from: str,
+        query_id: str | None = None,
+        pipeline: str | None = None,
+        issuer: str | None = None,
+    ) -> list[Result]:
         """The replacing upgrade, for what cannot be done in place: TERMINATE the query that
         writes the statement's output, DROP that output with its data, and create it again
         reading its sources from ``start_from`` (``'earliest'``; file topics have no
@@ -176,8 +220,10 @@ class Engine:
             raise ValidationError(f"start_from must be 'earliest' or 'latest', not {start_from!r}")
         stmt = self._create_as_select(sql, "replace")
         old = self._writer(stmt, query_id)
-        rebuild: list[Statement] = [SetProperty.of("auto.offset.reset", start_from),
-                                    dataclasses.replace(stmt, or_replace=False)]
+        rebuild: list[Statement] = [
+            SetProperty.of("auto.offset.reset", start_from),
+            dataclasses.replace(stmt, or_replace=False),
+        ]
         if old:
             sink = self.catalog.source(stmt.name)
             rebuild = [DropSource.of(sink.kind, sink.name, delete_topic=True), *rebuild]
@@ -198,9 +244,12 @@ class Engine:
         if query_id is not None:
             self.query(query_id)  # NotFoundError for an unknown ID
             if writer != query_id.upper():
-                raise ValidationError(f"{stmt.name} is written by {writer or 'no query'}, not by "
-                                      f"{query_id.upper()}", line=stmt.line, col=stmt.col,
-                                      text=stmt.text.strip()[:120])
+                raise ValidationError(
+                    f"{stmt.name} is written by {writer or 'no query'}, not by {query_id.upper()}",
+                    line=stmt.line,
+                    col=stmt.col,
+                    text=stmt.text.strip()[:120],
+                )
         return writer
 
     def plan(self, script: str, *, pipeline: str | None = None) -> DeployPlan:
@@ -210,11 +259,11 @@ class Engine:
 
     def _plan_script(self, statements: list[Statement], pipeline: str | None) -> DeployPlan:
         with self.catalog.engine.connect() as conn:
-            return deploy.plan_script(self._planner(conn, pipeline), statements,
-                                      pipeline or self.pipeline)
+            return deploy.plan_script(self._planner(conn, pipeline), statements, pipeline or self.pipeline)
 
-    def apply(self, script: str, *, pipeline: str | None = None, issuer: str | None = None,
-              teardown: str | None = None) -> tuple[DeployPlan, list[Result]]:
+    def apply(
+        self, script: str, *, pipeline: str | None = None, issuer: str | None = None, teardown: str | None = None
+    ) -> tuple[DeployPlan, list[Result]]:
         """Apply a deploy file: plan it in a sandbox, refuse it whole if any statement is
         rejected or needs a replacing upgrade, else apply every change in one transaction,
         upstream before downstream; then the optional ``teardown`` script."""
@@ -265,10 +314,12 @@ class Engine:
         """Runtimes (of one pipeline); ``live``: not stopped and heartbeating within
         :data:`RUNTIME_STALE_AFTER` seconds."""
         now = time.time()
-        return [r for r in self.catalog.runtimes()
-                if (pipeline is None or r["pipeline"] == pipeline)
-                and (not live or (r["stopped_at"] is None
-                                  and now - r["heartbeat_at"] <= RUNTIME_STALE_AFTER))]
+        return [
+            r
+            for r in self.catalog.runtimes()
+            if (pipeline is None or r["pipeline"] == pipeline)
+            and (not live or (r["stopped_at"] is None and now - r["heartbeat_at"] <= RUNTIME_STALE_AFTER))
+        ]
 
     # -- waiting -------------------------------------------------------------------------
     def wait(self, condition: Condition, *, timeout: float = 60.0, poll: float = 0.1) -> Check:
@@ -285,8 +336,7 @@ class Engine:
                 raise WaitTimeout(f"{check.message} after {timeout:g}s")
             time.sleep(poll)
 
-    def wait_for_state(self, query_id: str, state: str, *, timeout: float = 60.0,
-                       poll: float = 0.1) -> str:
+    def wait_for_state(self, query_id: str, state: str, *, timeout: float = 60.0, poll: float = 0.1) -> str:
         """Return once the query's observed state is ``state``.
 
         Raises :class:`StateError` if it goes to ERROR (unless ERROR is awaited) and
@@ -308,11 +358,11 @@ class Engine:
             for query_id, state in result.waits:
                 self.wait_for_state(query_id, state, timeout=max(0.0, deadline - time.monotonic()))
             if result.action == "replaced" and (result.query_id, "RUNNING") in result.waits:
-                self.wait_for_version(result.query_id, result.version,
-                                      timeout=max(0.0, deadline - time.monotonic()))
+                self.wait_for_version(result.query_id, result.version, timeout=max(0.0, deadline - time.monotonic()))
 
-    def wait_for_version(self, query_id: str, version: int, *, timeout: float = 60.0,
-                         poll: float = 0.1, ready: bool = False) -> None:
+    def wait_for_version(
+        self, query_id: str, version: int, *, timeout: float = 60.0, poll: float = 0.1, ready: bool = False
+    ) -> None:
         """Return once a runtime runs ``version`` of the query (with ``ready``: and it left
         its readiness window); raise :class:`StateError` if that version was rolled back."""
         self.wait(VersionRunning(query_id, version, ready), timeout=timeout, poll=poll)
@@ -324,5 +374,6 @@ def _file_effect(step) -> Any:
     try:
         return step.files() or (lambda: None)
     except OSError as e:
-        raise StreamQLError(f"{step.result.statement.strip()[:80]!r} could not change "
-                            f"{e.filename!r}: {e.strerror}") from None
+        raise StreamQLError(
+            f"{step.result.statement.strip()[:80]!r} could not change {e.filename!r}: {e.strerror}"
+        ) from None

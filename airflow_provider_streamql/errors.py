@@ -1,12 +1,12 @@
 """One flat hierarchy: every error streamql raises on purpose is a StreamQLError."""
+
 from __future__ import annotations
 
 
 class StreamQLError(Exception):
     """Base of all streamql errors. ``line``/``col`` point into the statement text when known."""
 
-    def __init__(self, message: str, *, line: int | None = None, col: int | None = None,
-                 text: str | None = None):
+    def __init__(self, message: str, *, line: int | None = None, col: int | None = None, text: str | None = None):
         self.message = message
         self.line = line
         self.col = col

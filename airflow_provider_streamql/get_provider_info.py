@@ -1,5 +1,6 @@
 """What Airflow's providers manager reads about this package (entry point
 ``apache_airflow_provider``). Plain data: importing it imports nothing of Airflow."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -14,40 +15,66 @@ def get_provider_info() -> dict[str, Any]:
         "package-name": "airflow-provider-streamql",
         "name": "StreamQL",
         "description": "ksqlDB-style persistent queries on Spark Structured Streaming: create, "
-                       "validate, upgrade in place, pause and resume them from Airflow.",
+        "validate, upgrade in place, pause and resume them from Airflow.",
         "versions": [__version__],
-        "integrations": [{"integration-name": "StreamQL", "external-doc-url":
-                          "https://github.com/streamql/airflow-provider-streamql", "tags": ["software"]}],
-        "operators": [{"integration-name": "StreamQL", "python-modules": [
-            "airflow_provider_streamql.operators.queries",
-            "airflow_provider_streamql.operators.runtime"]}],
-        "sensors": [{"integration-name": "StreamQL", "python-modules": [
-            "airflow_provider_streamql.sensors.queries"]}],
-        "hooks": [{"integration-name": "StreamQL", "python-modules": [
-            "airflow_provider_streamql.hooks.streamql"]}],
-        "triggers": [{"integration-name": "StreamQL", "python-modules": [
-            "airflow_provider_streamql.triggers.streamql"]}],
-        "extra-links": ["airflow_provider_streamql.operators.links.StreamQLQueryLink",
-                        "airflow_provider_streamql.operators.links.SparkUILink"],
-        "connection-types": [{
-            "hook-class-name": "airflow_provider_streamql.hooks.streamql.StreamQLHook",
-            "hook-name": "StreamQL",
-            "connection-type": "streamql",
-            "ui-field-behaviour": {
-                "hidden-fields": ["host", "schema", "port", "extra"],
-                "relabeling": {"login": "Catalog user", "password": "Catalog password"},
-                "placeholders": {"catalog": "postgresql+psycopg://streamql@db:5432/streamql"},
-            },
-            "conn-fields": {
-                "catalog": {"label": "Catalog URL", "schema": TEXT, "description":
-                            "SQLAlchemy URL of the streamql catalog; the password goes in the "
-                            "Password field. Empty: SQLite under the home directory."},
-                "home": {"label": "Home directory", "schema": TEXT, "description":
-                         "Where file topics and checkpoints live; every runtime must reach it."},
-                "pipeline": {"label": "Default pipeline", "schema": TEXT,
-                             "description": "Pipeline that operators act on when they name none."},
-                "spark_conn_id": {"label": "Spark connection", "schema": TEXT, "description":
-                                  "Spark connection SubmitRuntimeOperator submits runtimes through."},
-            },
-        }],
+        "integrations": [
+            {
+                "integration-name": "StreamQL",
+                "external-doc-url": "https://github.com/streamql/airflow-provider-streamql",
+                "tags": ["software"],
+            }
+        ],
+        "operators": [
+            {
+                "integration-name": "StreamQL",
+                "python-modules": [
+                    "airflow_provider_streamql.operators.queries",
+                    "airflow_provider_streamql.operators.runtime",
+                ],
+            }
+        ],
+        "sensors": [{"integration-name": "StreamQL", "python-modules": ["airflow_provider_streamql.sensors.queries"]}],
+        "hooks": [{"integration-name": "StreamQL", "python-modules": ["airflow_provider_streamql.hooks.streamql"]}],
+        "triggers": [
+            {"integration-name": "StreamQL", "python-modules": ["airflow_provider_streamql.triggers.streamql"]}
+        ],
+        "extra-links": [
+            "airflow_provider_streamql.operators.links.StreamQLQueryLink",
+            "airflow_provider_streamql.operators.links.SparkUILink",
+        ],
+        "connection-types": [
+            {
+                "hook-class-name": "airflow_provider_streamql.hooks.streamql.StreamQLHook",
+                "hook-name": "StreamQL",
+                "connection-type": "streamql",
+                "ui-field-behaviour": {
+                    "hidden-fields": ["host", "schema", "port", "extra"],
+                    "relabeling": {"login": "Catalog user", "password": "Catalog password"},
+                    "placeholders": {"catalog": "postgresql+psycopg://streamql@db:5432/streamql"},
+                },
+                "conn-fields": {
+                    "catalog": {
+                        "label": "Catalog URL",
+                        "schema": TEXT,
+                        "description": "SQLAlchemy URL of the streamql catalog; the password goes in the "
+                        "Password field. Empty: SQLite under the home directory.",
+                    },
+                    "home": {
+                        "label": "Home directory",
+                        "schema": TEXT,
+                        "description": "Where file topics and checkpoints live; every runtime must reach it.",
+                    },
+                    "pipeline": {
+                        "label": "Default pipeline",
+                        "schema": TEXT,
+                        "description": "Pipeline that operators act on when they name none.",
+                    },
+                    "spark_conn_id": {
+                        "label": "Spark connection",
+                        "schema": TEXT,
+                        "description": "Spark connection SubmitRuntimeOperator submits runtimes through.",
+                    },
+                },
+            }
+        ],
     }

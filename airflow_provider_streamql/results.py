@@ -1,4 +1,5 @@
 """What executing a statement returns: a message, an optional table, and what to wait for."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -26,10 +27,17 @@ class Result:
     action: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"statement": self.statement, "message": self.message, "query_id": self.query_id,
-                "columns": self.columns, "rows": self.rows,
-                "waits": [list(w) for w in self.waits], "report": self.report,
-                "version": self.version, "action": self.action}
+        return {
+            "statement": self.statement,
+            "message": self.message,
+            "query_id": self.query_id,
+            "columns": self.columns,
+            "rows": self.rows,
+            "waits": [list(w) for w in self.waits],
+            "report": self.report,
+            "version": self.version,
+            "action": self.action,
+        }
 
     def render(self) -> str:
         """Human-readable text: the message, then the table if there is one."""
@@ -37,7 +45,7 @@ class Result:
         if self.columns:
             cells = [[_cell(v) for v in row] for row in self.rows]
             widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(self.columns)]
-            line = lambda values: " | ".join(v.ljust(w) for v, w in zip(values, widths)).rstrip()
+            line = lambda values: " | ".join(v.ljust(w) for v, w in zip(values, widths, strict=True)).rstrip()
             out += [line(self.columns), "-+-".join("-" * w for w in widths)]
             out += [line(r) for r in cells]
             out.append(f"({len(self.rows)} row{'s' if len(self.rows) != 1 else ''})")

@@ -9,6 +9,7 @@ Measures, with a real runtime on a local SparkSession and a SQLite catalog:
     hand-written in PySpark in the same session (target ratio >= 0.95).
 The runtime reconciles every 0.5 s (the default), as `streamql runtime` does.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,9 +21,9 @@ import threading
 import time
 
 from airflow_provider_streamql.catalog import Catalog
-from airflow_provider_streamql.storage.checkpoints import last_committed_batch
 from airflow_provider_streamql.engine import Engine
 from airflow_provider_streamql.runtime import Runtime, build_session
+from airflow_provider_streamql.storage.checkpoints import last_committed_batch
 from airflow_provider_streamql.storage.layout import ALLOWED_PATHS_ENV
 
 POLL = 0.005
@@ -74,8 +75,14 @@ def write_input(path: str, rows: int, files: int) -> None:
 def handwritten(spark, src: str, out: str) -> float:
     t0 = time.monotonic()
     df = spark.readStream.format("json").schema("`id` INT, `user` STRING, `cost` DOUBLE").load(src)
-    query = (df.where("cost > 0").writeStream.format("json").option("path", out)
-             .option("checkpointLocation", out + "-checkpoint").outputMode("append").start())
+    query = (
+        df.where("cost > 0")
+        .writeStream.format("json")
+        .option("path", out)
+        .option("checkpointLocation", out + "-checkpoint")
+        .outputMode("append")
+        .start()
+    )
     query.processAllAvailable()
     elapsed = time.monotonic() - t0
     query.stop()
@@ -108,14 +115,22 @@ def throughput(spark, rows: int, rounds: int) -> dict:
     for r in range(rounds):  # alternate, so warm-up and caches favour neither side
         hand.append(handwritten(spark, src, os.path.join(base, f"hand-{r}")))
         ours.append(via_runtime(spark, src, os.path.join(base, f"streamql-{r}")))
-    return {"rows": rows, "handwritten_s": summary(hand), "streamql_s": summary(ours),
-            "throughput_ratio": round(statistics.median(hand) / statistics.median(ours), 3)}
+    return {
+        "rows": rows,
+        "handwritten_s": summary(hand),
+        "streamql_s": summary(ours),
+        "throughput_ratio": round(statistics.median(hand) / statistics.median(ours), 3),
+    }
 
 
 def summary(values: list[float]) -> dict:
     values = sorted(values)
-    return {"median": round(statistics.median(values), 3), "min": round(values[0], 3),
-            "max": round(values[-1], 3), "n": len(values)}
+    return {
+        "median": round(statistics.median(values), 3),
+        "min": round(values[0], 3),
+        "max": round(values[-1], 3),
+        "n": len(values),
+    }
 
 
 def main() -> None:
@@ -126,8 +141,10 @@ def main() -> None:
     parser.add_argument("--master", default="local[2]")
     args = parser.parse_args()
     spark = build_session(args.master, "streamql-bench", {"spark.ui.enabled": "false"})
-    result = {"latency": latency(spark, args.rounds),
-              "throughput": throughput(spark, args.rows, args.throughput_rounds)}
+    result = {
+        "latency": latency(spark, args.rounds),
+        "throughput": throughput(spark, args.rows, args.throughput_rounds),
+    }
     print(json.dumps(result, indent=2))
     spark.stop()
 

@@ -12,6 +12,7 @@ read, pull query: what a user waits for) once per engine and query in a fresh ch
 The old path is a copy of the former ``pull.run_pull_query``, kept only here as the
 baseline; the child swaps it in for the new one.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,9 +38,9 @@ def old_run_pull_query(select, sources, analysis):
     from sqlglot.errors import ExecuteError
     from sqlglot.executor import execute
 
-    from airflow_provider_streamql.storage import topics
     from airflow_provider_streamql.errors import ValidationError
     from airflow_provider_streamql.language.dialect import DIALECT
+    from airflow_provider_streamql.storage import topics
 
     def source_rows(src):
         if src.kind == "TABLE":
@@ -56,23 +57,26 @@ def old_run_pull_query(select, sources, analysis):
 
 
 def prepare(home: str, rows: int, files: int) -> None:
-    from airflow_provider_streamql.storage import topics
     from airflow_provider_streamql.engine import Engine
+    from airflow_provider_streamql.storage import topics
+
     engine = Engine(f"sqlite:///{home}/catalog.db", home=home)
     engine.execute("CREATE STREAM big (id INT KEY, user STRING, cost DOUBLE)")
     src = engine.catalog.source("BIG")
     per_file = rows // files
     for f in range(files):
-        batch = ({"id": i, "user": f"u{i % 1000}", "cost": (i % 200) - 50.5}
-                 for i in range(f * per_file, (f + 1) * per_file))
+        batch = (
+            {"id": i, "user": f"u{i % 1000}", "cost": (i % 200) - 50.5} for i in range(f * per_file, (f + 1) * per_file)
+        )
         topics.append(src.path, "JSON", src.columns, batch, name=f"part-{f:05d}")
     engine.close()
 
 
 def child(home: str, which: str, query: str, runs: int) -> None:
     """One engine, one query, ``runs`` times; prints a JSON line."""
-    from airflow_provider_streamql.storage import pull
     from airflow_provider_streamql.engine import Engine
+    from airflow_provider_streamql.storage import pull
+
     if which == "old":
         pull.run_pull_query = old_run_pull_query  # the planner imports it at call time
     engine = Engine(f"sqlite:///{home}/catalog.db", home=home)
@@ -84,16 +88,28 @@ def child(home: str, which: str, query: str, runs: int) -> None:
         rows = engine.execute(QUERIES[query])[0].rows
         times.append(time.perf_counter() - t0)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    answer = sorted((r[0], r[1], round(r[2], 6)) if len(r) == 3 and isinstance(r[2], float)
-                    else tuple(r) for r in rows)
-    print(json.dumps({"times": times, "peak_kib": peak, "base_kib": base, "answer": answer[:5],
-                      "n_rows": len(rows),
-                      "answer_hash": hashlib.sha256(json.dumps(answer).encode()).hexdigest()}))
+    answer = sorted((r[0], r[1], round(r[2], 6)) if len(r) == 3 and isinstance(r[2], float) else tuple(r) for r in rows)
+    print(
+        json.dumps(
+            {
+                "times": times,
+                "peak_kib": peak,
+                "base_kib": base,
+                "answer": answer[:5],
+                "n_rows": len(rows),
+                "answer_hash": hashlib.sha256(json.dumps(answer).encode()).hexdigest(),
+            }
+        )
+    )
 
 
 def run_child(home: str, which: str, query: str, runs: int) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--child", which, "--home", home, "--query", query,
-                          "--runs", str(runs)], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", which, "--home", home, "--query", query, "--runs", str(runs)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -113,10 +129,11 @@ def main() -> None:
     home = tempfile.mkdtemp(prefix="bench-pull-")
     t0 = time.perf_counter()
     prepare(home, args.rows, args.files)
-    size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(os.path.join(home, "topics"))
-               for f in fs)
-    print(f"{args.rows:,} rows in {args.files} JSON files ({size / 2**20:.0f} MiB), written in "
-          f"{time.perf_counter() - t0:.1f} s")
+    size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(os.path.join(home, "topics")) for f in fs)
+    print(
+        f"{args.rows:,} rows in {args.files} JSON files ({size / 2**20:.0f} MiB), written in "
+        f"{time.perf_counter() - t0:.1f} s"
+    )
     print("| query | engine | runs | median | min | max | peak RSS | growth |")
     print("|---|---|---|---|---|---|---|---|")
     summary = {}
@@ -125,17 +142,26 @@ def main() -> None:
         for which, runs in (("new", args.runs), ("old", args.old_runs)):
             r = results[which] = run_child(home, which, query, runs)
             t = r["times"]
-            print(f"| {query} | {which} | {runs} | {statistics.median(t):.3f} s | {min(t):.3f} s | "
-                  f"{max(t):.3f} s | {r['peak_kib'] / 1024:.0f} MiB | "
-                  f"{(r['peak_kib'] - r['base_kib']) / 1024:.0f} MiB |", flush=True)
+            print(
+                f"| {query} | {which} | {runs} | {statistics.median(t):.3f} s | {min(t):.3f} s | "
+                f"{max(t):.3f} s | {r['peak_kib'] / 1024:.0f} MiB | "
+                f"{(r['peak_kib'] - r['base_kib']) / 1024:.0f} MiB |",
+                flush=True,
+            )
         same = results["new"]["answer_hash"] == results["old"]["answer_hash"]
         speedup = statistics.median(results["old"]["times"]) / statistics.median(results["new"]["times"])
-        summary[query] = (speedup, results["old"]["peak_kib"] / results["new"]["peak_kib"], same,
-                          results["new"]["answer"])
+        summary[query] = (
+            speedup,
+            results["old"]["peak_kib"] / results["new"]["peak_kib"],
+            same,
+            results["new"]["answer"],
+        )
     print()
     for query, (speedup, memory, same, answer) in summary.items():
-        print(f"{query}: {speedup:.0f}x faster, {memory:.1f}x less peak memory, same answer: {same} "
-              f"(first rows {answer[:2]})")
+        print(
+            f"{query}: {speedup:.0f}x faster, {memory:.1f}x less peak memory, same answer: {same} "
+            f"(first rows {answer[:2]})"
+        )
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@
   process, which is what a spark-submit of the job does: a new driver, JVM and session).
 * Static validation: `Engine.validate` of one CREATE OR REPLACE, median over many calls.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,10 +28,11 @@ from airflow_provider_streamql.catalog import Catalog
 from airflow_provider_streamql.engine import Engine
 from airflow_provider_streamql.runtime import Runtime, build_session
 
-SETUP = ("CREATE STREAM s (id INT, v DOUBLE); "
-         "CREATE STREAM f AS SELECT id, v FROM s WHERE v > 0;")
-VERSIONS = ["CREATE OR REPLACE STREAM f AS SELECT id, v FROM s WHERE v > -1",
-            "CREATE OR REPLACE STREAM f AS SELECT id, v FROM s WHERE v > 0"]
+SETUP = "CREATE STREAM s (id INT, v DOUBLE); CREATE STREAM f AS SELECT id, v FROM s WHERE v > 0;"
+VERSIONS = [
+    "CREATE OR REPLACE STREAM f AS SELECT id, v FROM s WHERE v > -1",
+    "CREATE OR REPLACE STREAM f AS SELECT id, v FROM s WHERE v > 0",
+]
 
 
 def commit_times(checkpoint: str) -> dict[int, float]:
@@ -120,8 +122,12 @@ def validation(n: int) -> list[float]:
 
 def summary(values):
     values = sorted(values)
-    return {"median": round(statistics.median(values), 4), "min": round(values[0], 4),
-            "max": round(values[-1], 4), "n": len(values)}
+    return {
+        "median": round(statistics.median(values), 4),
+        "min": round(values[0], 4),
+        "max": round(values[-1], 4),
+        "n": len(values),
+    }
 
 
 def main():

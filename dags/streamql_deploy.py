@@ -8,6 +8,7 @@ changed ones upgraded in place behind the validator, untouched queries keep runn
 with a change that cannot be applied in place fails the run and changes nothing. Last, it
 checks that every query converged: RUNNING, unless someone paused it on purpose.
 """
+
 from __future__ import annotations
 
 import os
@@ -35,6 +36,7 @@ with DAG(
 ):
     ensure_runtime = SubmitRuntimeOperator(task_id="ensure_runtime")
     deploy = DeployScriptOperator(task_id="deploy", sql=os.path.basename(DEPLOY_FILE))
-    converged = QueryStateSensor(task_id="all_queries_running", query_id="ALL",
-                                 target_states="DESIRED", timeout=600, poke_interval=2)
+    converged = QueryStateSensor(
+        task_id="all_queries_running", query_id="ALL", target_states="DESIRED", timeout=600, poke_interval=2
+    )
     ensure_runtime >> deploy >> converged

@@ -5,7 +5,7 @@ import json
 import logging
 import os
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +15,7 @@ DAGS = Path(REPO, "dags")
 TEST_DAGS = Path(REPO, "tests", "dags")
 
 
-@lru_cache(maxsize=None)
+@cache
 def dag_bag(path: Path):
     from airflow.dag_processing.dagbag import BundleDagBag
     return BundleDagBag(dag_folder=path, bundle_path=path)

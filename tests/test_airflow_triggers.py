@@ -10,12 +10,17 @@ import time
 
 import pytest
 
-from airflow_provider_streamql.conditions import (AllOf, CaughtUp, Condition, ProgressSince, QueriesInState,
-                                                  VersionRunning)
+from airflow_provider_streamql.conditions import (
+    AllOf,
+    CaughtUp,
+    Condition,
+    ProgressSince,
+    QueriesInState,
+    VersionRunning,
+)
 from airflow_provider_streamql.triggers.streamql import StreamQLConditionTrigger
 
 from .airflow_support import set_connection, streamql_connection
-from .support import wait_until
 
 CONDITIONS = [
     QueriesInState(["csas_a_1"], ["running"]),
@@ -43,8 +48,9 @@ def test_bad_conditions_are_refused():
 
 
 def test_trigger_round_trips_through_the_triggerers_storage(airflow_db):
-    from airflow.models.trigger import Trigger
     from importlib import import_module
+
+    from airflow.models.trigger import Trigger
     import_string = lambda path: getattr(import_module(path.rpartition(".")[0]), path.rpartition(".")[2])
     trigger = StreamQLConditionTrigger(condition=CONDITIONS[2].to_dict(), streamql_conn_id="sq",
                                        end_at=1_800_000_000.0, poll_interval=0.5, pipeline="p")

@@ -7,11 +7,11 @@ import os
 import pytest
 from sqlalchemy import select
 
-from airflow_provider_streamql.storage import topics
 from airflow_provider_streamql.catalog import schema
 from airflow_provider_streamql.cli import EXIT_USAGE, main
 from airflow_provider_streamql.errors import ValidationError
 from airflow_provider_streamql.language.statements import Column
+from airflow_provider_streamql.storage import topics
 
 SETUP = """
 CREATE STREAM purchases (id INT KEY, user STRING, cost DOUBLE, ts TIMESTAMP, day DATE);

@@ -206,7 +206,7 @@ def test_kill_9_during_an_in_place_upgrade_then_restart(sqlite_engine, env, proc
     # input for version 2's first batch, as one file (one batch); kill -9 once it is planned
     src = engine.catalog.source("PURCHASES")
     topics.append(src.path, src.format, src.columns,
-                  [dict(zip([c.name for c in src.columns], r)) for r in after])
+                  [dict(zip([c.name for c in src.columns], r, strict=True)) for r in after])
     wait_until(lambda: os.path.exists(f"{checkpoint}/offsets/{swapped_at + 1}"), 60,
                "version 2 to plan its first batch")
     os.killpg(runtime.pid, signal.SIGSTOP)  # frozen: what the catalog says now is the state killed

@@ -13,10 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_streamql.storage import topics
 from airflow_provider_streamql.catalog import BadRecord
-from airflow_provider_streamql.storage.deadletter import append_dead_letters, dead_letter_source
 from airflow_provider_streamql.errors import ParseError, ValidationError
+from airflow_provider_streamql.storage import topics
+from airflow_provider_streamql.storage.deadletter import append_dead_letters, dead_letter_source
 
 from .support import hhmmss, table
 

@@ -3,7 +3,7 @@ output as an uninterrupted run (tests/test_windows.py and tests/test_joins.py)."
 import collections
 import os
 import signal
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from airflow_provider_streamql.storage.checkpoints import planned_watermark_ms
 
@@ -38,7 +38,7 @@ def test_windows_and_joins_survive_kill_9(sqlite_engine, processes):
     # Spark persists a watermark advance with the next planned batch; a crash before that
     # forgets it (late records would then be counted). Kill once it is on disk, as it would
     # be in any run that is not killed within the same instant.
-    first_max = int(datetime(2024, 1, 1, 0, 1, 10, tzinfo=timezone.utc).timestamp() * 1000)
+    first_max = int(datetime(2024, 1, 1, 0, 1, 10, tzinfo=UTC).timestamp() * 1000)
     for query_id in window_ids:
         checkpoint = engine.query(query_id).checkpoint
         wait_until(lambda: planned_watermark_ms(checkpoint) >= first_max, what="the watermark on disk")

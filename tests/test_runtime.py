@@ -1,8 +1,8 @@
 """KLIP-63's test plan against real runtimes on the shared local SparkSession."""
 import pytest
 
-from airflow_provider_streamql.storage.checkpoints import last_committed_batch
 from airflow_provider_streamql.errors import StateError
+from airflow_provider_streamql.storage.checkpoints import last_committed_batch
 
 from .support import insert, reconcile_passes, spark_streams, stream_rows, table, wait_until
 

@@ -14,7 +14,6 @@ import time
 import pytest
 import requests
 
-from airflow_provider_streamql.catalog import Catalog
 from airflow_provider_streamql.engine import Engine
 
 from .conftest import REPO, _free_port, _new_pg_database

@@ -81,7 +81,7 @@ def windows(rows):
 
 def final_table(engine, name):
     rows = engine.execute(f"SELECT * FROM {name}")[0]
-    return windows([dict(zip(rows.columns, r)) for r in rows.rows])
+    return windows([dict(zip(rows.columns, r, strict=True)) for r in rows.rows])
 
 
 def test_windows_over_out_of_order_input(sqlite_engine, runtimes):
@@ -91,7 +91,7 @@ def test_windows_over_out_of_order_input(sqlite_engine, runtimes):
     for query_id in ids:
         engine.wait_for_state(query_id, "RUNNING", timeout=60)
     feed(engine, ids, GROUPS)
-    for (name, (_, expected, late)), query_id in zip(CASES.items(), ids):
+    for (name, (_, expected, late)), query_id in zip(CASES.items(), ids, strict=True):
         # a final result may come one (no-data) batch after the watermark moved
         wait_until(lambda: final_table(engine, name) == expected, timeout=30,
                    what=f"{name} to hold {expected}, has {final_table(engine, name)}")

@@ -1,21 +1,38 @@
 """The catalog: durable control plane (sources, queries, command log, runtimes, leases)."""
+
 from ..storage.layout import default_home
 from .migrations import LATEST, current_version, migrate
 from .model import (
-                    ACTIVE_STATES,
-                    BAD_RECORD_STATUSES,
-                    DESIRED_STATES,
-                    ERROR_POLICIES,
-                    OBSERVED_STATES,
-                    BadRecord,
-                    Progress,
-                    QueryInfo,
-                    Snapshot,
-                    SourceInfo,
+    ACTIVE_STATES,
+    BAD_RECORD_STATUSES,
+    DESIRED_STATES,
+    ERROR_POLICIES,
+    OBSERVED_STATES,
+    BadRecord,
+    Progress,
+    QueryInfo,
+    Snapshot,
+    SourceInfo,
 )
 from .store import Catalog
 from .urls import default_url, safe_url
 
-__all__ = ["Catalog", "LATEST", "current_version", "migrate", "default_home", "default_url", "safe_url",
-           "ACTIVE_STATES", "DESIRED_STATES", "ERROR_POLICIES", "OBSERVED_STATES", "Progress", "QueryInfo",
-           "Snapshot", "SourceInfo", "BadRecord", "BAD_RECORD_STATUSES"]
+__all__ = [
+    "Catalog",
+    "LATEST",
+    "current_version",
+    "migrate",
+    "default_home",
+    "default_url",
+    "safe_url",
+    "ACTIVE_STATES",
+    "DESIRED_STATES",
+    "ERROR_POLICIES",
+    "OBSERVED_STATES",
+    "Progress",
+    "QueryInfo",
+    "Snapshot",
+    "SourceInfo",
+    "BadRecord",
+    "BAD_RECORD_STATUSES",
+]

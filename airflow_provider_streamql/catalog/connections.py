@@ -1,8 +1,9 @@
 """Connections to the catalog database, and how writers are serialised on each backend."""
+
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 from sqlalchemy import Connection, Engine, event, text
 

@@ -1,8 +1,9 @@
 """Forward-only schema migrations. ``migrate`` brings any older catalog to ``LATEST``."""
+
 from __future__ import annotations
 
 import json
-from typing import Callable
+from collections.abc import Callable
 
 from sqlalchemy import (
     Connection,
@@ -43,6 +44,7 @@ def _create(tables) -> Callable[[Connection], None]:
     def run(conn: Connection) -> None:
         for table in tables:
             table.create(conn, checkfirst=True)
+
     return run
 
 
@@ -51,6 +53,7 @@ def _add_columns(columns, fill: dict[str, str] | None = None) -> Callable[[Conne
     earlier step from today's schema already has them). ``fill``: the SQL value existing
     rows take in a NOT NULL column (its default only while it is added, on PostgreSQL;
     SQLite cannot drop a default, and streamql always writes the column)."""
+
     def run(conn: Connection) -> None:
         for table, names in columns.items():
             have = {c["name"] for c in inspect(conn).get_columns(table.name)}
@@ -60,6 +63,7 @@ def _add_columns(columns, fill: dict[str, str] | None = None) -> Callable[[Conne
                 conn.execute(text(f"ALTER TABLE {table.name} ADD COLUMN {column}{default}"))
                 if default and conn.dialect.name == "postgresql":
                     conn.execute(text(f"ALTER TABLE {table.name} ALTER COLUMN {name} DROP DEFAULT"))
+
     return run
 
 
@@ -71,13 +75,15 @@ def _split_properties(conn: Connection) -> None:
         if "properties" not in {c["name"] for c in inspect(conn).get_columns(table.name)}:
             continue  # created by step 1 from today's schema: nothing to split
         keys = [c for c in table.primary_key.columns]
-        rows = conn.execute(text(f"SELECT {', '.join(k.name for k in keys)}, properties "
-                                 f"FROM {table.name}")).all()
+        rows = conn.execute(text(f"SELECT {', '.join(k.name for k in keys)}, properties FROM {table.name}")).all()
         for row in rows:
             settings = json.loads(row.properties)
             plan, shape = settings.pop("plan", None), settings.pop("shape", None)
-            conn.execute(update(table).where(*[k == row._mapping[k.name] for k in keys]).values(
-                settings=json.dumps(settings), plan=json.dumps(plan), shape=json.dumps(shape)))
+            conn.execute(
+                update(table)
+                .where(*[k == row._mapping[k.name] for k in keys])
+                .values(settings=json.dumps(settings), plan=json.dumps(plan), shape=json.dumps(shape))
+            )
         conn.execute(text(f"ALTER TABLE {table.name} DROP COLUMN properties"))
 
 
@@ -86,33 +92,54 @@ def _complete_old_catalog(conn: Connection) -> None:
     shipped; its queries, recorded before streamql stored plans (1a5d546) or shapes
     (93bb459), are planned as the planner plans them now; its versions, recorded with their
     statement only, take their query's definition (the only version such a catalog held)."""
-    _add_columns(MIGRATION_8_COLUMNS, fill={"select_sql": "''", "sources": "''", "sink_columns": "''",
-                                            "late_rows": "0", "state_rows": "0", "state_bytes": "0",
-                                            "state_operators": "'[]'"})(conn)
-    unplanned = conn.execute(select(queries.c.id, queries.c.kind, queries.c.sink, queries.c.sql).where(
-        or_(*[c.is_(None) | (c == "null") for c in (queries.c.plan, queries.c.shape)]))).all()
+    _add_columns(
+        MIGRATION_8_COLUMNS,
+        fill={
+            "select_sql": "''",
+            "sources": "''",
+            "sink_columns": "''",
+            "late_rows": "0",
+            "state_rows": "0",
+            "state_bytes": "0",
+            "state_operators": "'[]'",
+        },
+    )(conn)
+    unplanned = conn.execute(
+        select(queries.c.id, queries.c.kind, queries.c.sink, queries.c.sql).where(
+            or_(*[c.is_(None) | (c == "null") for c in (queries.c.plan, queries.c.shape)])
+        )
+    ).all()
     known = {r.name: SourceInfo.from_row(r) for r in conn.execute(select(sources))} if unplanned else {}
     for query in unplanned:
         try:
             select_sql, plan, shape = _plan(query, known)
         except (StreamQLError, KeyError) as e:
-            raise CatalogError(f"query {query.id} was recorded by an older streamql without a plan, "
-                               f"and its statement does not plan now ({first_line(e)}); open the "
-                               f"catalog with the older streamql and drop or replace it") from None
-        conn.execute(update(queries).where(queries.c.id == query.id).values(
-            select_sql=select_sql, plan=json.dumps(plan), shape=json.dumps(shape)))
+            raise CatalogError(
+                f"query {query.id} was recorded by an older streamql without a plan, "
+                f"and its statement does not plan now ({first_line(e)}); open the "
+                f"catalog with the older streamql and drop or replace it"
+            ) from None
+        conn.execute(
+            update(queries)
+            .where(queries.c.id == query.id)
+            .values(select_sql=select_sql, plan=json.dumps(plan), shape=json.dumps(shape))
+        )
     v = query_versions
     of_query = lambda column: func.coalesce(  # noqa: E731
-        select(column).where(queries.c.id == v.c.query_id).scalar_subquery(), v.c[column.name])
+        select(column).where(queries.c.id == v.c.query_id).scalar_subquery(), v.c[column.name]
+    )
     conn.execute(update(v).where(v.c.select_sql == "").values(select_sql=of_query(queries.c.select_sql)))
     conn.execute(update(v).where(v.c.sources == "").values(sources=of_query(queries.c.sources)))
-    sink_columns = select(sources.c.columns).where(
-        sources.c.name == queries.c.sink, queries.c.id == v.c.query_id).scalar_subquery()
-    conn.execute(update(v).where(v.c.sink_columns == "").values(
-        sink_columns=func.coalesce(sink_columns, "[]")))
+    sink_columns = (
+        select(sources.c.columns)
+        .where(sources.c.name == queries.c.sink, queries.c.id == v.c.query_id)
+        .scalar_subquery()
+    )
+    conn.execute(update(v).where(v.c.sink_columns == "").values(sink_columns=func.coalesce(sink_columns, "[]")))
     for name in ("settings", "plan", "shape"):
-        conn.execute(update(v).where(v.c[name].is_(None) | (v.c[name] == "null")).values(
-            {name: of_query(queries.c[name])}))
+        conn.execute(
+            update(v).where(v.c[name].is_(None) | (v.c[name] == "null")).values({name: of_query(queries.c[name])})
+        )
 
 
 def _plan(query, known: dict[str, SourceInfo]) -> tuple[str, dict, dict]:
@@ -120,15 +147,26 @@ def _plan(query, known: dict[str, SourceInfo]) -> tuple[str, dict, dict]:
     stmt = parse_one(query.sql)
     analysis = analyze_select(stmt.select, {n: s.columns for n, s in known.items()}, stmt, persistent=True)
     static = {n for n in analysis.sources if known[n].kind == "TABLE"}
-    plan = plan_streaming(stmt.select, stmt, analysis, query.id, kind=query.kind,
-                          timestamps={n: known[n].timestamp_column for n in analysis.sources},
-                          tables=static, schemas={n: known[n].columns for n in analysis.sources})
+    plan = plan_streaming(
+        stmt.select,
+        stmt,
+        analysis,
+        query.id,
+        kind=query.kind,
+        timestamps={n: known[n].timestamp_column for n in analysis.sources},
+        tables=static,
+        schemas={n: known[n].columns for n in analysis.sources},
+    )
     sink = known[query.sink]
-    writer = ("kafka sink" if sink.kafka_topic else "file sink") if query.kind == "CSAS" and not static \
-        else "batch files"
-    shape = {**analysis.shape, "kind": query.kind,
-             "sink": {"path": sink.path, "format": sink.format, "writer": writer},
-             "streams": [n for n in analysis.sources if n not in static]}
+    writer = (
+        ("kafka sink" if sink.kafka_topic else "file sink") if query.kind == "CSAS" and not static else "batch files"
+    )
+    shape = {
+        **analysis.shape,
+        "kind": query.kind,
+        "sink": {"path": sink.path, "format": sink.format, "writer": writer},
+        "streams": [n for n in analysis.sources if n not in static],
+    }
     return plan.spark_sql, plan.to_dict(), shape
 
 
@@ -158,8 +196,9 @@ def migrate(engine: Engine, target: int = LATEST) -> int:
     with write_connection(engine, exclusive=True) as conn:
         version = current_version(conn)
         if version > LATEST:
-            raise CatalogError(f"the catalog has schema version {version}, newer than this "
-                               f"streamql ({LATEST}); upgrade streamql")
+            raise CatalogError(
+                f"the catalog has schema version {version}, newer than this streamql ({LATEST}); upgrade streamql"
+            )
         if version == 0:
             schema_version.create(conn, checkfirst=True)
             conn.execute(insert(schema_version).values(version=0))

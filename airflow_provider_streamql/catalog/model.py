@@ -1,4 +1,5 @@
 """What the catalog holds, as plain objects (no SQLAlchemy outside :mod:`.store`)."""
+
 from __future__ import annotations
 
 import json
@@ -9,8 +10,18 @@ from ..language.statements import Column
 from ..language.streaming import StreamingPlan
 
 DESIRED_STATES = ("RUNNING", "PAUSED", "TERMINATED")
-OBSERVED_STATES = ("PENDING", "STARTING", "RUNNING", "PAUSING", "PAUSED", "UPGRADING",
-                   "ROLLING_BACK", "ERROR", "TERMINATED", "UNASSIGNED")
+OBSERVED_STATES = (
+    "PENDING",
+    "STARTING",
+    "RUNNING",
+    "PAUSING",
+    "PAUSED",
+    "UPGRADING",
+    "ROLLING_BACK",
+    "ERROR",
+    "TERMINATED",
+    "UNASSIGNED",
+)
 # Observed states that mean "a runtime is (or should be) running it now".
 ACTIVE_STATES = ("STARTING", "RUNNING", "PAUSING", "UPGRADING", "ROLLING_BACK")
 # WITH (on_error=...) of a persistent query: what a record it cannot read does
@@ -47,9 +58,16 @@ class SourceInfo:
         return json.dumps([asdict(c) for c in self.columns])
 
     @classmethod
-    def from_row(cls, row: Any) -> "SourceInfo":
-        return cls(row.name, row.kind, [Column(**c) for c in json.loads(row.columns)],
-                   json.loads(row.properties), row.format, row.path, row.writer_query)
+    def from_row(cls, row: Any) -> SourceInfo:
+        return cls(
+            row.name,
+            row.kind,
+            [Column(**c) for c in json.loads(row.columns)],
+            json.loads(row.properties),
+            row.format,
+            row.path,
+            row.writer_query,
+        )
 
 
 @dataclass
@@ -82,12 +100,17 @@ class QueryInfo:
 
     def definition(self) -> dict[str, Any]:
         """The columns that make a version (what a new version changes), as stored."""
-        return {"sql": self.sql, "select_sql": self.select_sql, "sources": json.dumps(self.sources),
-                "settings": json.dumps(self.settings), "plan": json.dumps(self.plan.to_dict()),
-                "shape": json.dumps(self.shape)}
+        return {
+            "sql": self.sql,
+            "select_sql": self.select_sql,
+            "sources": json.dumps(self.sources),
+            "settings": json.dumps(self.settings),
+            "plan": json.dumps(self.plan.to_dict()),
+            "shape": json.dumps(self.shape),
+        }
 
     @classmethod
-    def from_row(cls, row: Any) -> "QueryInfo":
+    def from_row(cls, row: Any) -> QueryInfo:
         data = dict(row._mapping)
         for name in ("sources", "settings", "shape"):
             data[name] = json.loads(data[name])
@@ -106,9 +129,9 @@ class Progress:
     rows_per_second: float
     source_offsets: Any
     last_batch_at: float
-    late_rows: int = 0            # records dropped as later than the watermark, all batches
-    state_rows: int = 0           # rows in the query's state stores now
-    state_bytes: int = 0          # memory the state stores use now
+    late_rows: int = 0  # records dropped as later than the watermark, all batches
+    state_rows: int = 0  # rows in the query's state stores now
+    state_bytes: int = 0  # memory the state stores use now
     state_operators: list[dict[str, Any]] = field(default_factory=list)
 
 

@@ -1,4 +1,5 @@
 """Catalog tables (SQLAlchemy Core). Each table names the migration that created it."""
+
 from __future__ import annotations
 
 from sqlalchemy import (
@@ -16,72 +17,77 @@ metadata = MetaData()
 NAME = String(255)
 
 schema_version = Table(
-    "streamql_schema_version", metadata,
+    "streamql_schema_version",
+    metadata,
     Column("version", Integer, nullable=False),
 )
 
 # -- migration 1: the language's objects and the command log ----------------------
 sources = Table(
-    "sources", metadata,
+    "sources",
+    metadata,
     Column("name", NAME, primary_key=True),
-    Column("kind", String(16), nullable=False),            # STREAM | TABLE
-    Column("columns", Text, nullable=False),                # JSON [{name, type, key}]
-    Column("properties", Text, nullable=False),             # JSON WITH (...) as given
-    Column("format", String(16), nullable=False),           # JSON | CSV | PARQUET
-    Column("path", Text, nullable=False),                   # absolute directory
-    Column("writer_query", NAME),                           # query that writes it, if any
+    Column("kind", String(16), nullable=False),  # STREAM | TABLE
+    Column("columns", Text, nullable=False),  # JSON [{name, type, key}]
+    Column("properties", Text, nullable=False),  # JSON WITH (...) as given
+    Column("format", String(16), nullable=False),  # JSON | CSV | PARQUET
+    Column("path", Text, nullable=False),  # absolute directory
+    Column("writer_query", NAME),  # query that writes it, if any
     Column("created_at", Float, nullable=False),
 )
 
 queries = Table(
-    "queries", metadata,
-    Column("id", NAME, primary_key=True),                   # CSAS_X_1, CTAS_T_2, INSERTQUERY_3
+    "queries",
+    metadata,
+    Column("id", NAME, primary_key=True),  # CSAS_X_1, CTAS_T_2, INSERTQUERY_3
     Column("seq", Integer, nullable=False, unique=True),
     Column("pipeline", NAME, nullable=False, index=True),
-    Column("kind", String(16), nullable=False),             # CSAS | CTAS | INSERT
+    Column("kind", String(16), nullable=False),  # CSAS | CTAS | INSERT
     Column("sink", NAME, nullable=False),
-    Column("sources", Text, nullable=False),                # JSON [name]
-    Column("sql", Text, nullable=False),                    # the statement as written
-    Column("select_sql", Text, nullable=False),             # the SELECT Spark runs
+    Column("sources", Text, nullable=False),  # JSON [name]
+    Column("sql", Text, nullable=False),  # the statement as written
+    Column("select_sql", Text, nullable=False),  # the SELECT Spark runs
     # migration 7: the query's JSON ``properties`` split in three (nullable only because
     # ADD COLUMN cannot require a value of existing rows; streamql always writes them)
-    Column("settings", Text),                               # JSON: SET values, on_error
-    Column("plan", Text),                                   # JSON: StreamingPlan
-    Column("shape", Text),                                  # JSON: the validator's traits
+    Column("settings", Text),  # JSON: SET values, on_error
+    Column("plan", Text),  # JSON: StreamingPlan
+    Column("shape", Text),  # JSON: the validator's traits
     Column("version", Integer, nullable=False),
     Column("checkpoint", Text, nullable=False),
     Column("desired_state", String(16), nullable=False),
     Column("observed_state", String(16), nullable=False),
     Column("error", Text),
-    Column("running_version", Integer),                     # the version a runtime runs now
-    Column("run_id", String(64)),                           # migration 6: Spark's runId of that run
+    Column("running_version", Integer),  # the version a runtime runs now
+    Column("run_id", String(64)),  # migration 6: Spark's runId of that run
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
 )
 
 query_versions = Table(
-    "query_versions", metadata,
+    "query_versions",
+    metadata,
     Column("query_id", NAME, primary_key=True),
     Column("version", Integer, primary_key=True),
     Column("sql", Text, nullable=False),
     Column("select_sql", Text, nullable=False),
-    Column("settings", Text),                               # migration 7, as in queries
+    Column("settings", Text),  # migration 7, as in queries
     Column("plan", Text),
     Column("shape", Text),
-    Column("sources", Text, nullable=False),                # JSON [name]
-    Column("sink_columns", Text, nullable=False),           # JSON, the sink's columns then
+    Column("sources", Text, nullable=False),  # JSON [name]
+    Column("sink_columns", Text, nullable=False),  # JSON, the sink's columns then
     Column("checkpoint", Text, nullable=False),
-    Column("verdict", String(32)),                          # validator verdict (None for v1)
-    Column("report", Text),                                 # JSON validator report
+    Column("verdict", String(32)),  # validator verdict (None for v1)
+    Column("report", Text),  # JSON validator report
     Column("created_at", Float, nullable=False),
     Column("started_at", Float),
     Column("ended_at", Float),
-    Column("outcome", String(32)),                          # RUNNING, REPLACED, ROLLED_BACK
+    Column("outcome", String(32)),  # RUNNING, REPLACED, ROLLED_BACK
     Column("error", Text),
 )
 
 commands = Table(
-    "commands", metadata,
+    "commands",
+    metadata,
     Column("seq", Integer, primary_key=True, autoincrement=True),
     Column("statement", Text, nullable=False),
     Column("pipeline", NAME, nullable=False),
@@ -91,7 +97,8 @@ commands = Table(
 
 # -- migration 2: runtimes, leases and progress -----------------------------------
 runtimes = Table(
-    "runtimes", metadata,
+    "runtimes",
+    metadata,
     Column("id", NAME, primary_key=True),
     Column("pipeline", NAME, nullable=False, index=True),
     Column("host", String(255), nullable=False),
@@ -106,7 +113,8 @@ runtimes = Table(
 )
 
 leases = Table(
-    "leases", metadata,
+    "leases",
+    metadata,
     Column("query_id", NAME, primary_key=True),
     Column("runtime_id", NAME, nullable=False),
     Column("epoch", Integer, nullable=False),
@@ -114,13 +122,14 @@ leases = Table(
 )
 
 progress = Table(
-    "progress", metadata,
+    "progress",
+    metadata,
     Column("query_id", NAME, primary_key=True),
     Column("batch_id", Integer, nullable=False),
     Column("input_rows", Integer, nullable=False),
     Column("total_input_rows", Integer, nullable=False),
     Column("rows_per_second", Float, nullable=False),
-    Column("source_offsets", Text, nullable=False),         # JSON, as Spark reports them
+    Column("source_offsets", Text, nullable=False),  # JSON, as Spark reports them
     Column("last_batch_at", Float, nullable=False),
     Column("late_rows", Integer, nullable=False, default=0),  # dropped by watermark, summed
     Column("state_rows", Integer, nullable=False, default=0),
@@ -130,7 +139,8 @@ progress = Table(
 
 # -- migration 4: recent batches per query (throughput sparklines) ---------------
 progress_history = Table(
-    "progress_history", metadata,
+    "progress_history",
+    metadata,
     Column("query_id", NAME, primary_key=True),
     Column("batch_id", Integer, primary_key=True),
     Column("at", Float, nullable=False),
@@ -140,17 +150,18 @@ progress_history = Table(
 
 # -- migration 5: records a query could not read (poison pills) ---------------------
 bad_records = Table(
-    "bad_records", metadata,
+    "bad_records",
+    metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("query_id", NAME, nullable=False, index=True),
-    Column("record_id", String(64), nullable=False),        # sha256 of file and text, as Spark computes it
+    Column("record_id", String(64), nullable=False),  # sha256 of file and text, as Spark computes it
     Column("batch_id", Integer, nullable=False),
     Column("source", NAME, nullable=False),
     Column("file", Text, nullable=False),
     Column("line", Integer),
-    Column("raw", Text, nullable=False),                    # truncated to the runtime's limit
+    Column("raw", Text, nullable=False),  # truncated to the runtime's limit
     Column("error", Text, nullable=False),
-    Column("status", String(16), nullable=False),           # see model.BAD_RECORD_STATUSES
+    Column("status", String(16), nullable=False),  # see model.BAD_RECORD_STATUSES
     Column("recorded_at", Float, nullable=False),
     Column("handled_by", String(512)),
     Column("handled_at", Float),
@@ -172,7 +183,16 @@ DEFINITION = ("sql", "select_sql", "sources", "settings", "plan", "shape")
 # then lacks them. The NOT NULL ones are added with a value, then filled from the catalog.
 MIGRATION_8_COLUMNS = {
     queries: ("running_version",),
-    query_versions: ("select_sql", "sources", "sink_columns", "verdict", "report", "started_at",
-                     "ended_at", "outcome", "error"),
+    query_versions: (
+        "select_sql",
+        "sources",
+        "sink_columns",
+        "verdict",
+        "report",
+        "started_at",
+        "ended_at",
+        "outcome",
+        "error",
+    ),
     progress: ("late_rows", "state_rows", "state_bytes", "state_operators"),
 }

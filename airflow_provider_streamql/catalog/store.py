@@ -1,10 +1,12 @@
 """The catalog database: the control plane's source of truth and command channel."""
+
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 from sqlalchemy import (
     Connection,
@@ -33,25 +35,27 @@ class Catalog(ObservedState):
     def __init__(self, url: str | None = None, *, home: str | None = None, migrate_to: int = LATEST):
         self.url = with_env_password(url or default_url(home))
         if self.url.startswith("postgresql://"):
-            self.url = "postgresql+psycopg://" + self.url[len("postgresql://"):]
+            self.url = "postgresql+psycopg://" + self.url[len("postgresql://") :]
         parsed = parse_url(self.url)
         shown = safe_url(self.url)
         try:
             if parsed.get_backend_name() == "sqlite":
-                self.engine = create_engine(parsed, poolclass=NullPool,
-                                            connect_args={"timeout": 60, "check_same_thread": False})
+                self.engine = create_engine(
+                    parsed, poolclass=NullPool, connect_args={"timeout": 60, "check_same_thread": False}
+                )
                 serialise_sqlite(self.engine)
             else:
                 self.engine = create_engine(parsed, pool_pre_ping=True)
         except NoSuchModuleError:
-            raise CatalogError(f"catalog URL {shown!r}: no database driver "
-                               f"{parsed.drivername!r} (e.g. postgresql+psycopg, sqlite)") from None
+            raise CatalogError(
+                f"catalog URL {shown!r}: no database driver {parsed.drivername!r} (e.g. postgresql+psycopg, sqlite)"
+            ) from None
         except ImportError as e:
-            raise CatalogError(f"catalog URL {shown!r}: the driver of {parsed.drivername!r} is not "
-                               f"installed ({e.msg})") from None
+            raise CatalogError(
+                f"catalog URL {shown!r}: the driver of {parsed.drivername!r} is not installed ({e.msg})"
+            ) from None
         except Exception as e:  # any other refusal of the URL (a bad query argument, ...)
-            raise CatalogError(f"catalog URL {shown!r} cannot be used: "
-                               f"{redact(first_line(e), self.url)}") from None
+            raise CatalogError(f"catalog URL {shown!r} cannot be used: {redact(first_line(e), self.url)}") from None
         try:
             self.dialect = self.engine.dialect.name
             migrate(self.engine, migrate_to) if migrate_to else None
@@ -76,10 +80,18 @@ class Catalog(ObservedState):
         return Snapshot(sources, queries, next_seq)
 
     def insert_source(self, conn: Connection, src: SourceInfo) -> None:
-        conn.execute(insert(s.sources).values(
-            name=src.name, kind=src.kind, columns=src.column_json(),
-            properties=json.dumps(src.properties), format=src.format, path=src.path,
-            writer_query=src.writer_query, created_at=time.time()))
+        conn.execute(
+            insert(s.sources).values(
+                name=src.name,
+                kind=src.kind,
+                columns=src.column_json(),
+                properties=json.dumps(src.properties),
+                format=src.format,
+                path=src.path,
+                writer_query=src.writer_query,
+                created_at=time.time(),
+            )
+        )
 
     def ensure_source(self, src: SourceInfo) -> SourceInfo:
         """The source named ``src.name``, inserted as ``src`` if it does not exist yet."""
@@ -91,79 +103,124 @@ class Catalog(ObservedState):
             return src
 
     def update_source(self, conn: Connection, src: SourceInfo) -> None:
-        conn.execute(update(s.sources).where(s.sources.c.name == src.name).values(
-            columns=src.column_json(), writer_query=src.writer_query, path=src.path,
-            properties=json.dumps(src.properties), format=src.format))
+        conn.execute(
+            update(s.sources)
+            .where(s.sources.c.name == src.name)
+            .values(
+                columns=src.column_json(),
+                writer_query=src.writer_query,
+                path=src.path,
+                properties=json.dumps(src.properties),
+                format=src.format,
+            )
+        )
 
     def delete_source(self, conn: Connection, name: str) -> None:
         conn.execute(delete(s.sources).where(s.sources.c.name == name))
 
     def insert_query(self, conn: Connection, q: QueryInfo, sink: SourceInfo) -> None:
         now = time.time()
-        conn.execute(insert(s.queries).values(
-            id=q.id, seq=q.seq, pipeline=q.pipeline, kind=q.kind, sink=q.sink,
-            **q.definition(), version=q.version, checkpoint=q.checkpoint,
-            desired_state=q.desired_state, observed_state=q.observed_state, error=None,
-            created_at=now, updated_at=now))
+        conn.execute(
+            insert(s.queries).values(
+                id=q.id,
+                seq=q.seq,
+                pipeline=q.pipeline,
+                kind=q.kind,
+                sink=q.sink,
+                **q.definition(),
+                version=q.version,
+                checkpoint=q.checkpoint,
+                desired_state=q.desired_state,
+                observed_state=q.observed_state,
+                error=None,
+                created_at=now,
+                updated_at=now,
+            )
+        )
         self._insert_version(conn, q, sink, None)
 
-    def _insert_version(self, conn: Connection, q: QueryInfo, sink: SourceInfo,
-                        report: dict[str, Any] | None) -> None:
-        conn.execute(insert(s.query_versions).values(
-            query_id=q.id, version=q.version, **q.definition(),
-            sink_columns=sink.column_json(), checkpoint=q.checkpoint,
-            verdict=report["verdict"] if report else None,
-            report=json.dumps(report) if report else None, created_at=time.time()))
+    def _insert_version(self, conn: Connection, q: QueryInfo, sink: SourceInfo, report: dict[str, Any] | None) -> None:
+        conn.execute(
+            insert(s.query_versions).values(
+                query_id=q.id,
+                version=q.version,
+                **q.definition(),
+                sink_columns=sink.column_json(),
+                checkpoint=q.checkpoint,
+                verdict=report["verdict"] if report else None,
+                report=json.dumps(report) if report else None,
+                created_at=time.time(),
+            )
+        )
 
-    def add_version(self, conn: Connection, q: QueryInfo, sink: SourceInfo,
-                    report: dict[str, Any]) -> None:
+    def add_version(self, conn: Connection, q: QueryInfo, sink: SourceInfo, report: dict[str, Any]) -> None:
         """Make ``q`` (already carrying its new version number) the query's desired version."""
-        conn.execute(update(s.queries).where(s.queries.c.id == q.id).values(
-            **q.definition(), version=q.version, desired_state=q.desired_state,
-            updated_at=time.time()))
+        conn.execute(
+            update(s.queries)
+            .where(s.queries.c.id == q.id)
+            .values(**q.definition(), version=q.version, desired_state=q.desired_state, updated_at=time.time())
+        )
         self.update_source(conn, sink)
         self._insert_version(conn, q, sink, report)
 
     def next_version(self, conn: Connection, query_id: str) -> int:
         """Versions are never reused, even after a rollback."""
-        return (conn.execute(select(func.max(s.query_versions.c.version))
-                             .where(s.query_versions.c.query_id == query_id)).scalar() or 0) + 1
+        return (
+            conn.execute(
+                select(func.max(s.query_versions.c.version)).where(s.query_versions.c.query_id == query_id)
+            ).scalar()
+            or 0
+        ) + 1
 
     def versions(self, query_id: str, conn: Connection | None = None) -> list[dict[str, Any]]:
         with self._reading(conn) as conn:
-            rows = conn.execute(select(s.query_versions).where(
-                s.query_versions.c.query_id == query_id).order_by(s.query_versions.c.version))
+            rows = conn.execute(
+                select(s.query_versions)
+                .where(s.query_versions.c.query_id == query_id)
+                .order_by(s.query_versions.c.version)
+            )
             return [dict(r._mapping) for r in rows]
 
     def mark_version(self, query_id: str, version: int, **values: Any) -> None:
         """Record a version's start, end, outcome or error (as the runtime sees them)."""
         with write_connection(self.engine) as conn:
-            conn.execute(update(s.query_versions).where(
-                s.query_versions.c.query_id == query_id, s.query_versions.c.version == version)
-                .values(**values))
+            conn.execute(
+                update(s.query_versions)
+                .where(s.query_versions.c.query_id == query_id, s.query_versions.c.version == version)
+                .values(**values)
+            )
 
     def roll_back(self, query_id: str, good: int, failed: int, error: str) -> None:
         """Make version ``good`` the query's version again and record why ``failed`` ended."""
         now = time.time()
         with write_connection(self.engine) as conn:
-            row = conn.execute(select(s.query_versions).where(
-                s.query_versions.c.query_id == query_id, s.query_versions.c.version == good)).one()
-            conn.execute(update(s.queries).where(s.queries.c.id == query_id).values(
-                **{name: row._mapping[name] for name in s.DEFINITION}, version=good, updated_at=now))
+            row = conn.execute(
+                select(s.query_versions).where(
+                    s.query_versions.c.query_id == query_id, s.query_versions.c.version == good
+                )
+            ).one()
+            conn.execute(
+                update(s.queries)
+                .where(s.queries.c.id == query_id)
+                .values(**{name: row._mapping[name] for name in s.DEFINITION}, version=good, updated_at=now)
+            )
             sink = conn.execute(select(s.queries.c.sink).where(s.queries.c.id == query_id)).scalar()
-            conn.execute(update(s.sources).where(s.sources.c.name == sink)
-                         .values(columns=row.sink_columns))
-            conn.execute(update(s.query_versions).where(
-                s.query_versions.c.query_id == query_id, s.query_versions.c.version == failed)
-                .values(outcome="ROLLED_BACK", ended_at=now, error=error))
+            conn.execute(update(s.sources).where(s.sources.c.name == sink).values(columns=row.sink_columns))
+            conn.execute(
+                update(s.query_versions)
+                .where(s.query_versions.c.query_id == query_id, s.query_versions.c.version == failed)
+                .values(outcome="ROLLED_BACK", ended_at=now, error=error)
+            )
 
     def set_desired(self, conn: Connection, query_id: str, state: str) -> None:
-        conn.execute(update(s.queries).where(s.queries.c.id == query_id).values(
-            desired_state=state, updated_at=time.time()))
+        conn.execute(
+            update(s.queries).where(s.queries.c.id == query_id).values(desired_state=state, updated_at=time.time())
+        )
 
     def log_command(self, conn: Connection, statement: str, pipeline: str, issuer: str) -> int:
-        result = conn.execute(insert(s.commands).values(
-            statement=statement, pipeline=pipeline, issuer=issuer, issued_at=time.time()))
+        result = conn.execute(
+            insert(s.commands).values(statement=statement, pipeline=pipeline, issuer=issuer, issued_at=time.time())
+        )
         return result.inserted_primary_key[0]
 
     # -- reads (pass ``conn`` to read inside an open transaction) ---------------------------

@@ -1,5 +1,6 @@
 """Where the catalog is, and its password kept out of sight: the default URL, URLs as shown
 (password masked), and the password a runtime is handed in its environment or a file."""
+
 from __future__ import annotations
 
 import os
@@ -59,8 +60,9 @@ def without_password(url: str | URL) -> str:
     """``url`` with its password removed (``URL.set(password=None)`` keeps it: None means
     "unchanged" there), rendered in full."""
     u = make_url(url)
-    return URL.create(u.drivername, username=u.username, password=None, host=u.host, port=u.port,
-                      database=u.database, query=u.query).render_as_string(hide_password=False)
+    return URL.create(
+        u.drivername, username=u.username, password=None, host=u.host, port=u.port, database=u.database, query=u.query
+    ).render_as_string(hide_password=False)
 
 
 def redact(text: str, url: str) -> str:
@@ -89,8 +91,9 @@ def _env_password() -> str | None:
         with open(path, encoding="utf-8") as f:
             return f.readline().rstrip("\r\n") or None
     except OSError as e:
-        raise CatalogError(f"cannot read the catalog password file {path!r} "
-                           f"($STREAMQL_CATALOG_PASSWORD_FILE): {e.strerror}") from None
+        raise CatalogError(
+            f"cannot read the catalog password file {path!r} ($STREAMQL_CATALOG_PASSWORD_FILE): {e.strerror}"
+        ) from None
 
 
 def with_env_password(url: str) -> str:
@@ -117,9 +120,9 @@ def parse_url(url: str) -> URL:
     except ArgumentError:
         raise CatalogError(f"catalog URL {safe_url(url)!r} is not a database URL ({example})") from None
     except ValueError:  # SQLAlchemy's int(port); its message would echo the text
-        raise CatalogError(f"catalog URL {safe_url(url)!r} has a port that is not a number "
-                           f"({example})") from None
+        raise CatalogError(f"catalog URL {safe_url(url)!r} has a port that is not a number ({example})") from None
     if "@" in (parsed.host or ""):  # the driver would try a host holding part of the password
-        raise CatalogError(f"catalog URL {safe_url(url)!r}: its user or password holds '@', ':' or "
-                           f"'/'; percent-encode them (@ is %40)") from None
+        raise CatalogError(
+            f"catalog URL {safe_url(url)!r}: its user or password holds '@', ':' or '/'; percent-encode them (@ is %40)"
+        ) from None
     return parsed

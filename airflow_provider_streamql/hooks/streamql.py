@@ -1,4 +1,5 @@
 """StreamQLHook: an Airflow connection of type ``streamql`` -> the engine facade."""
+
 from __future__ import annotations
 
 import os
@@ -53,46 +54,56 @@ class StreamQLHook(BaseHook):
                 f"Airflow connection {self.streamql_conn_id!r} does not exist; create a "
                 f"connection of type 'streamql' (for the embedded default: "
                 f"AIRFLOW_CONN_{self.streamql_conn_id.upper()}="
-                f"'{{\"conn_type\": \"streamql\", \"extra\": {{\"home\": \"/path/to/.streamql\"}}}}')"
+                f'\'{{"conn_type": "streamql", "extra": {{"home": "/path/to/.streamql"}}}}\')'
             ) from None
         return self.engine_for(conn, issuer=issuer, pipeline=pipeline)
 
     @classmethod
-    def engine_for(cls, conn: Connection, *, issuer: str | None = None,
-                   pipeline: str | None = None) -> Engine:
+    def engine_for(cls, conn: Connection, *, issuer: str | None = None, pipeline: str | None = None) -> Engine:
         """The engine a ``streamql`` connection describes (also used by triggers, which
         fetch the connection themselves)."""
         settings = cls.settings(conn)
-        return Engine(settings["catalog"], home=settings["home"],
-                      pipeline=pipeline or settings["pipeline"], issuer=issuer)
+        return Engine(
+            settings["catalog"], home=settings["home"], pipeline=pipeline or settings["pipeline"], issuer=issuer
+        )
 
     @classmethod
     def settings(cls, conn: Connection) -> dict[str, Any]:
         """Catalog URL (with the connection's password), home, pipeline and Spark connection
         of ``conn``; raises naming what is wrong with it."""
         if conn.conn_type != cls.conn_type:
-            raise AirflowException(f"connection {conn.conn_id!r} has type {conn.conn_type!r}; "
-                                   f"streamql needs a connection of type 'streamql'")
+            raise AirflowException(
+                f"connection {conn.conn_id!r} has type {conn.conn_type!r}; "
+                f"streamql needs a connection of type 'streamql'"
+            )
         extra = conn.extra_dejson
         # the form stores fields under their own names; older forms used extra__<type>__<name>
         field = lambda name: extra.get(name) or extra.get(f"extra__{cls.conn_type}__{name}") or None
         home = field("home") or os.environ.get("STREAMQL_HOME")
         if not home:
-            raise AirflowException(f"connection {conn.conn_id!r} names no home directory (extra "
-                                   f"field 'home', where topics and checkpoints live) and "
-                                   f"$STREAMQL_HOME is not set")
+            raise AirflowException(
+                f"connection {conn.conn_id!r} names no home directory (extra "
+                f"field 'home', where topics and checkpoints live) and "
+                f"$STREAMQL_HOME is not set"
+            )
         catalog = field("catalog")
         if catalog:
             try:
                 url = make_url(catalog)
             except (ArgumentError, ValueError):  # ValueError: a port that is not a number
                 # shown masked: a malformed URL may still hold a password
-                raise AirflowException(f"connection {conn.conn_id!r}: catalog {safe_url(catalog)!r} is "
-                                       f"not a database URL (e.g. postgresql+psycopg://user@host/db)") from None
+                raise AirflowException(
+                    f"connection {conn.conn_id!r}: catalog {safe_url(catalog)!r} is "
+                    f"not a database URL (e.g. postgresql+psycopg://user@host/db)"
+                ) from None
             if conn.password and url.password is None:
                 url = url.set(password=conn.password)
             if conn.login and url.username is None:
                 url = url.set(username=conn.login)
             catalog = url.render_as_string(hide_password=False)
-        return {"catalog": catalog, "home": home, "pipeline": field("pipeline"),
-                "spark_conn_id": field("spark_conn_id")}
+        return {
+            "catalog": catalog,
+            "home": home,
+            "pipeline": field("pipeline"),
+            "spark_conn_id": field("spark_conn_id"),
+        }

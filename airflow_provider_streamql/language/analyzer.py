@@ -2,6 +2,7 @@
 
 Works on sqlglot's qualified, type-annotated tree; never needs Spark.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -32,7 +33,10 @@ def type_class(data_type: exp.DataType | None) -> str:
 
 
 TYPE_CLASSES = (
-    ("unknown", LOOSE), ("numeric", NUMERIC), ("text", TEXT), ("boolean", {T.BOOLEAN}),
+    ("unknown", LOOSE),
+    ("numeric", NUMERIC),
+    ("text", TEXT),
+    ("boolean", {T.BOOLEAN}),
     ("temporal", TEMPORAL),
 )
 
@@ -75,8 +79,10 @@ class SelectAnalysis:
 
 WINDOW_BOUNDS = ("WINDOWSTART", "WINDOWEND")
 
-def analyze_select(select: exp.Select, schemas: dict[str, list[Column]], stmt: Statement,
-                   *, persistent: bool) -> SelectAnalysis:
+
+def analyze_select(
+    select: exp.Select, schemas: dict[str, list[Column]], stmt: Statement, *, persistent: bool
+) -> SelectAnalysis:
     """Check ``select`` against ``schemas`` (upper-case source name -> columns).
 
     Raises :class:`ValidationError` for unknown sources or columns, type errors, unnamed
@@ -103,8 +109,7 @@ def analyze_select(select: exp.Select, schemas: dict[str, list[Column]], stmt: S
                 raise where.error(message, select.args[arg])
     for projection in select.expressions:
         if not isinstance(projection, (exp.Column, exp.Alias, exp.Star)):
-            raise where.error(f"give the expression {projection.sql(dialect=DIALECT)!r} a name "
-                              f"with AS", projection)
+            raise where.error(f"give the expression {projection.sql(dialect=DIALECT)!r} a name with AS", projection)
     if stmt.window is not None:  # window bounds are columns of the windowed source
         schemas = dict(schemas)
         schemas[sources[0]] = list(schemas[sources[0]]) + [Column(b, "TIMESTAMP") for b in WINDOW_BOUNDS]
@@ -132,7 +137,7 @@ def analyze_select(select: exp.Select, schemas: dict[str, list[Column]], stmt: S
     if stmt.window is not None and aggregate:
         group_by += list(WINDOW_BOUNDS)
     columns, seen = [], set()
-    for name, projection in zip(names, tree.selects):
+    for name, projection in zip(names, tree.selects, strict=True):
         if name.lower() in seen:
             raise where.error(f"column {name!r} appears twice in the output", select)
         seen.add(name.lower())
@@ -142,14 +147,26 @@ def analyze_select(select: exp.Select, schemas: dict[str, list[Column]], stmt: S
     for bound in WINDOW_BOUNDS if stmt.window is not None else ():
         if bound.lower() not in seen:  # a windowed table is keyed by its window too
             columns.append(Column(bound, "TIMESTAMP", key=True))
-    joins = [((j.args.get("side") or j.args.get("kind") or "INNER").upper(), j.this.name.upper())
-             for j in select.args.get("joins") or []]
+    joins = [
+        ((j.args.get("side") or j.args.get("kind") or "INNER").upper(), j.this.name.upper())
+        for j in select.args.get("joins") or []
+    ]
     shape = shape_of(tree, names, columns, joins, stmt)
     return SelectAnalysis(sources, columns, aggregate, group_by, joins, shape)
 
 
-NONDETERMINISTIC = ("rand", "random", "randn", "uuid", "shuffle", "current_timestamp", "now",
-                    "current_date", "monotonically_increasing_id", "spark_partition_id")
+NONDETERMINISTIC = (
+    "rand",
+    "random",
+    "randn",
+    "uuid",
+    "shuffle",
+    "current_timestamp",
+    "now",
+    "current_date",
+    "monotonically_increasing_id",
+    "spark_partition_id",
+)
 
 
 def _norm(node: exp.Expression | None) -> str | None:
@@ -157,23 +174,26 @@ def _norm(node: exp.Expression | None) -> str | None:
     return None if node is None else node.sql(dialect=DIALECT, normalize=True).lower()
 
 
-def shape_of(tree: exp.Select, names: list[str], columns: list[Column],
-             joins: list[tuple[str, str]], stmt: Statement) -> dict:
+def shape_of(
+    tree: exp.Select, names: list[str], columns: list[Column], joins: list[tuple[str, str]], stmt: Statement
+) -> dict:
     """The clauses of a query that decide whether an upgrade can reuse its state."""
     if not joins:  # one source: qualifiers only repeat its name; compare without them
         tree = tree.copy().transform(
-            lambda n: exp.column(n.this.copy()) if isinstance(n, exp.Column) and n.table else n)
+            lambda n: exp.column(n.this.copy()) if isinstance(n, exp.Column) and n.table else n
+        )
     # Spark computes each distinct aggregate once (HAVING COUNT(*) reuses the SELECT's)
     aggregates = list(dict.fromkeys(_norm(a) for a in tree.find_all(exp.AggFunc)))
-    functions = {f.sql_name().lower() for f in tree.find_all(exp.Func)} | \
-        {f.name.lower() for f in tree.find_all(exp.Anonymous)}
+    functions = {f.sql_name().lower() for f in tree.find_all(exp.Func)} | {
+        f.name.lower() for f in tree.find_all(exp.Anonymous)
+    }
     group = tree.args.get("group")
     rest = tree.copy()
     for clause in ("expressions", "where", "having", "group", "joins", "from", "from_"):
         rest.set(clause, None)
     return {
         "columns": [[c.name, c.type, c.key] for c in columns],
-        "projections": {name: _norm(p.unalias()) for name, p in zip(names, tree.selects)},
+        "projections": {name: _norm(p.unalias()) for name, p in zip(names, tree.selects, strict=True)},
         "where": _norm(tree.args.get("where")),
         "having": _norm(tree.args.get("having")),
         "group_by": [_norm(g) for g in group.expressions] if group else [],
@@ -189,24 +209,26 @@ def shape_of(tree: exp.Select, names: list[str], columns: list[Column],
     }
 
 
-def _grouping_keys(tree: exp.Select, names: list[str], where: "_Locator",
-                   select: exp.Select) -> list[str]:
+def _grouping_keys(tree: exp.Select, names: list[str], where: _Locator, select: exp.Select) -> list[str]:
     """Output names of the grouping expressions: each must be in the SELECT list (they
     become the table's key), as a column or as the same expression under an alias."""
     keys = []
     group = tree.args.get("group")
     for expression in group.expressions if group else []:
-        for name, projection in zip(names, tree.selects):
+        for name, projection in zip(names, tree.selects, strict=True):
             if projection == expression or projection.unalias() == expression:
                 keys.append(name)
                 break
         else:
-            raise where.error(f"GROUP BY {_show(expression)!r} must also be in the SELECT list: "
-                              f"the grouping expressions are the table's key", expression)
+            raise where.error(
+                f"GROUP BY {_show(expression)!r} must also be in the SELECT list: "
+                f"the grouping expressions are the table's key",
+                expression,
+            )
     return keys
 
 
-def _check_types(tree: exp.Expression, where: "_Locator") -> None:
+def _check_types(tree: exp.Expression, where: _Locator) -> None:
     for node in tree.walk():
         for op, allowed, shown in OPERAND_RULES:
             if isinstance(node, op):
@@ -215,25 +237,29 @@ def _check_types(tree: exp.Expression, where: "_Locator") -> None:
                     if cls != "unknown" and cls not in allowed:
                         raise where.error(
                             f"type error: {shown} cannot take {_show(operand)!r} of "
-                            f"type {operand.type.sql(dialect=DIALECT)}", operand)
+                            f"type {operand.type.sql(dialect=DIALECT)}",
+                            operand,
+                        )
         if isinstance(node, COMPARISONS):
             left, right = node.left, node.right
             if not _comparable(left, right):
                 raise where.error(
                     f"type error: cannot compare {_show(left)!r} "
                     f"({left.type.sql(dialect=DIALECT)}) with {_show(right)!r} "
-                    f"({right.type.sql(dialect=DIALECT)})", node)
+                    f"({right.type.sql(dialect=DIALECT)})",
+                    node,
+                )
     for clause in ("where", "having"):
         condition = tree.args.get(clause)
         if condition is not None and type_class(condition.this.type) not in ("boolean", "unknown"):
-            raise where.error(f"type error: {clause.upper()} needs a boolean condition, not "
-                              f"{_show(condition.this)!r}", condition.this)
+            raise where.error(
+                f"type error: {clause.upper()} needs a boolean condition, not {_show(condition.this)!r}", condition.this
+            )
 
 
 def _show(node: exp.Expression) -> str:
     """SQL of a node as the user wrote it, without the qualifiers qualify() added."""
-    bare = node.copy().transform(
-        lambda n: exp.column(n.name) if isinstance(n, exp.Column) else n)
+    bare = node.copy().transform(lambda n: exp.column(n.name) if isinstance(n, exp.Column) else n)
     return bare.sql(dialect=DIALECT)
 
 

@@ -1,4 +1,5 @@
 """The StreamQL dialect: Spark SQL expressions, so SELECT bodies run on Spark unchanged."""
+
 from __future__ import annotations
 
 from sqlglot.dialects.spark import Spark

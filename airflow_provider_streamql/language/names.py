@@ -3,6 +3,7 @@
 Names reach streamql from SQL text, operator arguments, Airflow params and UI routes; each
 is checked here before it is used, and never formatted into SQL text to be parsed again.
 """
+
 from __future__ import annotations
 
 import re

@@ -3,11 +3,16 @@
 The statement shapes (CREATE STREAM ... WITH, PAUSE, SHOW QUERIES, ...) are recognised on
 sqlglot's token stream; every SELECT body is handed to sqlglot's Spark parser whole.
 """
+
+# long module: the whole statement grammar is one recursive-descent parser over one token
+# cursor, as sqlglot's parser is; split by statement, each part would need the cursor's
+# private state and the grammar could no longer be read in one place.
 from __future__ import annotations
 
 import math
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import sqlglot
 from sqlglot import exp
@@ -19,9 +24,22 @@ from ..errors import ParseError
 from .dialect import DIALECT
 from .names import PLAIN_NAME, name_problem
 from .statements import (
-    AlterSource, Column, CreateAsSelect, CreateSource, Describe, DropSource, Explain,
-    InsertSelect, InsertValues, PullQuery, QueryControl, SetProperty, Show, Statement, Within,
+    AlterSource,
+    Column,
+    CreateAsSelect,
+    CreateSource,
+    Describe,
+    DropSource,
+    Explain,
+    InsertSelect,
+    InsertValues,
+    PullQuery,
+    QueryControl,
+    SetProperty,
+    Show,
+    Statement,
     WindowSpec,
+    Within,
 )
 
 NAME_TOKENS = {TokenType.VAR, TokenType.IDENTIFIER}
@@ -34,8 +52,11 @@ SOURCE_KINDS = ("STREAM", "TABLE")
 #: frames, so much deeper text would exhaust the interpreter's stack (RecursionError)
 MAX_NESTING = 32
 #: opening and closing brackets, counted on the token stream
-OPENERS = {TokenType.L_PAREN: TokenType.R_PAREN, TokenType.L_BRACKET: TokenType.R_BRACKET,
-           TokenType.L_BRACE: TokenType.R_BRACE}
+OPENERS = {
+    TokenType.L_PAREN: TokenType.R_PAREN,
+    TokenType.L_BRACKET: TokenType.R_BRACKET,
+    TokenType.L_BRACE: TokenType.R_BRACE,
+}
 CLOSERS = set(OPENERS.values())
 #: most digits of an integer literal: Spark's widest exact number is DECIMAL(38)
 MAX_DIGITS = 38
@@ -80,8 +101,12 @@ def _parse_statement(script: str, tokens: list[Token]) -> Statement:
         return _StatementParser(script, tokens).parse()
     except RecursionError:
         first = tokens[0]
-        raise ParseError("statement too deeply nested or too long", line=first.line,
-                         col=start_col(first), text=script[first.start:first.end + 1]) from None
+        raise ParseError(
+            "statement too deeply nested or too long",
+            line=first.line,
+            col=start_col(first),
+            text=script[first.start : first.end + 1],
+        ) from None
 
 
 def check_text(script: str) -> None:
@@ -107,9 +132,12 @@ def check_tokens(script: str, tokens: list[Token]) -> None:
         if token.token_type in OPENERS:
             depth += 1
             if depth > MAX_NESTING:
-                raise ParseError(f"statement too deeply nested: more than {MAX_NESTING} levels of "
-                                 f"parentheses", line=token.line, col=start_col(token),
-                                 text=_line(script, token))
+                raise ParseError(
+                    f"statement too deeply nested: more than {MAX_NESTING} levels of parentheses",
+                    line=token.line,
+                    col=start_col(token),
+                    text=_line(script, token),
+                )
         elif token.token_type in CLOSERS:
             depth = max(0, depth - 1)
         elif token.token_type == TokenType.SEMICOLON:
@@ -141,8 +169,7 @@ def number(token: Token, script: str) -> int | float:
         if problem is None:
             return value
     shown = text if len(text) <= 40 else text[:37] + "..."
-    raise ParseError(f"number {shown!r} is {problem}", line=token.line, col=start_col(token),
-                     text=_line(script, token))
+    raise ParseError(f"number {shown!r} is {problem}", line=token.line, col=start_col(token), text=_line(script, token))
 
 
 def _line(script: str, token: Token) -> str:
@@ -200,17 +227,17 @@ class _StatementParser:
         token = token or self.peek()
         if token is None:
             last = self.tokens[-1]
-            raise ParseError(f"{message} at the end of the statement", line=last.line,
-                             col=last.col + 1, text=self.text)
-        raise ParseError(f"{message}, got {token.text!r}", line=token.line,
-                         col=start_col(token), text=self.line_of(token))
+            raise ParseError(f"{message} at the end of the statement", line=last.line, col=last.col + 1, text=self.text)
+        raise ParseError(
+            f"{message}, got {token.text!r}", line=token.line, col=start_col(token), text=self.line_of(token)
+        )
 
     def line_of(self, token: Token) -> str:
         return _line(self.script, token)
 
     @property
     def text(self) -> str:
-        return self.script[self.start:self.end]
+        return self.script[self.start : self.end]
 
     def name(self, what: str = "a name") -> str:
         """A plain SQL identifier, never a path or a qualified name."""
@@ -226,9 +253,12 @@ class _StatementParser:
                 bad += self.tokens[j].text
                 j += 1
             shown = bad if len(bad) <= 60 else bad[:57] + "..."
-            raise ParseError(f"{shown!r} is not a plain SQL name: "
-                             f"{problem or name_problem(bad) or 'a name is not qualified'}",
-                             line=token.line, col=start_col(token), text=self.line_of(token))
+            raise ParseError(
+                f"{shown!r} is not a plain SQL name: {problem or name_problem(bad) or 'a name is not qualified'}",
+                line=token.line,
+                col=start_col(token),
+                text=self.line_of(token),
+            )
         self.i += 1
         return token.text
 
@@ -249,21 +279,30 @@ class _StatementParser:
         token = self.peek()
         if token is None:
             self.fail("expected a SELECT")
-        return self.script[token.start:self.end], token
+        return self.script[token.start : self.end], token
 
     def make(self, cls: type[Statement], **fields: Any) -> Statement:
         first = self.tokens[0]
         select_at = getattr(self, "select_at", (first.line, start_col(first)))
-        return cls(**fields, text=self.text, line=first.line, col=start_col(first),
-                   select_at=select_at, window=self.window, within=self.within)
+        return cls(
+            **fields,
+            text=self.text,
+            line=first.line,
+            col=start_col(first),
+            select_at=select_at,
+            window=self.window,
+            within=self.within,
+        )
 
     # -- statements ------------------------------------------------------------
     def parse(self) -> Statement:
         first = self.peek().text.upper()
         handler: Callable[[], Statement] | None = self.HANDLERS.get(first)
         if handler is None:
-            self.fail("expected a StreamQL statement (CREATE, ALTER, INSERT, SELECT, PAUSE, "
-                      "RESUME, TERMINATE, DROP, SHOW, LIST, DESCRIBE, EXPLAIN, SET)")
+            self.fail(
+                "expected a StreamQL statement (CREATE, ALTER, INSERT, SELECT, PAUSE, "
+                "RESUME, TERMINATE, DROP, SHOW, LIST, DESCRIBE, EXPLAIN, SET)"
+            )
         return handler(self)
 
     def create(self) -> Statement:
@@ -275,13 +314,22 @@ class _StatementParser:
             columns = self.column_list(kind)
             properties = self.properties()
             self.done()
-            return self.make(CreateSource, kind=kind, name=name, columns=columns,
-                             properties=properties, or_replace=or_replace)
+            return self.make(
+                CreateSource, kind=kind, name=name, columns=columns, properties=properties, or_replace=or_replace
+            )
         properties = self.properties()
         self.expect("AS")
         select, select_sql, emit = self.select_body()
-        return self.make(CreateAsSelect, kind=kind, name=name, properties=properties,
-                         select=select, select_sql=select_sql, emit=emit, or_replace=or_replace)
+        return self.make(
+            CreateAsSelect,
+            kind=kind,
+            name=name,
+            properties=properties,
+            select=select,
+            select_sql=select_sql,
+            emit=emit,
+            or_replace=or_replace,
+        )
 
     def source_kind(self) -> str:
         for kind in SOURCE_KINDS:
@@ -303,20 +351,25 @@ class _StatementParser:
         depth = 0
         while self.peek() is not None:
             token = self.peek()
-            if depth == 0 and (token.token_type in (TokenType.COMMA, TokenType.R_PAREN)
-                               or self.at("KEY") or self.at_primary_key()):
+            if depth == 0 and (
+                token.token_type in (TokenType.COMMA, TokenType.R_PAREN) or self.at("KEY") or self.at_primary_key()
+            ):
                 break
             depth += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(token.token_type, 0)
             depth += {TokenType.LT: 1, TokenType.GT: -1}.get(token.token_type, 0)
             self.i += 1
         if start is None or self.peek() is start:
             self.fail(f"expected a type for column {name!r}")
-        type_text = self.script[start.start:self.tokens[self.i - 1].end + 1]
+        type_text = self.script[start.start : self.tokens[self.i - 1].end + 1]
         try:
             data_type = exp.DataType.build(type_text, dialect=DIALECT).sql(dialect=DIALECT)
         except (SqlglotParseError, ValueError):
-            raise ParseError(f"unknown type {type_text!r} for column {name!r}", line=start.line,
-                             col=start_col(start), text=self.line_of(start)) from None
+            raise ParseError(
+                f"unknown type {type_text!r} for column {name!r}",
+                line=start.line,
+                col=start_col(start),
+                text=self.line_of(start),
+            ) from None
         key = False
         if self.at_primary_key():
             self.accept("PRIMARY KEY") or self.accept("PRIMARY", "KEY")
@@ -380,7 +433,7 @@ class _StatementParser:
             self.fail("expected SELECT")
         emit = None
         last = len(self.tokens)
-        if (len(self.tokens) - self.i >= 2 and self.tokens[-2].text.upper() == "EMIT"):
+        if len(self.tokens) - self.i >= 2 and self.tokens[-2].text.upper() == "EMIT":
             mode = self.tokens[-1].text.upper()
             if mode not in EMIT_MODES:
                 self.fail("expected EMIT CHANGES or EMIT FINAL", self.tokens[-1])
@@ -395,7 +448,7 @@ class _StatementParser:
     def take_clauses(self, first: Token, last: int) -> str:
         """The SELECT text with its WINDOW and WITHIN clauses parsed into ``self.window`` /
         ``self.within`` and blanked out (same length, so positions stay right)."""
-        text = list(self.script[first.start:self.tokens[last - 1].end + 1])
+        text = list(self.script[first.start : self.tokens[last - 1].end + 1])
         depth, j = 0, self.i
         while j < last:
             token = self.tokens[j]
@@ -436,9 +489,12 @@ class _StatementParser:
                 advance = self.duration("ADVANCE BY")
                 if advance > size:
                     bad = self.tokens[self.i - 2]
-                    raise ParseError(f"ADVANCE BY ({advance:g}s) cannot be larger than SIZE "
-                                     f"({size:g}s)", line=bad.line, col=start_col(bad),
-                                     text=self.line_of(bad))
+                    raise ParseError(
+                        f"ADVANCE BY ({advance:g}s) cannot be larger than SIZE ({size:g}s)",
+                        line=bad.line,
+                        col=start_col(bad),
+                        text=self.line_of(bad),
+                    )
         grace = self.grace_period(comma=True)
         self.expect_type(TokenType.R_PAREN, ")")
         self.window = WindowSpec(kind, size, advance, grace)
@@ -471,12 +527,19 @@ class _StatementParser:
             self.fail(f"expected a duration for {what}, such as 10 SECONDS or 1 MINUTE", unit_token or start)
         self.i += 1
         if not math.isfinite(value * seconds):
-            raise ParseError(f"{what} {value} {unit} is out of range", line=start.line,
-                             col=start_col(start), text=self.line_of(start))
+            raise ParseError(
+                f"{what} {value} {unit} is out of range",
+                line=start.line,
+                col=start_col(start),
+                text=self.line_of(start),
+            )
         if value < 0 or (value == 0 and not allow_zero):
-            raise ParseError(f"{what} must be {'zero or ' if allow_zero else ''}positive, got "
-                             f"{value} {unit}", line=start.line, col=start_col(start),
-                             text=self.line_of(start))
+            raise ParseError(
+                f"{what} must be {'zero or ' if allow_zero else ''}positive, got {value} {unit}",
+                line=start.line,
+                col=start_col(start),
+                text=self.line_of(start),
+            )
         return value * seconds
 
     def alter(self) -> Statement:
@@ -506,8 +569,12 @@ class _StatementParser:
                 token = self.peek()
                 column = self.name("a column name")
                 if column.lower() in (c.lower() for c in columns):
-                    raise ParseError(f"column {column!r} is listed twice in the column list",
-                                     line=token.line, col=start_col(token), text=self.line_of(token))
+                    raise ParseError(
+                        f"column {column!r} is listed twice in the column list",
+                        line=token.line,
+                        col=start_col(token),
+                        text=self.line_of(token),
+                    )
                 columns.append(column)
             self.expect_type(TokenType.R_PAREN, ")")
         self.expect("VALUES")
@@ -518,8 +585,12 @@ class _StatementParser:
         self.expect_type(TokenType.R_PAREN, ")")
         self.done()
         if columns is not None and len(columns) != len(values):
-            raise ParseError(f"{len(columns)} columns but {len(values)} values",
-                             line=self.tokens[0].line, col=start_col(self.tokens[0]), text=self.text)
+            raise ParseError(
+                f"{len(columns)} columns but {len(values)} values",
+                line=self.tokens[0].line,
+                col=start_col(self.tokens[0]),
+                text=self.text,
+            )
         return self.make(InsertValues, target=target, columns=columns, values=values)
 
     def value(self) -> Any:
@@ -584,10 +655,20 @@ class _StatementParser:
         self.done()
         return self.make(SetProperty, key=token.text.lower(), value=str(value))
 
-    HANDLERS: dict[str, Callable[["_StatementParser"], Statement]] = {
-        "CREATE": create, "ALTER": alter, "INSERT": insert, "SELECT": select,
-        "PAUSE": control, "RESUME": control, "TERMINATE": control, "DROP": drop,
-        "SHOW": show, "LIST": show, "DESCRIBE": describe, "EXPLAIN": explain, "SET": set,
+    HANDLERS: dict[str, Callable[[_StatementParser], Statement]] = {
+        "CREATE": create,
+        "ALTER": alter,
+        "INSERT": insert,
+        "SELECT": select,
+        "PAUSE": control,
+        "RESUME": control,
+        "TERMINATE": control,
+        "DROP": drop,
+        "SHOW": show,
+        "LIST": show,
+        "DESCRIBE": describe,
+        "EXPLAIN": explain,
+        "SET": set,
     }
 
 
@@ -604,14 +685,19 @@ def parse_select(sql: str, first: Token) -> exp.Expression:
         near = (err.get("start_context", "") + err.get("highlight", "")).strip()[-60:]
         description = (err.get("description") or str(e)).split(". Line")[0]
         description = re.sub(r"<Token token_type: [^,]+, text: ([^,]+),.*?>", r"'\1'", description)
-        raise ParseError(f"invalid SELECT: {description}", line=first.line + line - 1, col=col,
-                         text=near or None) from None
+        raise ParseError(
+            f"invalid SELECT: {description}", line=first.line + line - 1, col=col, text=near or None
+        ) from None
     if not isinstance(tree, exp.Select):
         raise ParseError("expected a single SELECT", line=first.line, col=start_col(first), text=sql[:60])
     # a unit word (EXTRACT(YEAR ...), DATE_TRUNC, TIMESTAMPADD, ...) is written back into the
     # generated SQL as it stands: only a plain word may be one, never quoted text
     bad = next((v for v in tree.find_all(exp.Var) if not PLAIN_NAME.fullmatch(v.name)), None)
     if bad is not None:
-        raise ParseError(f"{bad.name!r} is not a unit or keyword (a plain word such as YEAR, "
-                         f"HOUR or MILLISECOND)", line=first.line, col=start_col(first), text=sql[:60])
+        raise ParseError(
+            f"{bad.name!r} is not a unit or keyword (a plain word such as YEAR, HOUR or MILLISECOND)",
+            line=first.line,
+            col=start_col(first),
+            text=sql[:60],
+        )
     return tree

@@ -1,4 +1,5 @@
 """Typed StreamQL statements: what the parser produces and the engine applies."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -132,15 +133,14 @@ class QueryControl(Statement):
     skip_bad_records: bool = False
 
     @classmethod
-    def of(cls, action: str, query_id: str | None, *, skip_bad_records: bool = False) -> "QueryControl":
+    def of(cls, action: str, query_id: str | None, *, skip_bad_records: bool = False) -> QueryControl:
         """The statement for ``action`` on ``query_id`` (None or ``'ALL'``: every query of the
         pipeline), built from checked parts: a query ID that is not a plain name is a
         :class:`ParseError`, never text to parse."""
         verb = str(action).upper()
         if verb not in CONTROL_ACTIONS:
             raise ParseError(f"action {action!r} is not one of {', '.join(CONTROL_ACTIONS)}")
-        target = None if query_id is None or str(query_id).upper() == "ALL" \
-            else check_object_name(query_id, "query ID")
+        target = None if query_id is None or str(query_id).upper() == "ALL" else check_object_name(query_id, "query ID")
         if skip_bad_records and verb != "RESUME":
             raise ParseError(f"SKIP BAD RECORDS goes with RESUME, not {verb}")
         text = f"{verb} {target or 'ALL'}" + (" SKIP BAD RECORDS" if skip_bad_records else "")
@@ -157,8 +157,7 @@ class DropSource(Statement):
     delete_topic: bool = False
 
     @classmethod
-    def of(cls, kind: str, name: str, *, if_exists: bool = False,
-           delete_topic: bool = False) -> "DropSource":
+    def of(cls, kind: str, name: str, *, if_exists: bool = False, delete_topic: bool = False) -> DropSource:
         """``DROP`` of a stream or table, built from checked parts."""
         kind = kind.upper()
         if kind not in ("STREAM", "TABLE"):
@@ -202,7 +201,7 @@ class SetProperty(Statement):
     value: str
 
     @classmethod
-    def of(cls, key: str, value: str) -> "SetProperty":
+    def of(cls, key: str, value: str) -> SetProperty:
         """``SET 'key' = 'value'``; the planner checks key and value against its table."""
         quote = lambda v: "'" + str(v).replace("'", "''") + "'"
         return cls(key=str(key).lower(), value=str(value), text=f"SET {quote(key)} = {quote(value)}")

@@ -1,6 +1,7 @@
 """From an analysed persistent query to what Spark runs: the Spark SQL over per-query temp
 views, with ksqlDB's WINDOW and WITHIN clauses turned into Spark's window functions, time
 bounded join conditions and watermarks."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -27,8 +28,8 @@ class StreamingPlan:
     """Everything the runtime needs to build a query besides the catalog's sources."""
 
     spark_sql: str
-    views: dict[str, str]                      # source name -> temp view the SQL reads
-    output_mode: str                           # append | update
+    views: dict[str, str]  # source name -> temp view the SQL reads
+    output_mode: str  # append | update
     watermarks: dict[str, list[Any]] = field(default_factory=dict)  # source -> [column, seconds]
     static_tables: list[str] = field(default_factory=list)  # read as of each micro-batch
 
@@ -36,13 +37,21 @@ class StreamingPlan:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "StreamingPlan":
+    def from_dict(cls, data: dict[str, Any]) -> StreamingPlan:
         return cls(**data)
 
 
-def plan_streaming(select: exp.Select, stmt: Statement, analysis: SelectAnalysis, query_id: str,
-                   *, kind: str, timestamps: dict[str, str | None], tables: set[str],
-                   schemas: dict[str, list[Column]]) -> StreamingPlan:
+def plan_streaming(
+    select: exp.Select,
+    stmt: Statement,
+    analysis: SelectAnalysis,
+    query_id: str,
+    *,
+    kind: str,
+    timestamps: dict[str, str | None],
+    tables: set[str],
+    schemas: dict[str, list[Column]],
+) -> StreamingPlan:
     """Rewrite ``select`` for Spark. ``timestamps`` maps each source to its event-time column,
     ``tables`` names the sources that are TABLEs (joined as of each micro-batch), ``schemas``
     the sources' columns now: ``*`` is expanded, so a version keeps its column list when a
@@ -70,7 +79,9 @@ def plan_streaming(select: exp.Select, stmt: Statement, analysis: SelectAnalysis
         right_ts = f"{_quote(right.alias_or_name)}.{_quote(timestamps[analysis.joins[0][1]])}"
         bound = sqlglot.parse_one(
             f"{right_ts} >= {left_ts} - {_interval_literal(stmt.within.before)} AND "
-            f"{right_ts} <= {left_ts} + {_interval_literal(stmt.within.after)}", dialect=DIALECT)
+            f"{right_ts} <= {left_ts} + {_interval_literal(stmt.within.after)}",
+            dialect=DIALECT,
+        )
         join.set("on", exp.and_(join.args["on"], bound))
         for name in analysis.sources:
             watermarks[name] = [timestamps[name], _grace(stmt.within.grace)]
@@ -94,16 +105,18 @@ def _expand_stars(tree: exp.Select, schemas: dict[str, list[Column]]) -> None:
             projections.append(projection)
             continue
         qualify = len(tables) > 1
-        projections += [exp.column(c.name, table=t.alias_or_name if qualify else None, quoted=True)
-                        for t in chosen for c in schemas[t.name.upper()]]
+        projections += [
+            exp.column(c.name, table=t.alias_or_name if qualify else None, quoted=True)
+            for t in chosen
+            for c in schemas[t.name.upper()]
+        ]
     tree.set("expressions", projections)
 
 
 def _bind_window_bounds(tree: exp.Select, window_sql: str) -> None:
     """WINDOWSTART/WINDOWEND -> the window column's start/end; group by the window."""
     window = sqlglot.parse_one(window_sql, dialect=DIALECT)
-    bound = {b: exp.Dot(this=window.copy(), expression=exp.to_identifier(b[6:].lower()))
-             for b in WINDOW_BOUNDS}
+    bound = {b: exp.Dot(this=window.copy(), expression=exp.to_identifier(b[6:].lower())) for b in WINDOW_BOUNDS}
     projected = set()
     for i, projection in enumerate(tree.expressions):
         if isinstance(projection, exp.Column) and projection.name.upper() in WINDOW_BOUNDS:

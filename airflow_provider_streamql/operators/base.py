@@ -1,11 +1,13 @@
 """What every streamql operator shares: the connection, the issuer, and waiting on a
 condition either in the worker or deferred to the triggerer."""
+
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
-from typing import Any, Iterator
+from typing import Any
 
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
@@ -14,8 +16,8 @@ from ..conditions import Condition
 from ..engine import Engine
 from ..errors import CatalogError, NotFoundError, ParseError, StateError, StreamQLError, ValidationError
 from ..hooks.streamql import StreamQLHook
-from .links import LINK_KEYS, SparkUILink, StreamQLQueryLink
 from ..triggers.streamql import StreamQLConditionTrigger
+from .links import LINK_KEYS, SparkUILink, StreamQLQueryLink
 
 # Errors in what the task asked for: retrying cannot help, so the task fails at once.
 STATEMENT_ERRORS = (ParseError, ValidationError, NotFoundError, StateError)
@@ -42,17 +44,23 @@ def engine_errors() -> Iterator[None]:
 def open_engine(task, context: Context) -> Engine:
     """The engine of ``task``'s connection, issuing as the task (operators and sensors)."""
     with engine_errors():
-        return StreamQLHook(task.streamql_conn_id).get_engine(
-            issuer=issuer_of(context), pipeline=task.pipeline or None)
+        return StreamQLHook(task.streamql_conn_id).get_engine(issuer=issuer_of(context), pipeline=task.pipeline or None)
 
 
 def defer_until(task, condition: Condition, *, pipeline: str, timeout: float, poll_interval: float):
     """Hand ``condition`` to the trigger; ``execute_complete`` resumes ``task``. The trigger
     keeps the deadline; Airflow's own deferral timeout is a minute later, a safety net."""
-    task.defer(trigger=StreamQLConditionTrigger(
-        condition=condition.to_dict(), streamql_conn_id=task.streamql_conn_id,
-        end_at=time.time() + timeout, poll_interval=poll_interval, pipeline=pipeline),
-        method_name="execute_complete", timeout=timedelta(seconds=timeout + 60))
+    task.defer(
+        trigger=StreamQLConditionTrigger(
+            condition=condition.to_dict(),
+            streamql_conn_id=task.streamql_conn_id,
+            end_at=time.time() + timeout,
+            poll_interval=poll_interval,
+            pipeline=pipeline,
+        ),
+        method_name="execute_complete",
+        timeout=timedelta(seconds=timeout + 60),
+    )
 
 
 class StreamQLOperator(BaseOperator):
@@ -71,9 +79,17 @@ class StreamQLOperator(BaseOperator):
     operator_extra_links = (StreamQLQueryLink(), SparkUILink())
     ui_color = "#d8ecf3"
 
-    def __init__(self, *, streamql_conn_id: str = StreamQLHook.default_conn_name,
-                 pipeline: str | None = None, wait: bool = True, deferrable: bool = True,
-                 timeout: float = 600.0, poll_interval: float = 2.0, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        streamql_conn_id: str = StreamQLHook.default_conn_name,
+        pipeline: str | None = None,
+        wait: bool = True,
+        deferrable: bool = True,
+        timeout: float = 600.0,
+        poll_interval: float = 2.0,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.streamql_conn_id = streamql_conn_id
         self.pipeline = pipeline
@@ -104,14 +120,20 @@ class StreamQLOperator(BaseOperator):
                     check = condition.check(engine)  # often true already: no need to defer
                     if not check.done and not check.failed:
                         push_spark_ui(context, engine)
-                        defer_until(self, condition, pipeline=self.pipeline or engine.pipeline,
-                                    timeout=self.timeout, poll_interval=self.poll_interval)
+                        defer_until(
+                            self,
+                            condition,
+                            pipeline=self.pipeline or engine.pipeline,
+                            timeout=self.timeout,
+                            poll_interval=self.poll_interval,
+                        )
                 else:
                     check = engine.wait(condition, timeout=self.timeout, poll=self.poll_interval)
         finally:
             engine.close()
-        return self.finish(context, {"status": "done" if check.done else "failed",
-                                     "message": check.message, "details": check.details})
+        return self.finish(
+            context, {"status": "done" if check.done else "failed", "message": check.message, "details": check.details}
+        )
 
     def no_wait(self, context: Context, engine: Engine) -> Any:
         """Return without waiting (``wait=False``)."""
@@ -161,7 +183,6 @@ def push_spark_ui(context: Context, engine: Engine) -> None:
     url = None
     if query_id and query_id != "ALL":
         lease = engine.catalog.leases().get(query_id)
-        runtime = next((r for r in engine.catalog.runtimes()
-                        if lease and r["id"] == lease["runtime_id"]), None)
+        runtime = next((r for r in engine.catalog.runtimes() if lease and r["id"] == lease["runtime_id"]), None)
         url = runtime.get("spark_ui_url") if runtime else None
     push(context, spark_ui_url=url)

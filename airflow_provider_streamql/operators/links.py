@@ -1,6 +1,7 @@
 """Extra links on streamql tasks: the query's page in the streamql UI and its runtime's
 Spark UI. The worker computes them when the task finishes, from what the task pushed to
 XCom (``query_id``, ``spark_ui_url``)."""
+
 from __future__ import annotations
 
 from urllib.parse import quote
@@ -15,13 +16,14 @@ LINK_KEYS = ("query_id", "spark_ui_url")
 
 def _xcom(ti_key, key: str):
     from airflow.sdk.execution_time.xcom import XCom
+
     return XCom.get_value(ti_key=ti_key, key=key)
 
 
 def plugin_installed() -> bool:
     from importlib.metadata import entry_points
-    return any(ep.value.startswith("airflow_provider_streamql")
-               for ep in entry_points(group="airflow.plugins"))
+
+    return any(ep.value.startswith("airflow_provider_streamql") for ep in entry_points(group="airflow.plugins"))
 
 
 class StreamQLQueryLink(BaseOperatorLink):
@@ -34,6 +36,7 @@ class StreamQLQueryLink(BaseOperatorLink):
         if not query_id or query_id == "ALL" or not plugin_installed():
             return ""
         from airflow.sdk import conf
+
         base = (conf.get("api", "base_url", fallback="") or "").rstrip("/")
         return base + QUERY_PAGE.format(query_id=quote(str(query_id)))
 

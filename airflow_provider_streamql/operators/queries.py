@@ -1,9 +1,11 @@
 """Operators for the lifecycle of persistent queries: create, validate, replace, pause,
 resume, terminate. Each changes desired state through the engine, then (by default) waits,
 deferred, until observed state shows the change, and pushes what it did to XCom."""
+
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowFailException
@@ -45,12 +47,14 @@ class CreateQueryOperator(StreamQLOperator):
         for r in results:
             self.log.info("%s", r.render() or r.message)
         queries = [r for r in results if r.query_id and r.action]
-        push(context, query_ids=[r.query_id for r in queries],
-             query_id=queries[-1].query_id if queries else None,
-             version=queries[-1].version if queries else None,
-             versions={r.query_id: r.version for r in queries},
-             actions=[{"statement": r.statement.strip(), "action": r.action, "query_id": r.query_id}
-                      for r in results])
+        push(
+            context,
+            query_ids=[r.query_id for r in queries],
+            query_id=queries[-1].query_id if queries else None,
+            version=queries[-1].version if queries else None,
+            versions={r.query_id: r.version for r in queries},
+            actions=[{"statement": r.statement.strip(), "action": r.action, "query_id": r.query_id} for r in results],
+        )
         created = [r.query_id for r in queries if r.action == "created"]
         if self.wait and created:
             return self.wait_for(context, engine, QueriesInState(created, ["RUNNING"]))
@@ -82,8 +86,7 @@ class DeployScriptOperator(StreamQLOperator):
     template_ext = (".sql",)
     template_fields_renderers = {"sql": "sql", "teardown_sql": "sql"}
 
-    def __init__(self, *, sql: str, teardown_sql: str | None = None, plan_only: bool = False,
-                 **kwargs: Any) -> None:
+    def __init__(self, *, sql: str, teardown_sql: str | None = None, plan_only: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.sql = sql
         self.teardown_sql = teardown_sql
@@ -101,13 +104,22 @@ class DeployScriptOperator(StreamQLOperator):
         for r in results:
             self.log.info("%s", r.message)
         changed = [r for r in results if r.query_id and r.action in ("created", "replaced")]
-        push(context, query_ids=[r.query_id for r in changed], query_id=changed[-1].query_id if changed else None,
-             versions={r.query_id: r.version for r in changed})
+        push(
+            context,
+            query_ids=[r.query_id for r in changed],
+            query_id=changed[-1].query_id if changed else None,
+            versions={r.query_id: r.version for r in changed},
+        )
         running = [r for r in changed if (r.query_id, "RUNNING") in r.waits]
         if self.wait and running:
-            return self.wait_for(context, engine, AllOf.of(
-                QueriesInState([r.query_id for r in running], ["RUNNING"]),
-                *[VersionRunning(r.query_id, r.version) for r in running if r.action == "replaced"]))
+            return self.wait_for(
+                context,
+                engine,
+                AllOf.of(
+                    QueriesInState([r.query_id for r in running], ["RUNNING"]),
+                    *[VersionRunning(r.query_id, r.version) for r in running if r.action == "replaced"],
+                ),
+            )
         return self._summary(context, engine, deploy_plan)
 
     def _summary(self, context: Context, engine, deploy_plan) -> Any:
@@ -138,9 +150,16 @@ class ValidateUpgradeOperator(StreamQLOperator):
     template_ext = (".sql",)
     template_fields_renderers = {"sql": "sql"}
 
-    def __init__(self, *, sql: str, query_id: str | None = None,
-                 fail_on: Sequence[str] = ("REPLACING_REQUIRED", "REJECTED"),
-                 dry_run: bool = False, dry_run_master: str = "local[1]", **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        sql: str,
+        query_id: str | None = None,
+        fail_on: Sequence[str] = ("REPLACING_REQUIRED", "REJECTED"),
+        dry_run: bool = False,
+        dry_run_master: str = "local[1]",
+        **kwargs: Any,
+    ) -> None:
         kwargs.setdefault("wait", False)
         super().__init__(**kwargs)
         unknown = [v for v in fail_on if v not in VERDICTS]
@@ -162,12 +181,10 @@ class ValidateUpgradeOperator(StreamQLOperator):
                 report = engine.validate(self.sql, query_id=query_id)
         self.log.info("Validation report:\n%s", report.render())
         version = engine.query(report.query_id).version
-        push(context, report=report.to_dict(), query_id=report.query_id, version=version,
-             verdict=report.verdict)
+        push(context, report=report.to_dict(), query_id=report.query_id, version=version, verdict=report.verdict)
         self.no_wait(context, engine)
         if report.verdict in self.fail_on:
-            findings = "; ".join(f"{f.code}: {f.message}" for f in report.findings
-                                 if f.verdict == report.verdict)
+            findings = "; ".join(f"{f.code}: {f.message}" for f in report.findings if f.verdict == report.verdict)
             raise AirflowFailException(f"{report.query_id}: the upgrade is {report.verdict}: {findings}")
         return report.verdict
 
@@ -176,10 +193,14 @@ class ValidateUpgradeOperator(StreamQLOperator):
         from pyspark.sql import SparkSession
 
         from ..runtime import build_session
+
         # a worker process that already runs Spark shares its session; never stop it
         shared = SparkContext._active_spark_context is not None
-        spark = SparkSession.builder.getOrCreate() if shared else build_session(
-            self.dry_run_master, "streamql-dry-run", {"spark.ui.enabled": "false"})
+        spark = (
+            SparkSession.builder.getOrCreate()
+            if shared
+            else build_session(self.dry_run_master, "streamql-dry-run", {"spark.ui.enabled": "false"})
+        )
         try:
             return engine.dry_run(self.sql, spark, query_id=query_id)
         finally:
@@ -212,8 +233,15 @@ class ReplaceQueryOperator(StreamQLOperator):
     template_ext = (".sql",)
     template_fields_renderers = {"sql": "sql"}
 
-    def __init__(self, *, sql: str, query_id: str | None = None, mode: str = "in_place",
-                 start_from: str = "earliest", **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        sql: str,
+        query_id: str | None = None,
+        mode: str = "in_place",
+        start_from: str = "earliest",
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.sql = sql
         self.query_id = query_id
@@ -232,12 +260,16 @@ class ReplaceQueryOperator(StreamQLOperator):
                 condition = VersionRunning(result.query_id, result.version, ready=True)
                 push(context, report=result.report)
             else:
-                result = engine.replace(self.sql, start_from=self.start_from,
-                                        query_id=self.query_id or None)[-1]
+                result = engine.replace(self.sql, start_from=self.start_from, query_id=self.query_id or None)[-1]
                 condition = QueriesInState([result.query_id], ["RUNNING"])
         self.log.info("%s", result.message)
-        push(context, query_id=result.query_id, version=result.version or 1,
-             previous_query_id=old, previous_version=previous)
+        push(
+            context,
+            query_id=result.query_id,
+            version=result.version or 1,
+            previous_query_id=old,
+            previous_version=previous,
+        )
         if self.wait:
             return self.wait_for(context, engine, condition)
         return self.no_wait(context, engine)
@@ -263,13 +295,13 @@ class QueryControlOperator(StreamQLOperator):
 
     def apply(self, context: Context) -> Any:
         if not isinstance(self.query_id, str) or not self.query_id.strip():
-            raise AirflowFailException(f"{type(self).__name__}: query_id is {self.query_id!r}; "
-                                       f"give a query ID or ALL")
+            raise AirflowFailException(f"{type(self).__name__}: query_id is {self.query_id!r}; give a query ID or ALL")
         engine = self.engine(context)
         with engine_errors():
             # one statement built from checked parts: a query_id is a name, never SQL text
-            result = engine.control(self.action, self.query_id.strip(),
-                                    skip_bad_records=getattr(self, "skip_bad_records", False))
+            result = engine.control(
+                self.action, self.query_id.strip(), skip_bad_records=getattr(self, "skip_bad_records", False)
+            )
         self.log.info("%s", result.message)
         ids = [q for q, _state in result.waits]
         push(context, query_id=self.query_id.strip().upper(), query_ids=ids)
@@ -308,5 +340,12 @@ class TerminateQueryOperator(QueryControlOperator):
     action, target = "TERMINATE", "TERMINATED"
 
 
-__all__ = ["CreateQueryOperator", "DeployScriptOperator", "ValidateUpgradeOperator", "ReplaceQueryOperator",
-           "PauseQueryOperator", "ResumeQueryOperator", "TerminateQueryOperator"]
+__all__ = [
+    "CreateQueryOperator",
+    "DeployScriptOperator",
+    "ValidateUpgradeOperator",
+    "ReplaceQueryOperator",
+    "PauseQueryOperator",
+    "ResumeQueryOperator",
+    "TerminateQueryOperator",
+]

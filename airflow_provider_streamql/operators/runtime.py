@@ -1,5 +1,6 @@
 """SubmitRuntimeOperator: start the runtime (the long-running Spark driver) of a pipeline
 through the Spark provider's spark-submit hook."""
+
 from __future__ import annotations
 
 import os
@@ -7,7 +8,8 @@ import shutil
 import subprocess
 import sys
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from airflow.sdk import BaseHook, Context
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowNotFoundException
@@ -18,8 +20,10 @@ from .base import StreamQLOperator, push
 from .links import SparkUILink
 
 APPLICATION = os.path.join(os.path.dirname(os.path.dirname(__file__)), "runtime", "main.py")
-WAIT_APP_COMPLETION = {"yarn": "spark.yarn.submit.waitAppCompletion",
-                       "k8s": "spark.kubernetes.submission.waitAppCompletion"}
+WAIT_APP_COMPLETION = {
+    "yarn": "spark.yarn.submit.waitAppCompletion",
+    "k8s": "spark.kubernetes.submission.waitAppCompletion",
+}
 
 
 class SubmitRuntimeOperator(StreamQLOperator):
@@ -61,16 +65,30 @@ class SubmitRuntimeOperator(StreamQLOperator):
     :param spark_submit_kwargs: further SparkSubmitHook arguments (memory, cores, ...).
     """
 
-    template_fields = ("pipeline", "spark_conn_id", "conf", "packages", "catalog_password_secret",
-                       "catalog_password_file")
+    template_fields = (
+        "pipeline",
+        "spark_conn_id",
+        "conf",
+        "packages",
+        "catalog_password_secret",
+        "catalog_password_file",
+    )
     operator_extra_links = (SparkUILink(),)
     ui_color = "#f0e4d0"
 
-    def __init__(self, *, spark_conn_id: str | None = None, conf: dict[str, Any] | None = None,
-                 packages: str | None = None, py_files: str | None = None,
-                 runtime_args: Sequence[str] = (), spark_submit_kwargs: dict[str, Any] | None = None,
-                 catalog_password_secret: str | None = None, catalog_password_file: str | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        spark_conn_id: str | None = None,
+        conf: dict[str, Any] | None = None,
+        packages: str | None = None,
+        py_files: str | None = None,
+        runtime_args: Sequence[str] = (),
+        spark_submit_kwargs: dict[str, Any] | None = None,
+        catalog_password_secret: str | None = None,
+        catalog_password_file: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         kwargs.setdefault("timeout", 300.0)
         kwargs.setdefault("poll_interval", 1.0)
         super().__init__(**kwargs)
@@ -85,6 +103,7 @@ class SubmitRuntimeOperator(StreamQLOperator):
 
     def apply(self, context: Context) -> str:
         from ..hooks.streamql import StreamQLHook
+
         engine = self.engine(context)
         pipeline = engine.pipeline
         live = engine.runtimes(pipeline)
@@ -98,8 +117,10 @@ class SubmitRuntimeOperator(StreamQLOperator):
         self.log.info("submitting the runtime of pipeline %r to %s (%s mode)", pipeline, master, mode)
         if mode == "cluster":
             if not (hook._is_yarn or hook._is_kubernetes):
-                raise AirflowFailException(f"master {master!r}: Spark standalone cannot run Python "
-                                           f"applications in cluster deploy mode; use client mode")
+                raise AirflowFailException(
+                    f"master {master!r}: Spark standalone cannot run Python "
+                    f"applications in cluster deploy mode; use client mode"
+                )
             hook.submit(APPLICATION)  # returns once accepted: waitAppCompletion=false
             process, log_path = None, None
         else:
@@ -116,37 +137,47 @@ class SubmitRuntimeOperator(StreamQLOperator):
         spark-submit process gets (the catalog password in client mode: never the hook's
         ``env_vars``, which YARN and Kubernetes masters put into argv)."""
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
         try:
             spark_conn = BaseHook.get_connection(spark_conn_id)
         except AirflowNotFoundException:
             raise AirflowFailException(
                 f"Spark connection {spark_conn_id!r} does not exist; SubmitRuntimeOperator does "
                 f"not fall back to master 'yarn'. Create a connection of type 'spark' whose host "
-                f"is the master (local[*], spark://host:7077, yarn, k8s://https://host)") from None
+                f"is the master (local[*], spark://host:7077, yarn, k8s://https://host)"
+            ) from None
         if not spark_conn.host:
             raise AirflowFailException(f"Spark connection {spark_conn_id!r} names no master (its host is empty)")
         env, conf, secret_env = self._submit_settings(spark_conn, pipeline, settings)
-        kwargs = {"spark_binary": _spark_binary(spark_conn.extra_dejson.get("spark-binary", "spark-submit")),
-                  **self.spark_submit_kwargs}
+        kwargs = {
+            "spark_binary": _spark_binary(spark_conn.extra_dejson.get("spark-binary", "spark-submit")),
+            **self.spark_submit_kwargs,
+        }
         hook = SparkSubmitHook(
-            conf=conf, conn_id=spark_conn_id, name=f"streamql-{pipeline}", packages=self.packages,
-            py_files=self.py_files, env_vars=env,
+            conf=conf,
+            conn_id=spark_conn_id,
+            name=f"streamql-{pipeline}",
+            packages=self.packages,
+            py_files=self.py_files,
+            env_vars=env,
             application_args=["--pipeline", pipeline, "--home", settings["home"], *self.runtime_args],
-            **kwargs)
+            **kwargs,
+        )
         return hook, secret_env
 
     def _submit_settings(self, spark_conn, pipeline: str, settings: dict[str, Any]):
         """The hook's ``env_vars`` and ``conf`` (both end up in argv on some masters: no
         secret in them), and the spark-submit process's own extra environment."""
         # where the driver runs, decided as the hook decides it
-        mode = (self.spark_submit_kwargs.get("deploy_mode") or spark_conn.extra_dejson.get("deploy-mode")
-                or "client")
+        mode = self.spark_submit_kwargs.get("deploy_mode") or spark_conn.extra_dejson.get("deploy-mode") or "client"
         env = {"STREAMQL_HOME": settings["home"], "STREAMQL_PIPELINE": pipeline}
         conf = {**self.conf}
         password = None
         if settings["catalog"]:
             from sqlalchemy import make_url
+
             from ..catalog.urls import without_password
+
             env["STREAMQL_CATALOG"] = without_password(settings["catalog"])
             password = make_url(settings["catalog"]).password
         secret_env = self._password_route(spark_conn.host, mode, password, env, conf)
@@ -155,8 +186,9 @@ class SubmitRuntimeOperator(StreamQLOperator):
                 conf.setdefault(key, "false")
         return env, conf, secret_env
 
-    def _password_route(self, master: str, mode: str, password: str | None, env: dict[str, str],
-                        conf: dict[str, Any]) -> dict[str, str]:
+    def _password_route(
+        self, master: str, mode: str, password: str | None, env: dict[str, str], conf: dict[str, Any]
+    ) -> dict[str, str]:
         """How the catalog password reaches the driver: fills in ``env`` and ``conf`` with
         where to find it (names, never the password) and returns what only the spark-submit
         process may get (the password itself, in client mode)."""
@@ -167,11 +199,11 @@ class SubmitRuntimeOperator(StreamQLOperator):
             if "k8s" not in master:
                 raise AirflowFailException(
                     f"catalog_password_secret names a Kubernetes secret, but master {master!r} is not "
-                    f"Kubernetes; use catalog_password_file (a file the driver can read)")
+                    f"Kubernetes; use catalog_password_file (a file the driver can read)"
+                )
             name, colon, key = secret.partition(":")
             if not (name and colon and key):
-                raise AirflowFailException(f"catalog_password_secret {secret!r} is not "
-                                           f"'<secret name>:<key>'")
+                raise AirflowFailException(f"catalog_password_secret {secret!r} is not '<secret name>:<key>'")
             conf["spark.kubernetes.driver.secretKeyRef.STREAMQL_CATALOG_PASSWORD"] = secret
         elif path:
             env["STREAMQL_CATALOG_PASSWORD_FILE"] = path
@@ -181,22 +213,24 @@ class SubmitRuntimeOperator(StreamQLOperator):
                 f"it through spark-submit's arguments, which streamql never puts it in. Say where "
                 f"the driver finds it: catalog_password_secret='<secret name>:<key>' (a Kubernetes "
                 f"secret) or catalog_password_file='<path>' (a file the driver can read, e.g. shipped "
-                f"with spark_submit_kwargs={{'files': ...}}); or submit in client mode")
+                f"with spark_submit_kwargs={{'files': ...}}); or submit in client mode"
+            )
         return {"STREAMQL_CATALOG_PASSWORD": password} if password and mode != "cluster" else {}
 
-    def _launch_detached(self, hook, home: str, pipeline: str,
-                         secret_env: dict[str, str]) -> tuple[subprocess.Popen, str]:
+    def _launch_detached(
+        self, hook, home: str, pipeline: str, secret_env: dict[str, str]
+    ) -> tuple[subprocess.Popen, str]:
         # The hook's submit() follows spark-submit to its end; a runtime never ends, so the
         # hook builds the command and the driver is started in a session of its own. The
         # password is in the environment of that process only (its children inherit it).
         command = hook._build_spark_submit_command(APPLICATION)
-        log_path = Layout(home).runtime_log(pipeline, time.strftime('%Y%m%d-%H%M%S'))
+        log_path = Layout(home).runtime_log(pipeline, time.strftime("%Y%m%d-%H%M%S"))
         os.makedirs(os.path.dirname(log_path), exist_ok=True)
         env = {**_pip_spark_env(command[0]), **os.environ, **(hook._env or {}), **secret_env}
         with open(log_path, "ab") as log:
-            process = subprocess.Popen(command, env=env, stdout=log,
-                                       stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                       start_new_session=True)
+            process = subprocess.Popen(
+                command, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+            )
         self.log.info("runtime driver started (pid %d), log %s", process.pid, log_path)
         return process, log_path
 
@@ -207,17 +241,25 @@ class SubmitRuntimeOperator(StreamQLOperator):
             if live:
                 return live[-1]
             if process is not None and process.poll() is not None:
-                raise AirflowException(f"the runtime of pipeline {pipeline!r} exited with code "
-                                       f"{process.returncode} before it served the pipeline:\n"
-                                       f"{_tail(log_path)}")
+                raise AirflowException(
+                    f"the runtime of pipeline {pipeline!r} exited with code "
+                    f"{process.returncode} before it served the pipeline:\n"
+                    f"{_tail(log_path)}"
+                )
             if time.monotonic() >= deadline:
-                raise AirflowException(f"no runtime of pipeline {pipeline!r} heartbeated within "
-                                       f"{self.timeout:g}s" + (f"; its log:\n{_tail(log_path)}" if log_path else ""))
+                raise AirflowException(
+                    f"no runtime of pipeline {pipeline!r} heartbeated within "
+                    f"{self.timeout:g}s" + (f"; its log:\n{_tail(log_path)}" if log_path else "")
+                )
             time.sleep(self.poll_interval)
 
     def _push(self, context: Context, runtime: dict[str, Any]) -> str:
-        push(context, runtime_id=runtime["id"], spark_app_id=runtime.get("spark_app_id"),
-             spark_ui_url=runtime.get("spark_ui_url"))
+        push(
+            context,
+            runtime_id=runtime["id"],
+            spark_app_id=runtime.get("spark_app_id"),
+            spark_ui_url=runtime.get("spark_ui_url"),
+        )
         return runtime["id"]
 
 
@@ -235,8 +277,12 @@ def _pip_spark_env(binary: str) -> dict[str, str]:
     if binary != os.path.join(os.path.dirname(sys.executable), os.path.basename(binary)):
         return {}
     import pyspark
-    return {"SPARK_HOME": os.path.dirname(pyspark.__file__), "PYSPARK_PYTHON": sys.executable,
-            "PYSPARK_DRIVER_PYTHON": sys.executable}
+
+    return {
+        "SPARK_HOME": os.path.dirname(pyspark.__file__),
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+    }
 
 
 def _tail(path: str | None, lines: int = 20) -> str:

@@ -5,6 +5,7 @@ The planner's modules: :mod:`.planner` (the :class:`Planner` and its handler tab
 :mod:`.base` (state, errors, lookups, the source builder, :class:`Step`), one module per
 statement family (:mod:`.sources`, :mod:`.queries`, :mod:`.control`, :mod:`.reads`) and
 :mod:`.feasibility` (what Structured Streaming can run, as a table of rules)."""
+
 from .base import Step
 from .planner import Planner
 

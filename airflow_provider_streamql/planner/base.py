@@ -8,6 +8,7 @@ WITH-property table :data:`SOURCE_PROPERTIES`, and ``_analyze`` (a SELECT, check
 :mod:`.feasibility` when it runs as a persistent query). :class:`Step` is what planning a
 statement returns; the file-effect helpers at the end build a step's effects and undos.
 """
+
 from __future__ import annotations
 
 import os
@@ -29,13 +30,14 @@ from . import feasibility
 # WITH (...) property -> check of its value (None: accepted as is).
 SOURCE_PROPERTIES: dict[str, Callable[[Any], str | None] | None] = {
     "path": None,  # checked and resolved by the storage layout
-    "value_format": lambda v: None if str(v).upper() in topics.FORMATS
-    else f"must be one of {', '.join(topics.FORMATS)}",
-    "kafka_topic": lambda v: None if isinstance(v, str) and v and "," not in v
-    else "must name one Kafka topic",
+    "value_format": lambda v: (
+        None if str(v).upper() in topics.FORMATS else f"must be one of {', '.join(topics.FORMATS)}"
+    ),
+    "kafka_topic": lambda v: None if isinstance(v, str) and v and "," not in v else "must name one Kafka topic",
     "timestamp": lambda v: None if isinstance(v, str) and v else "must name a TIMESTAMP column",
-    "timestamp_format": lambda v: None if isinstance(v, str) and v
-    else "must be a Spark datetime pattern such as 'yyyy-MM-dd HH:mm:ss'",
+    "timestamp_format": lambda v: (
+        None if isinstance(v, str) and v else "must be a Spark datetime pattern such as 'yyyy-MM-dd HH:mm:ss'"
+    ),
 }
 # WITH properties that would put Kafka connection settings in SQL text
 KAFKA_CONNECTION_SETTINGS = ("kafka.", "bootstrap", "security", "sasl", "ssl")
@@ -82,14 +84,19 @@ class PlannerBase:
 
     def _unknown(self, name: str, stmt) -> NotFoundError:
         known = ", ".join(sorted(self.snapshot.sources)) or "none"
-        return NotFoundError(f"unknown stream or table {name!r} (known: {known})",
-                             line=stmt.line, col=stmt.col, text=stmt.text)
+        return NotFoundError(
+            f"unknown stream or table {name!r} (known: {known})", line=stmt.line, col=stmt.col, text=stmt.text
+        )
 
     @staticmethod
     def _unchanged(stmt: st.Statement, what: str, query: QueryInfo | None = None) -> Step:
-        result = Result(stmt.text, f"Unchanged: {what} already exists as defined",
-                        query_id=query.id if query else None,
-                        version=query.version if query else None, action="unchanged")
+        result = Result(
+            stmt.text,
+            f"Unchanged: {what} already exists as defined",
+            query_id=query.id if query else None,
+            version=query.version if query else None,
+            action="unchanged",
+        )
         return Step(result)
 
     # -- sources and queries of the snapshot -----------------------------------------
@@ -105,13 +112,18 @@ class PlannerBase:
         if src.kind != kind:
             raise self._error(f"{name} is a {src.kind}, not a {kind}", stmt)
         if src.writer_query:
-            raise self._error(f"{verb} {name}: it is written by query {src.writer_query}; only "
-                              f"declared streams and tables accept this", stmt)
+            raise self._error(
+                f"{verb} {name}: it is written by query {src.writer_query}; only "
+                f"declared streams and tables accept this",
+                stmt,
+            )
         return src
 
     def _readers(self, source: str) -> list[QueryInfo]:
-        return sorted((q for q in self.snapshot.queries.values()
-                       if source in q.sources and q.desired_state != "TERMINATED"), key=lambda q: q.seq)
+        return sorted(
+            (q for q in self.snapshot.queries.values() if source in q.sources and q.desired_state != "TERMINATED"),
+            key=lambda q: q.seq,
+        )
 
     def _analyze(self, stmt: st.Statement, select, *, persistent: bool = True) -> SelectAnalysis:
         schemas = {name: src.columns for name, src in self.snapshot.sources.items()}
@@ -119,20 +131,21 @@ class PlannerBase:
             raise self._error("WINDOW and WITHIN belong in persistent queries, not pull queries", stmt)
         analysis = analyze_select(select, schemas, stmt, persistent=persistent)
         if persistent:
-            problem = feasibility.first_problem(
-                feasibility.Query(stmt, analysis, self.snapshot.sources, self.settings))
+            problem = feasibility.first_problem(feasibility.Query(stmt, analysis, self.snapshot.sources, self.settings))
             if problem:
                 raise self._error(problem, stmt)
         return analysis
 
     # -- the source a CREATE declares (or a query writes) ----------------------------
-    def _source(self, stmt, columns, writer: str | None,
-                replacing: SourceInfo | None = None) -> SourceInfo:
+    def _source(self, stmt, columns, writer: str | None, replacing: SourceInfo | None = None) -> SourceInfo:
         props = dict(stmt.properties)
         for key, value in props.items():
             if key.startswith(KAFKA_CONNECTION_SETTINGS):
-                raise self._error(f"property {key!r}: Kafka connection settings come from the "
-                                  f"runtime's configuration (spark.streamql.kafka.*), never from SQL", stmt)
+                raise self._error(
+                    f"property {key!r}: Kafka connection settings come from the "
+                    f"runtime's configuration (spark.streamql.kafka.*), never from SQL",
+                    stmt,
+                )
             if key not in SOURCE_PROPERTIES:
                 raise self._error(f"unknown property {key!r} (known: {', '.join(SOURCE_PROPERTIES)})", stmt)
             check = SOURCE_PROPERTIES[key]
@@ -146,8 +159,11 @@ class PlannerBase:
                 raise self._error("Kafka topics hold JSON values: value_format must be JSON", stmt)
             path = f"kafka:{props['kafka_topic']}"
         else:
-            others = {s.name: s.path for s in self.snapshot.sources.values()
-                      if s is not replacing and s.name != stmt.name and not s.kafka_topic}
+            others = {
+                s.name: s.path
+                for s in self.snapshot.sources.values()
+                if s is not replacing and s.name != stmt.name and not s.kafka_topic
+            }
             try:
                 path = self.layout.source_path(props.get("path", stmt.name), others)
             except ValidationError as e:
@@ -155,18 +171,20 @@ class PlannerBase:
         if "timestamp" in props:
             ts = next((c for c in columns if c.name.lower() == props["timestamp"].lower()), None)
             if ts is None or ts.type != "TIMESTAMP":
-                raise self._error(f"timestamp = {props['timestamp']!r} must name a TIMESTAMP column "
-                                  f"of {stmt.name}" + ("" if ts is None else f" ({ts.name} is {ts.type})"),
-                                  stmt)
+                raise self._error(
+                    f"timestamp = {props['timestamp']!r} must name a TIMESTAMP column "
+                    f"of {stmt.name}" + ("" if ts is None else f" ({ts.name} is {ts.type})"),
+                    stmt,
+                )
             props["timestamp"] = ts.name
         elif "timestamp_format" in props:
             raise self._error("timestamp_format needs timestamp = '<column>'", stmt)
-        clash = next((s.name for s in self.snapshot.sources.values()
-                      if s.path == path and s is not replacing), None)
+        clash = next((s.name for s in self.snapshot.sources.values() if s.path == path and s is not replacing), None)
         if clash:
             raise self._error(f"path {path!r} is already used by {clash}", stmt)
-        return SourceInfo(stmt.name, stmt.kind, list(columns), props,
-                          str(props.get("value_format", "JSON")).upper(), path, writer)
+        return SourceInfo(
+            stmt.name, stmt.kind, list(columns), props, str(props.get("value_format", "JSON")).upper(), path, writer
+        )
 
 
 def column_tuples(columns: list[st.Column]) -> list[tuple[str, str, bool]]:

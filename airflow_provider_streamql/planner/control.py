@@ -2,6 +2,7 @@
 RECORDS``, which sends the records holding a query to its dead-letter stream) and the session's
 ``SET 'key' = 'value'`` (:data:`SESSION_PROPERTIES`).
 """
+
 from __future__ import annotations
 
 import time
@@ -25,33 +26,47 @@ class ControlStatements(PlannerBase):
     def _query_control(self, stmt: st.QueryControl) -> Step:
         target = CONTROL_TARGET[stmt.action]
         if stmt.query_id is None:
-            chosen = [q for q in self.snapshot.queries.values()
-                      if q.pipeline == self.pipeline and q.desired_state != "TERMINATED"]
+            chosen = [
+                q
+                for q in self.snapshot.queries.values()
+                if q.pipeline == self.pipeline and q.desired_state != "TERMINATED"
+            ]
         else:
             query = self.snapshot.queries.get(stmt.query_id)
             if query is None:
                 known = ", ".join(sorted(self.snapshot.queries)) or "none"
-                raise NotFoundError(f"no query {stmt.query_id!r} (known queries: {known})",
-                                    line=stmt.line, col=stmt.col, text=stmt.text)
+                raise NotFoundError(
+                    f"no query {stmt.query_id!r} (known queries: {known})", line=stmt.line, col=stmt.col, text=stmt.text
+                )
             if query.desired_state == "TERMINATED" and target != "TERMINATED":
-                raise StateError(f"query {query.id} is terminated and cannot be "
-                                 f"{'resumed' if target == 'RUNNING' else 'paused'}; "
-                                 f"create a new query instead", line=stmt.line, col=stmt.col,
-                                 text=stmt.text)
+                raise StateError(
+                    f"query {query.id} is terminated and cannot be "
+                    f"{'resumed' if target == 'RUNNING' else 'paused'}; "
+                    f"create a new query instead",
+                    line=stmt.line,
+                    col=stmt.col,
+                    text=stmt.text,
+                )
             chosen = [query]
         # records holding paused queries: a RESUME retries their batch, or skips them
-        held = {q.id: self.catalog.bad_records(q.id, "PENDING", self.conn) for q in chosen} \
-            if target == "RUNNING" else {}
+        held = (
+            {q.id: self.catalog.bad_records(q.id, "PENDING", self.conn) for q in chosen} if target == "RUNNING" else {}
+        )
         held = {q: records for q, records in held.items() if records}
         if stmt.skip_bad_records and not held:
             what = stmt.query_id or f"any query of pipeline {self.pipeline!r}"
-            raise StateError(f"no bad records are holding {what}; nothing to skip (RESUME without "
-                             f"SKIP BAD RECORDS)", line=stmt.line, col=stmt.col, text=stmt.text)
+            raise StateError(
+                f"no bad records are holding {what}; nothing to skip (RESUME without SKIP BAD RECORDS)",
+                line=stmt.line,
+                col=stmt.col,
+                text=stmt.text,
+            )
         changed = [q for q in chosen if q.desired_state != target]
         for q in changed:
             q.desired_state = target
-        dead_letters = {q: dead_letter_source(self.snapshot.queries[q], self.home) for q in held} \
-            if stmt.skip_bad_records else {}
+        dead_letters = (
+            {q: dead_letter_source(self.snapshot.queries[q], self.home) for q in held} if stmt.skip_bad_records else {}
+        )
         new_dead_letters = [d for d in dead_letters.values() if d.name not in self.snapshot.sources]
         for d in new_dead_letters:
             self.snapshot.sources[d.name] = d
@@ -62,25 +77,37 @@ class ControlStatements(PlannerBase):
             for d in new_dead_letters:
                 self.catalog.insert_source(conn, d)
             for query_id in held:
-                self.catalog.mark_bad_records(conn, query_id, "PENDING", "SKIPPED" if stmt.skip_bad_records
-                                              else "RETRIED", handled_by=self.issuer)
+                self.catalog.mark_bad_records(
+                    conn, query_id, "PENDING", "SKIPPED" if stmt.skip_bad_records else "RETRIED", handled_by=self.issuer
+                )
 
         def files() -> Callable[[], None]:
             written = []
             for q, records in held.items():
-                skipped = [replace(r, status="SKIPPED", handled_by=self.issuer, handled_at=time.time())
-                           for r in records]
+                skipped = [
+                    replace(r, status="SKIPPED", handled_by=self.issuer, handled_at=time.time()) for r in records
+                ]
                 letters = self.snapshot.sources.get(dead_letters[q].name, dead_letters[q])
                 written.append(append_dead_letters(letters, skipped))
             return lambda: remove_files(written)
+
         ids = ", ".join(q.id for q in chosen) or "no queries"
         verb = {"PAUSED": "Paused", "RUNNING": "Resumed", "TERMINATED": "Terminated"}[target]
-        notes = [f"{q}: {len(r)} bad record(s) " + (f"skipped (sent to {dead_letters[q].name})"
-                                                   if stmt.skip_bad_records else "retried")
-                 for q, r in held.items()]
-        return Step(Result(stmt.text, f"{verb} {ids}" + (f"; {'; '.join(notes)}" if notes else ""),
-                           query_id=stmt.query_id, waits=[(q.id, target) for q in chosen]),
-                    write=write, files=files if stmt.skip_bad_records else None)
+        notes = [
+            f"{q}: {len(r)} bad record(s) "
+            + (f"skipped (sent to {dead_letters[q].name})" if stmt.skip_bad_records else "retried")
+            for q, r in held.items()
+        ]
+        return Step(
+            Result(
+                stmt.text,
+                f"{verb} {ids}" + (f"; {'; '.join(notes)}" if notes else ""),
+                query_id=stmt.query_id,
+                waits=[(q.id, target) for q in chosen],
+            ),
+            write=write,
+            files=files if stmt.skip_bad_records else None,
+        )
 
     def _set_property(self, stmt: st.SetProperty) -> Step:
         allowed = SESSION_PROPERTIES.get(stmt.key)

@@ -9,6 +9,7 @@ not allowed), then applies every change in one catalog transaction, upstream bef
 downstream. Untouched queries are not restarted. :class:`~..engine.Engine` drives both
 (``Engine.plan``/``Engine.apply``); this module only reads statements and a planner.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -22,8 +23,7 @@ from ..language import statements as st
 from .planner import Planner
 
 #: planner action -> plan action
-ACTIONS = {"created": "create", "replaced": "replace in place", "altered": "replace in place",
-           "unchanged": "unchanged"}
+ACTIONS = {"created": "create", "replaced": "replace in place", "altered": "replace in place", "unchanged": "unchanged"}
 DECLARATIONS = (st.CreateSource, st.CreateAsSelect, st.AlterSource, st.InsertSelect, st.SetProperty)
 
 
@@ -31,9 +31,9 @@ DECLARATIONS = (st.CreateSource, st.CreateAsSelect, st.AlterSource, st.InsertSel
 class PlanItem:
     """What applying one statement of the file (or the file leaving something out) does."""
 
-    action: str                      # create | replace in place | replacing required | unchanged | rejected | drop
-    kind: str                        # stream | table | query
-    name: str                        # the stream or table
+    action: str  # create | replace in place | replacing required | unchanged | rejected | drop
+    kind: str  # stream | table | query
+    name: str  # the stream or table
     query_id: str | None = None
     statement: str | None = None
     line: int | None = None
@@ -52,9 +52,13 @@ class DeployPlan:
         return [i for i in self.items if i.action == action]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"items": [asdict(i) for i in self.items],
-                "summary": {a: len(self.of(a)) for a in ("create", "replace in place", "replacing required",
-                                                          "unchanged", "rejected", "drop")}}
+        return {
+            "items": [asdict(i) for i in self.items],
+            "summary": {
+                a: len(self.of(a))
+                for a in ("create", "replace in place", "replacing required", "unchanged", "rejected", "drop")
+            },
+        }
 
     def render(self) -> str:
         lines = []
@@ -89,13 +93,22 @@ def to_apply(statements: list[st.Statement], deploy_plan: DeployPlan) -> list[st
     if refused:
         first = refused[0]
         error = ValidationError if first.action == "rejected" else StateError
-        raise error(f"nothing applied: {len(refused)} statement(s) cannot be applied in place; "
-                    + "; ".join(f"{i.kind} {i.name} is {i.action}: {', '.join(i.findings)}" for i in refused)
-                    + ("" if first.action == "rejected" else
-                       " (rebuild it with Engine.replace or ReplaceQueryOperator(mode='replacing'))"),
-                    line=first.line)
-    todo = [s for s, item in zip(statements, deploy_plan.items)
-            if isinstance(s, st.SetProperty) or item.action not in ("unchanged", "drop")]
+        raise error(
+            f"nothing applied: {len(refused)} statement(s) cannot be applied in place; "
+            + "; ".join(f"{i.kind} {i.name} is {i.action}: {', '.join(i.findings)}" for i in refused)
+            + (
+                ""
+                if first.action == "rejected"
+                else " (rebuild it with Engine.replace or ReplaceQueryOperator(mode='replacing'))"
+            ),
+            line=first.line,
+        )
+    # (the plan's items go on past the statements with what left the file)
+    todo = [
+        s
+        for s, item in zip(statements, deploy_plan.items, strict=False)
+        if isinstance(s, st.SetProperty) or item.action not in ("unchanged", "drop")
+    ]
     # settings alone change nothing
     return todo if any(not isinstance(s, st.SetProperty) for s in todo) else []
 
@@ -135,14 +148,28 @@ def _left_out(planner: Planner, statements: list[st.Statement], pipeline: str) -
     items = []
     for q in sorted(planner.snapshot.queries.values(), key=lambda q: q.seq):
         if q.pipeline == pipeline and q.desired_state != "TERMINATED" and q.sink not in named and q.kind != "INSERT":
-            items.append(PlanItem("drop", planner.snapshot.sources[q.sink].kind.lower(), q.sink, q.id,
-                                  findings=["no longer in the file; a teardown file can TERMINATE and DROP it"]))
+            items.append(
+                PlanItem(
+                    "drop",
+                    planner.snapshot.sources[q.sink].kind.lower(),
+                    q.sink,
+                    q.id,
+                    findings=["no longer in the file; a teardown file can TERMINATE and DROP it"],
+                )
+            )
     readers = {n for q in planner.snapshot.queries.values() if q.desired_state != "TERMINATED" for n in q.sources}
     for src in sorted(planner.snapshot.sources.values(), key=lambda s: s.name):
-        if src.writer_query is None and src.name not in named and src.name not in readers \
-                and "dead_letter_of" not in src.properties:
-            items.append(PlanItem("drop", src.kind.lower(), src.name,
-                                  findings=["no longer in the file; a teardown file can DROP it"]))
+        if (
+            src.writer_query is None
+            and src.name not in named
+            and src.name not in readers
+            and "dead_letter_of" not in src.properties
+        ):
+            items.append(
+                PlanItem(
+                    "drop", src.kind.lower(), src.name, findings=["no longer in the file; a teardown file can DROP it"]
+                )
+            )
     return items
 
 
@@ -151,9 +178,13 @@ def _declarative(statements: list[st.Statement]) -> list[st.Statement]:
     REPLACE (the file says what should exist). Anything else is not a declaration."""
     for s in statements:
         if not isinstance(s, DECLARATIONS):
-            raise ValidationError(f"a deploy file declares streams, tables and queries; "
-                                  f"{type(s).__name__} belongs in a teardown file or streamql exec",
-                                  line=s.line, col=s.col, text=s.text.strip()[:120])
+            raise ValidationError(
+                f"a deploy file declares streams, tables and queries; "
+                f"{type(s).__name__} belongs in a teardown file or streamql exec",
+                line=s.line,
+                col=s.col,
+                text=s.text.strip()[:120],
+            )
         if isinstance(s, (st.CreateSource, st.CreateAsSelect)):
             s.or_replace = True
     defined = {getattr(s, "name", None): s for s in statements if isinstance(s, (st.CreateSource, st.CreateAsSelect))}
@@ -164,14 +195,16 @@ def _declarative(statements: list[st.Statement]) -> list[st.Statement]:
         if any(s is o for o in ordered):
             return
         if id(s) in visiting:
-            raise ValidationError(f"the file's queries read each other in a cycle ({getattr(s, 'name', '')})",
-                                  line=s.line, col=s.col)
+            raise ValidationError(
+                f"the file's queries read each other in a cycle ({getattr(s, 'name', '')})", line=s.line, col=s.col
+            )
         visiting.add(id(s))
         for name in _reads(s):
             if name in defined and defined[name] is not s:
                 visit(defined[name])
         visiting.discard(id(s))
         ordered.append(s)
+
     for s in statements:
         visit(s)
     return ordered

@@ -6,6 +6,7 @@ sentence as the statement's error. A run of ``each_join`` rows is applied to eac
 query in turn (every such rule for its first join, then for its second, ...), with
 ``query.join_kind`` and ``query.joined`` set to that join's type and joined source.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
@@ -46,14 +47,15 @@ class Query:
 
 def _no_event_time(query: Query, name: str, needed_by: str) -> Iterator[str]:
     if query.sources[name].timestamp_column is None:
-        yield (f"{needed_by} needs event time, and {name} has no timestamp column: "
-               f"declare it with WITH (timestamp='<column>')")
+        yield (
+            f"{needed_by} needs event time, and {name} has no timestamp column: "
+            f"declare it with WITH (timestamp='<column>')"
+        )
 
 
 def stream_first(query: Query) -> Iterator[str]:
     if query.kind(query.first) == "TABLE":
-        yield (f"a persistent query reads a STREAM first; {query.first} is a TABLE (join it to a "
-               f"stream instead)")
+        yield (f"a persistent query reads a STREAM first; {query.first} is a TABLE (join it to a stream instead)")
 
 
 def join_type(query: Query) -> Iterator[str]:
@@ -64,8 +66,10 @@ def join_type(query: Query) -> Iterator[str]:
 def stream_join_within(query: Query) -> Iterator[str]:
     name = query.joined
     if query.kind(name) == "STREAM" and query.stmt.within is None:
-        yield (f"a join between streams {query.first} and {name} needs WITHIN (e.g. JOIN {name} "
-               f"WITHIN 5 MINUTES ON ...) so its state can be bounded by event time")
+        yield (
+            f"a join between streams {query.first} and {name} needs WITHIN (e.g. JOIN {name} "
+            f"WITHIN 5 MINUTES ON ...) so its state can be bounded by event time"
+        )
 
 
 def stream_join_event_time(query: Query) -> Iterator[str]:
@@ -88,8 +92,7 @@ def one_join(query: Query) -> Iterator[str]:
 
 def join_not_aggregated(query: Query) -> Iterator[str]:
     if query.analysis.joins and query.analysis.aggregate:
-        yield ("aggregating the result of a join is not supported yet; write the join to a "
-               "stream and aggregate that")
+        yield ("aggregating the result of a join is not supported yet; write the join to a stream and aggregate that")
 
 
 def window_aggregates(query: Query) -> Iterator[str]:
@@ -104,8 +107,7 @@ def window_event_time(query: Query) -> Iterator[str]:
 
 def session_emit_final(query: Query) -> Iterator[str]:
     if query.stmt.window is not None and query.stmt.window.kind == "SESSION" and query.emit != "FINAL":
-        yield ("session windows support EMIT FINAL only: Spark has no update output mode for "
-               "session windows")
+        yield ("session windows support EMIT FINAL only: Spark has no update output mode for session windows")
 
 
 def emit_final_window(query: Query) -> Iterator[str]:
@@ -114,11 +116,12 @@ def emit_final_window(query: Query) -> Iterator[str]:
 
 
 def latest_offset_files(query: Query) -> Iterator[str]:
-    files = [n for n in query.analysis.sources
-             if not query.sources[n].kafka_topic and query.kind(n) == "STREAM"]
+    files = [n for n in query.analysis.sources if not query.sources[n].kafka_topic and query.kind(n) == "STREAM"]
     if query.settings.get("auto.offset.reset") == "latest" and files:
-        yield (f"auto.offset.reset = 'latest' is not supported for file topics "
-               f"({', '.join(files)}); they are read from the earliest file")
+        yield (
+            f"auto.offset.reset = 'latest' is not supported for file topics "
+            f"({', '.join(files)}); they are read from the earliest file"
+        )
 
 
 class Rule(NamedTuple):
@@ -131,22 +134,35 @@ class Rule(NamedTuple):
 RULES: tuple[Rule, ...] = (
     Rule("stream_first", "a persistent query reads a STREAM; a TABLE is only joined to it", stream_first),
     Rule("join_type", "joins are INNER or LEFT", join_type, each_join=True),
-    Rule("stream_join_within", "a join between streams has WITHIN, which bounds its state",
-         stream_join_within, each_join=True),
-    Rule("stream_join_event_time", "both streams of a stream-stream join have a timestamp column",
-         stream_join_event_time, each_join=True),
-    Rule("table_join_within", "WITHIN belongs to joins between streams, not to a TABLE",
-         table_join_within, each_join=True),
+    Rule(
+        "stream_join_within",
+        "a join between streams has WITHIN, which bounds its state",
+        stream_join_within,
+        each_join=True,
+    ),
+    Rule(
+        "stream_join_event_time",
+        "both streams of a stream-stream join have a timestamp column",
+        stream_join_event_time,
+        each_join=True,
+    ),
+    Rule(
+        "table_join_within",
+        "WITHIN belongs to joins between streams, not to a TABLE",
+        table_join_within,
+        each_join=True,
+    ),
     Rule("one_join", "a query has at most one JOIN", one_join),
-    Rule("join_not_aggregated", "the result of a join is not aggregated in the same query",
-         join_not_aggregated),
+    Rule("join_not_aggregated", "the result of a join is not aggregated in the same query", join_not_aggregated),
     Rule("window_aggregates", "a WINDOW comes with an aggregation", window_aggregates),
     Rule("window_event_time", "a windowed query's stream has a timestamp column", window_event_time),
-    Rule("session_emit_final", "session windows EMIT FINAL (Spark has no update mode for them)",
-         session_emit_final),
+    Rule("session_emit_final", "session windows EMIT FINAL (Spark has no update mode for them)", session_emit_final),
     Rule("emit_final_window", "EMIT FINAL comes with a WINDOW", emit_final_window),
-    Rule("latest_offset_files", "auto.offset.reset = 'latest' is for Kafka topics; file topics "
-         "are read from their earliest file", latest_offset_files),
+    Rule(
+        "latest_offset_files",
+        "auto.offset.reset = 'latest' is for Kafka topics; file topics are read from their earliest file",
+        latest_offset_files,
+    ),
 )
 
 
@@ -154,8 +170,11 @@ def problems(query: Query) -> Iterator[str]:
     """Every problem the rules find, in the table's order."""
     for each_join, run in groupby(RULES, key=lambda rule: rule.each_join):
         rules = list(run)
-        subjects = [replace(query, join_kind=kind, joined=name) for kind, name in query.analysis.joins] \
-            if each_join else [query]
+        subjects = (
+            [replace(query, join_kind=kind, joined=name) for kind, name in query.analysis.joins]
+            if each_join
+            else [query]
+        )
         for subject in subjects:
             for rule in rules:
                 yield from rule.check(subject)

@@ -1,4 +1,5 @@
 """SHOW, DESCRIBE and EXPLAIN: tables built from the catalog."""
+
 from __future__ import annotations
 
 import time
@@ -7,13 +8,26 @@ from typing import Any
 from sqlalchemy import Connection
 
 from ..catalog import ACTIVE_STATES, Catalog, QueryInfo, Snapshot
-from ..storage.checkpoints import planned_watermark_ms
 from ..language import statements as st
 from ..results import Result
+from ..storage.checkpoints import planned_watermark_ms
 
-QUERY_COLUMNS = ["query_id", "pipeline", "state", "desired", "version", "sink", "sources",
-                 "last_batch", "rows_per_sec", "state_rows", "state_bytes", "late_rows",
-                 "bad_records", "error"]
+QUERY_COLUMNS = [
+    "query_id",
+    "pipeline",
+    "state",
+    "desired",
+    "version",
+    "sink",
+    "sources",
+    "last_batch",
+    "rows_per_sec",
+    "state_rows",
+    "state_bytes",
+    "late_rows",
+    "bad_records",
+    "error",
+]
 
 
 def shown_state(query: QueryInfo, lease: dict[str, Any] | None, now: float | None = None) -> str:
@@ -32,18 +46,24 @@ def query_rows(catalog: Catalog, queries: list[QueryInfo], conn: Connection | No
     rows = []
     for q in queries:
         p = catalog.progress(q.id, conn)
-        rows.append({
-            "query_id": q.id, "pipeline": q.pipeline, "state": shown_state(q, leases.get(q.id)),
-            "desired": q.desired_state, "version": q.version, "sink": q.sink,
-            "sources": ",".join(q.sources),
-            "last_batch": p.batch_id if p else None,
-            "rows_per_sec": round(p.rows_per_second, 1) if p else None,
-            "state_rows": p.state_rows if p else None,
-            "state_bytes": p.state_bytes if p else None,
-            "late_rows": p.late_rows if p else None,
-            "bad_records": sum(bad.get(q.id, {}).values()),
-            "error": q.error,
-        })
+        rows.append(
+            {
+                "query_id": q.id,
+                "pipeline": q.pipeline,
+                "state": shown_state(q, leases.get(q.id)),
+                "desired": q.desired_state,
+                "version": q.version,
+                "sink": q.sink,
+                "sources": ",".join(q.sources),
+                "last_batch": p.batch_id if p else None,
+                "rows_per_sec": round(p.rows_per_second, 1) if p else None,
+                "state_rows": p.state_rows if p else None,
+                "state_bytes": p.state_bytes if p else None,
+                "late_rows": p.late_rows if p else None,
+                "bad_records": sum(bad.get(q.id, {}).values()),
+                "error": q.error,
+            }
+        )
     return rows
 
 
@@ -56,7 +76,7 @@ def show(catalog: Catalog, conn: Connection, snapshot: Snapshot, stmt: st.Show) 
     kind = stmt.what[:-1]
     sources = [s for s in sorted(snapshot.sources.values(), key=lambda s: s.name) if s.kind == kind]
     columns = ["name", "format", "written_by", "path"] if stmt.extended else ["name", "format", "written_by"]
-    rows = [[s.name, s.format, s.writer_query, s.path][:len(columns)] for s in sources]
+    rows = [[s.name, s.format, s.writer_query, s.path][: len(columns)] for s in sources]
     return Result(stmt.text, columns=columns, rows=rows)
 
 
@@ -64,19 +84,30 @@ def describe(catalog: Catalog, conn: Connection, snapshot: Snapshot, stmt: st.De
     src = snapshot.sources[stmt.name]
     readers = [q.id for q in snapshot.queries.values() if src.name in q.sources]
     writers = [q.id for q in snapshot.queries.values() if q.sink == src.name]
-    lines = [f"Name: {src.name}", f"Type: {src.kind}", f"Format: {src.format}", f"Path: {src.path}",
-             f"Written by: {', '.join(writers) or '(declared; INSERT VALUES)'}",
-             f"Read by: {', '.join(readers) or '-'}"]
+    lines = [
+        f"Name: {src.name}",
+        f"Type: {src.kind}",
+        f"Format: {src.format}",
+        f"Path: {src.path}",
+        f"Written by: {', '.join(writers) or '(declared; INSERT VALUES)'}",
+        f"Read by: {', '.join(readers) or '-'}",
+    ]
     if stmt.extended:
         for writer in writers:
             lines += [f"{label} of {writer}: {text}" for label, text in version_history(catalog, writer, conn)]
             lines += [f"Bad record of {writer}: {text}" for text in bad_record_lines(catalog, writer, conn)]
         for row in query_rows(catalog, [snapshot.queries[i] for i in writers + readers], conn):
-            lines.append(f"Query {row['query_id']}: {row['state']} (desired {row['desired']}), "
-                         f"last batch {row['last_batch']}, {row['rows_per_sec']} rows/s"
-                         + (f", error: {row['error']}" if row["error"] else ""))
-    return Result(stmt.text, message="\n".join(lines), columns=["column", "type", "key"],
-                  rows=[[c.name, c.type, "KEY" if c.key else ""] for c in src.columns])
+            lines.append(
+                f"Query {row['query_id']}: {row['state']} (desired {row['desired']}), "
+                f"last batch {row['last_batch']}, {row['rows_per_sec']} rows/s"
+                + (f", error: {row['error']}" if row["error"] else "")
+            )
+    return Result(
+        stmt.text,
+        message="\n".join(lines),
+        columns=["column", "type", "key"],
+        rows=[[c.name, c.type, "KEY" if c.key else ""] for c in src.columns],
+    )
 
 
 def explain(catalog: Catalog, conn: Connection, snapshot: Snapshot, stmt: st.Explain) -> Result:
@@ -84,20 +115,33 @@ def explain(catalog: Catalog, conn: Connection, snapshot: Snapshot, stmt: st.Exp
     row = query_rows(catalog, [q], conn)[0]
     p = catalog.progress(q.id, conn)
     fields = [
-        ("query_id", q.id), ("kind", q.kind), ("pipeline", q.pipeline), ("version", q.version),
-        ("state", row["state"]), ("desired", q.desired_state), ("sink", q.sink),
+        ("query_id", q.id),
+        ("kind", q.kind),
+        ("pipeline", q.pipeline),
+        ("version", q.version),
+        ("state", row["state"]),
+        ("desired", q.desired_state),
+        ("sink", q.sink),
         ("sink_path", snapshot.sources[q.sink].path if q.sink in snapshot.sources else None),
-        ("sources", ", ".join(q.sources)), ("checkpoint", q.checkpoint), ("sql", q.sql),
-        ("spark_select", q.select_sql), ("last_batch", p.batch_id if p else None),
+        ("sources", ", ".join(q.sources)),
+        ("checkpoint", q.checkpoint),
+        ("sql", q.sql),
+        ("spark_select", q.select_sql),
+        ("last_batch", p.batch_id if p else None),
         ("last_batch_at", time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(p.last_batch_at)) if p else None),
-        ("rows_per_sec", row["rows_per_sec"]), ("late_rows", row["late_rows"]),
+        ("rows_per_sec", row["rows_per_sec"]),
+        ("late_rows", row["late_rows"]),
         ("output_mode", q.plan.output_mode),
         ("watermarks", q.plan.watermarks),
-        ("watermark_now", _utc(planned_watermark_ms(q.checkpoint))
-         if q.plan.watermarks else None),
-        *[(f"state[{n}]", f"{op['operator']}: {op['rows']} rows, {op['memory_bytes']} bytes, "
-                          f"{op['dropped_by_watermark']} late rows dropped")
-          for n, op in enumerate(p.state_operators if p else [])],
+        ("watermark_now", _utc(planned_watermark_ms(q.checkpoint)) if q.plan.watermarks else None),
+        *[
+            (
+                f"state[{n}]",
+                f"{op['operator']}: {op['rows']} rows, {op['memory_bytes']} bytes, "
+                f"{op['dropped_by_watermark']} late rows dropped",
+            )
+            for n, op in enumerate(p.state_operators if p else [])
+        ],
         ("error", q.error),
         ("on_error", q.settings.get("on_error") or "(the pipeline's default)"),
         *version_history(catalog, q.id, conn),
@@ -116,9 +160,11 @@ def describe_query(catalog: Catalog, conn: Connection, snapshot: Snapshot, stmt:
 
 def bad_record_lines(catalog: Catalog, query_id: str, conn: Connection | None = None) -> list[str]:
     """One line per bad record of the query: status, batch, position, error and raw text."""
-    return [f"{r.status} (batch {r.batch_id}) at {r.position}: {r.error}; raw: {r.raw[:200]}"
-            + (f"; {r.status.lower()} by {r.handled_by}" if r.handled_by else "")
-            for r in catalog.bad_records(query_id, conn=conn)]
+    return [
+        f"{r.status} (batch {r.batch_id}) at {r.position}: {r.error}; raw: {r.raw[:200]}"
+        + (f"; {r.status.lower()} by {r.handled_by}" if r.handled_by else "")
+        for r in catalog.bad_records(query_id, conn=conn)
+    ]
 
 
 def version_history(catalog: Catalog, query_id: str, conn: Connection | None = None) -> list[tuple[str, str]]:
@@ -126,10 +172,15 @@ def version_history(catalog: Catalog, query_id: str, conn: Connection | None = N
     rows = []
     for v in catalog.versions(query_id, conn):
         when = lambda t: time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t else "-"
-        rows.append((f"version {v['version']}",
-                     f"{v['outcome'] or 'PENDING'}; verdict {v['verdict'] or '(created)'}; "
-                     f"started {when(v['started_at'])}; ended {when(v['ended_at'])}"
-                     + (f"; error: {v['error']}" if v["error"] else "") + f"; sql: {v['sql']}"))
+        rows.append(
+            (
+                f"version {v['version']}",
+                f"{v['outcome'] or 'PENDING'}; verdict {v['verdict'] or '(created)'}; "
+                f"started {when(v['started_at'])}; ended {when(v['ended_at'])}"
+                + (f"; error: {v['error']}" if v["error"] else "")
+                + f"; sql: {v['sql']}",
+            )
+        )
     return rows
 
 

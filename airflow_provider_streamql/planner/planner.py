@@ -8,6 +8,7 @@ The planner is its statement families put together (:mod:`.sources`, :mod:`.quer
 :mod:`.control`, :mod:`.reads`, all on :mod:`.base`); :attr:`Planner.HANDLERS` says which
 handler plans which statement class.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -41,8 +42,10 @@ class Planner(SourceStatements, PersistentQueries, ControlStatements, Reads):
     def plan(self, stmt: st.Statement) -> Step:
         handler = self.HANDLERS.get(type(stmt))
         if handler is None:
-            raise TypeError(f"the planner has no handler for {type(stmt).__name__} statements "
-                            f"(it plans {', '.join(t.__name__ for t in self.HANDLERS)})")
+            raise TypeError(
+                f"the planner has no handler for {type(stmt).__name__} statements "
+                f"(it plans {', '.join(t.__name__ for t in self.HANDLERS)})"
+            )
         step = handler(self, stmt)
         step.log = stmt.writes and step.result.action != "unchanged"
         return step

@@ -3,6 +3,7 @@
 ``INSERT INTO ... SELECT``; ``_query`` builds a query's catalog record and streaming plan,
 ``_sink`` the output it writes.
 """
+
 from __future__ import annotations
 
 import time
@@ -48,10 +49,18 @@ class PersistentQueries(PlannerBase):
         def write(conn: Connection) -> None:
             self.catalog.insert_source(conn, sink)
             self.catalog.insert_query(conn, query, sink)
-        return Step(Result(stmt.text, f"Created query {query_id} writing {sink.kind.lower()} "
-                           f"{sink.name}", query_id=query_id, waits=[(query_id, "RUNNING")],
-                           version=1, action="created"),
-                    write=write)
+
+        return Step(
+            Result(
+                stmt.text,
+                f"Created query {query_id} writing {sink.kind.lower()} {sink.name}",
+                query_id=query_id,
+                waits=[(query_id, "RUNNING")],
+                version=1,
+                action="created",
+            ),
+            write=write,
+        )
 
     def check_replace(self, stmt: st.CreateAsSelect) -> Replacement:
         """Validate ``CREATE OR REPLACE`` of an existing query's sink against the query's last
@@ -60,51 +69,79 @@ class PersistentQueries(PlannerBase):
         if old_sink is None:
             raise self._unknown(stmt.name, stmt)
         if old_sink.writer_query is None:
-            raise self._error(f"{stmt.name} is a declared {old_sink.kind.lower()}, not the output of "
-                              f"a query; replace it with CREATE OR REPLACE {old_sink.kind} "
-                              f"{stmt.name} (columns ...)", stmt)
+            raise self._error(
+                f"{stmt.name} is a declared {old_sink.kind.lower()}, not the output of "
+                f"a query; replace it with CREATE OR REPLACE {old_sink.kind} "
+                f"{stmt.name} (columns ...)",
+                stmt,
+            )
         current = self.snapshot.queries[old_sink.writer_query]
         analysis = self._analyze_as_select(stmt)
         sink = self._sink(stmt, analysis, current.id, replacing=old_sink)
         version = max(self.catalog.next_version(self.conn, current.id), current.version + 1)
-        new = self._query(current.id, current.seq, QUERY_PREFIX[stmt.kind], sink, analysis, stmt,
-                          version=version, register=False)
+        new = self._query(
+            current.id, current.seq, QUERY_PREFIX[stmt.kind], sink, analysis, stmt, version=version, register=False
+        )
         if "on_error" not in stmt.properties and "on_error" in current.settings:
             new.settings["on_error"] = current.settings["on_error"]
         # a paused query stays paused (RESUME it when ready); a terminated one restarts
         new.desired_state = "PAUSED" if current.desired_state == "PAUSED" else "RUNNING"
-        readers = sorted(q.id for q in self.snapshot.queries.values()
-                         if sink.name in q.sources and q.desired_state != "TERMINATED")
-        report = validate_upgrade(current.id, current.shape, new.shape,
-                                  downstream=readers)
-        writers = [q.id for q in self.snapshot.queries.values() if q.sink == sink.name
-                   and q.id != current.id and q.desired_state != "TERMINATED"]
+        readers = sorted(
+            q.id for q in self.snapshot.queries.values() if sink.name in q.sources and q.desired_state != "TERMINATED"
+        )
+        report = validate_upgrade(current.id, current.shape, new.shape, downstream=readers)
+        writers = [
+            q.id
+            for q in self.snapshot.queries.values()
+            if q.sink == sink.name and q.id != current.id and q.desired_state != "TERMINATED"
+        ]
         if writers:
-            report.add(Finding(
-                "MULTIPLE_WRITERS", "INSERT INTO", "unsupported", "REJECTED",
-                f"{sink.name} is also written by {', '.join(writers)}; replacing one writer of a "
-                f"shared output is not supported"))
+            report.add(
+                Finding(
+                    "MULTIPLE_WRITERS",
+                    "INSERT INTO",
+                    "unsupported",
+                    "REJECTED",
+                    f"{sink.name} is also written by {', '.join(writers)}; replacing one writer of a "
+                    f"shared output is not supported",
+                )
+            )
         return current, report, new, sink
 
     def _replace(self, stmt: st.CreateAsSelect, checked: Replacement) -> Step:
         """Apply a replacement ``check_replace`` validated, if it can be done in place."""
         current, report, new, sink = checked
         if report.verdict != "IN_PLACE":
-            reasons = "; ".join(f"{f.code}: {f.message}" for f in report.findings
-                                if f.verdict == report.verdict)
+            reasons = "; ".join(f"{f.code}: {f.message}" for f in report.findings if f.verdict == report.verdict)
             error = ValidationError if report.verdict == "REJECTED" else StateError
-            hint = "" if report.verdict == "REJECTED" else (
-                " — this needs a new checkpoint: use Engine.replace(sql, start_from='earliest'), "
-                "or TERMINATE, DROP and create it again")
-            raise error(f"CREATE OR REPLACE of {current.id} is {report.verdict}: {reasons}{hint}",
-                        line=stmt.line, col=stmt.col, text=stmt.text.strip()[:120])
+            hint = (
+                ""
+                if report.verdict == "REJECTED"
+                else (
+                    " — this needs a new checkpoint: use Engine.replace(sql, start_from='earliest'), "
+                    "or TERMINATE, DROP and create it again"
+                )
+            )
+            raise error(
+                f"CREATE OR REPLACE of {current.id} is {report.verdict}: {reasons}{hint}",
+                line=stmt.line,
+                col=stmt.col,
+                text=stmt.text.strip()[:120],
+            )
         self.snapshot.queries[new.id] = new
         self.snapshot.sources[sink.name] = sink
-        return Step(Result(stmt.text, f"Replaced {new.id} in place: version {new.version} "
-                           f"({', '.join(report.kinds)})", query_id=new.id,
-                           waits=[(new.id, new.desired_state)], report=report.to_dict(),
-                           version=new.version, action="replaced"),
-                    write=lambda conn: self.catalog.add_version(conn, new, sink, report.to_dict()))
+        return Step(
+            Result(
+                stmt.text,
+                f"Replaced {new.id} in place: version {new.version} ({', '.join(report.kinds)})",
+                query_id=new.id,
+                waits=[(new.id, new.desired_state)],
+                report=report.to_dict(),
+                version=new.version,
+                action="replaced",
+            ),
+            write=lambda conn: self.catalog.add_version(conn, new, sink, report.to_dict()),
+        )
 
     def _analyze_as_select(self, stmt: st.CreateAsSelect) -> SelectAnalysis:
         analysis = self._analyze(stmt, stmt.select)
@@ -114,8 +151,9 @@ class PersistentQueries(PlannerBase):
             raise self._error("CREATE TABLE ... AS SELECT needs a GROUP BY", stmt)
         return analysis
 
-    def _sink(self, stmt: st.CreateAsSelect, analysis: SelectAnalysis, query_id: str,
-              replacing: SourceInfo | None = None) -> SourceInfo:
+    def _sink(
+        self, stmt: st.CreateAsSelect, analysis: SelectAnalysis, query_id: str, replacing: SourceInfo | None = None
+    ) -> SourceInfo:
         """The output a query writes. A replacement keeps the old sink's WITH properties unless
         it restates them."""
         if replacing is not None:
@@ -124,8 +162,11 @@ class PersistentQueries(PlannerBase):
         stmt = replace(stmt, properties={k: v for k, v in stmt.properties.items() if k != "on_error"})
         sink = self._source(stmt, analysis.columns, writer=query_id, replacing=replacing)
         inherited = self.snapshot.sources[analysis.sources[0]].timestamp_column
-        if "timestamp" not in sink.properties and stmt.window is None and \
-                any(c.name == inherited and c.type == "TIMESTAMP" for c in sink.columns):
+        if (
+            "timestamp" not in sink.properties
+            and stmt.window is None
+            and any(c.name == inherited and c.type == "TIMESTAMP" for c in sink.columns)
+        ):
             sink.properties["timestamp"] = inherited  # the event time passes through unchanged
         return sink
 
@@ -140,43 +181,85 @@ class PersistentQueries(PlannerBase):
             raise self._error(f"the SELECT's columns {got} do not match {target.name}'s {want}", stmt)
         if self.skip_unchanged:
             for q in self.snapshot.queries.values():
-                if q.kind == "INSERT" and q.sink == target.name and q.desired_state != "TERMINATED" and \
-                        self._query(q.id, q.seq, "INSERT", target, analysis, stmt,
-                                    register=False).select_sql == q.select_sql:
+                if (
+                    q.kind == "INSERT"
+                    and q.sink == target.name
+                    and q.desired_state != "TERMINATED"
+                    and self._query(q.id, q.seq, "INSERT", target, analysis, stmt, register=False).select_sql
+                    == q.select_sql
+                ):
                     return self._unchanged(stmt, f"query {q.id}", q)
         seq = self.snapshot.next_seq
         query = self._query(f"INSERTQUERY_{seq}", seq, "INSERT", target, analysis, stmt)
-        return Step(Result(stmt.text, f"Created query {query.id} writing stream {target.name}",
-                           query_id=query.id, waits=[(query.id, "RUNNING")], version=1,
-                           action="created"),
-                    write=lambda conn: self.catalog.insert_query(conn, query, target))
+        return Step(
+            Result(
+                stmt.text,
+                f"Created query {query.id} writing stream {target.name}",
+                query_id=query.id,
+                waits=[(query.id, "RUNNING")],
+                version=1,
+                action="created",
+            ),
+            write=lambda conn: self.catalog.insert_query(conn, query, target),
+        )
 
-    def _query(self, query_id: str, seq: int, kind: str, sink: SourceInfo, analysis: SelectAnalysis,
-               stmt, *, version: int = 1, register: bool = True) -> QueryInfo:
+    def _query(
+        self,
+        query_id: str,
+        seq: int,
+        kind: str,
+        sink: SourceInfo,
+        analysis: SelectAnalysis,
+        stmt,
+        *,
+        version: int = 1,
+        register: bool = True,
+    ) -> QueryInfo:
         now = time.time()
         sources = self.snapshot.sources
         static = {n for n in analysis.sources if sources[n].kind == "TABLE"}
         plan = plan_streaming(
-            stmt.select, stmt, analysis, query_id, kind=kind,
+            stmt.select,
+            stmt,
+            analysis,
+            query_id,
+            kind=kind,
             timestamps={n: sources[n].timestamp_column for n in analysis.sources},
-            tables=static, schemas={n: sources[n].columns for n in analysis.sources})
-        writer = ("kafka sink" if sink.kafka_topic else "file sink") if kind == "CSAS" and not static \
-            else "batch files"
+            tables=static,
+            schemas={n: sources[n].columns for n in analysis.sources},
+        )
+        writer = ("kafka sink" if sink.kafka_topic else "file sink") if kind == "CSAS" and not static else "batch files"
         settings = dict(self.settings)
         policy = getattr(stmt, "properties", {}).get("on_error")
         if policy is not None:
             if str(policy).upper() not in ERROR_POLICIES:
                 raise self._error(f"on_error must be one of {', '.join(ERROR_POLICIES)}, not {policy!r}", stmt)
             settings["on_error"] = str(policy).upper()
-        shape = {**analysis.shape, "kind": kind,
-                 "sink": {"path": sink.path, "format": sink.format, "writer": writer},
-                 "streams": [n for n in analysis.sources if n not in static]}
+        shape = {
+            **analysis.shape,
+            "kind": kind,
+            "sink": {"path": sink.path, "format": sink.format, "writer": writer},
+            "streams": [n for n in analysis.sources if n not in static],
+        }
         query = QueryInfo(
-            id=query_id, seq=seq, pipeline=self.pipeline, kind=kind, sink=sink.name,
-            sources=analysis.sources, sql=stmt.text.strip(), select_sql=plan.spark_sql,
-            settings=settings, plan=plan, shape=shape, version=version,
+            id=query_id,
+            seq=seq,
+            pipeline=self.pipeline,
+            kind=kind,
+            sink=sink.name,
+            sources=analysis.sources,
+            sql=stmt.text.strip(),
+            select_sql=plan.spark_sql,
+            settings=settings,
+            plan=plan,
+            shape=shape,
+            version=version,
             checkpoint=self.layout.checkpoint(query_id),
-            desired_state="RUNNING", observed_state="PENDING", created_at=now, updated_at=now)
+            desired_state="RUNNING",
+            observed_state="PENDING",
+            created_at=now,
+            updated_at=now,
+        )
         if register:
             self.snapshot.queries[query_id] = query
             self.snapshot.next_seq += 1
@@ -187,5 +270,9 @@ def _same_query(current: QueryInfo, old_sink: SourceInfo, new: QueryInfo, sink: 
     """The new definition runs exactly what ``current`` runs, with the same settings, and
     writes the same output. The shape is not compared: it is what the validator derives from
     these, and a trait added to it in a later release must not make every query look changed."""
-    return (new.plan, new.settings, column_tuples(sink.columns), sink.properties) == \
-        (current.plan, current.settings, column_tuples(old_sink.columns), old_sink.properties)
+    return (new.plan, new.settings, column_tuples(sink.columns), sink.properties) == (
+        current.plan,
+        current.settings,
+        column_tuples(old_sink.columns),
+        old_sink.properties,
+    )

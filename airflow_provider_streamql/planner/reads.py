@@ -3,6 +3,7 @@ query: ``INSERT INTO s VALUES (...)``, pull queries (``SELECT ... FROM x``, run 
 :mod:`..storage.pull`), and ``SHOW``, ``DESCRIBE`` and ``EXPLAIN`` (tables built by
 :mod:`.introspection`).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -21,26 +22,32 @@ class Reads(PlannerBase):
         if src is None:
             raise self._unknown(stmt.target, stmt)
         if src.writer_query:
-            raise self._error(f"{src.name} is written by query {src.writer_query}; INSERT VALUES "
-                              f"appends only to declared streams and tables", stmt)
+            raise self._error(
+                f"{src.name} is written by query {src.writer_query}; INSERT VALUES "
+                f"appends only to declared streams and tables",
+                stmt,
+            )
         if src.kafka_topic:
-            raise self._error(f"{src.name} is the Kafka topic {src.kafka_topic!r}: "
-                              f"produce to it with a Kafka producer", stmt)
+            raise self._error(
+                f"{src.name} is the Kafka topic {src.kafka_topic!r}: produce to it with a Kafka producer", stmt
+            )
         by_lower = {c.name.lower(): c for c in src.columns}
         names = stmt.columns or [c.name for c in src.columns]
         if len(names) != len(stmt.values):
-            raise self._error(f"{src.name} has {len(names)} columns but {len(stmt.values)} "
-                              f"values were given", stmt)
+            raise self._error(f"{src.name} has {len(names)} columns but {len(stmt.values)} values were given", stmt)
         record: dict[str, Any] = {c.name: None for c in src.columns}
         for name, value in zip(names, stmt.values, strict=True):
             column = by_lower.get(name.lower())
             if column is None:
-                raise self._error(f"{src.name} has no column {name!r} (columns: "
-                                  f"{', '.join(by_lower[k].name for k in by_lower)})", stmt)
+                raise self._error(
+                    f"{src.name} has no column {name!r} (columns: {', '.join(by_lower[k].name for k in by_lower)})",
+                    stmt,
+                )
             try:
                 # Spark's reader applies the source's timestampFormat to its TIMESTAMP columns
                 record[column.name] = topics.coerce(
-                    value, column, timestamp_format=src.properties.get("timestamp_format"))
+                    value, column, timestamp_format=src.properties.get("timestamp_format")
+                )
             except ValidationError as e:
                 raise self._error(e.message, stmt) from None
         for key in src.key_columns if src.kind == "TABLE" else []:
@@ -50,6 +57,7 @@ class Reads(PlannerBase):
         def files() -> Callable[[], None]:
             written = topics.append(src.path, src.format, src.columns, [record])
             return lambda: remove_files([written])
+
         return Step(Result(stmt.text, f"Inserted 1 record into {src.name}"), files=files)
 
     def _pull_query(self, stmt: st.PullQuery) -> Step:
@@ -57,8 +65,9 @@ class Reads(PlannerBase):
         sources = {name: self.snapshot.sources[name] for name in analysis.sources}
         on_kafka = [f"{s.name} (Kafka topic {s.kafka_topic!r})" for s in sources.values() if s.kafka_topic]
         if on_kafka:
-            raise self._error(f"pull queries read file topics; {', '.join(on_kafka)} is read by "
-                              f"persistent queries only", stmt)
+            raise self._error(
+                f"pull queries read file topics; {', '.join(on_kafka)} is read by persistent queries only", stmt
+            )
 
         result = Result(stmt.text)
 
@@ -66,15 +75,19 @@ class Reads(PlannerBase):
             # inside the transaction, after the script's own records are written: a pull
             # query that fails fails the script, and nothing of it is applied
             from ..storage.pull import run_pull_query
+
             result.columns, result.rows = run_pull_query(stmt.select, sources, analysis)
+
         return Step(result, files=read)
 
     def _show(self, stmt: st.Show) -> Step:
         from .introspection import show
+
         return Step(show(self.catalog, self.conn, self.snapshot, stmt))
 
     def _describe(self, stmt: st.Describe) -> Step:
         from .introspection import describe, describe_query
+
         if stmt.name not in self.snapshot.sources and stmt.name in self.snapshot.queries:
             return Step(describe_query(self.catalog, self.conn, self.snapshot, stmt))
         if stmt.name not in self.snapshot.sources:
@@ -83,6 +96,7 @@ class Reads(PlannerBase):
 
     def _explain(self, stmt: st.Explain) -> Step:
         from .introspection import explain
+
         if stmt.query_id not in self.snapshot.queries:
             raise NotFoundError(f"no query {stmt.query_id!r}", line=stmt.line, col=stmt.col, text=stmt.text)
         return Step(explain(self.catalog, self.conn, self.snapshot, stmt))

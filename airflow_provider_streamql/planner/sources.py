@@ -3,6 +3,7 @@
 (:data:`WIDENINGS`); every query reading a widened source gets a new version, validated as a
 ``CREATE OR REPLACE`` of that query (hence built on :class:`.queries.PersistentQueries`).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -46,10 +47,11 @@ class SourceStatements(PersistentQueries):
             raise self._error(f"table {stmt.name} needs a PRIMARY KEY column", stmt)
         src = self._source(stmt, stmt.columns, writer=None)
         self.snapshot.sources[src.name] = src
-        return Step(Result(stmt.text, f"Created {stmt.kind.lower()} {src.name} at {src.path}",
-                           action="created"),
-                    write=lambda conn: self.catalog.insert_source(conn, src),
-                    files=None if src.kafka_topic else lambda: make_folder(src.path))
+        return Step(
+            Result(stmt.text, f"Created {stmt.kind.lower()} {src.name} at {src.path}", action="created"),
+            write=lambda conn: self.catalog.insert_source(conn, src),
+            files=None if src.kafka_topic else lambda: make_folder(src.path),
+        )
 
     def _replace_source(self, stmt: st.CreateSource) -> Step:
         """``CREATE OR REPLACE STREAM s (...)`` of a declared source: columns may be appended
@@ -64,16 +66,23 @@ class SourceStatements(PersistentQueries):
             if same and was.type != now.type and now.type.upper() in WIDENINGS.get(was.type.upper(), ()):
                 widened.append((was, now))
             elif not same or was.type != now.type:
-                raise self._error(f"CREATE OR REPLACE {stmt.kind} {stmt.name} may only append columns "
-                                  f"to ({', '.join(f'{c.name} {c.type}' for c in old.columns)}) and widen "
-                                  f"their types ({_widenings()}); {now.name} {now.type} does not fit", stmt)
+                raise self._error(
+                    f"CREATE OR REPLACE {stmt.kind} {stmt.name} may only append columns "
+                    f"to ({', '.join(f'{c.name} {c.type}' for c in old.columns)}) and widen "
+                    f"their types ({_widenings()}); {now.name} {now.type} does not fit",
+                    stmt,
+                )
         if len(stmt.columns) < len(old.columns):
-            raise self._error(f"CREATE OR REPLACE {stmt.kind} {stmt.name} cannot remove columns "
-                              f"({', '.join(c.name for c in old.columns[len(stmt.columns):])})", stmt)
+            raise self._error(
+                f"CREATE OR REPLACE {stmt.kind} {stmt.name} cannot remove columns "
+                f"({', '.join(c.name for c in old.columns[len(stmt.columns) :])})",
+                stmt,
+            )
         if stmt.properties and {**old.properties, **stmt.properties} != old.properties:
-            raise self._error(f"CREATE OR REPLACE {stmt.kind} {stmt.name} cannot change its WITH "
-                              f"properties {old.properties}", stmt)
-        added = stmt.columns[len(old.columns):]
+            raise self._error(
+                f"CREATE OR REPLACE {stmt.kind} {stmt.name} cannot change its WITH properties {old.properties}", stmt
+            )
+        added = stmt.columns[len(old.columns) :]
         if any(c.key for c in added):
             raise self._error("key columns cannot be added", stmt)
         new = replace(old, columns=list(stmt.columns))
@@ -81,29 +90,44 @@ class SourceStatements(PersistentQueries):
         versions = [self._reread(reader, stmt, widened) for reader in self._readers(old.name)] if widened else []
         message = f"Replaced {stmt.kind.lower()} {old.name}: {len(added)} column(s) appended" + (
             f", {', '.join(f'{w.name} widened to {n.type}' for w, n in widened)}; new versions of "
-            f"{', '.join(f'{q.id} (v{q.version})' for q, _s, _r in versions) or 'no query'}" if widened else "")
+            f"{', '.join(f'{q.id} (v{q.version})' for q, _s, _r in versions) or 'no query'}"
+            if widened
+            else ""
+        )
 
         def write(conn: Connection) -> None:
             self.catalog.update_source(conn, new)
             for query, sink, report in versions:
                 self.catalog.add_version(conn, query, sink, report.to_dict())
-        return Step(Result(stmt.text, message, action="replaced",
-                           waits=[(q.id, q.desired_state) for q, _s, _r in versions]), write=write)
+
+        return Step(
+            Result(stmt.text, message, action="replaced", waits=[(q.id, q.desired_state) for q, _s, _r in versions]),
+            write=write,
+        )
 
     def _reread(self, reader: QueryInfo, stmt: st.CreateSource, widened) -> tuple[QueryInfo, SourceInfo, Report]:
         """A new version of ``reader`` over the widened source, or the reason it cannot be."""
         what = ", ".join(f"{stmt.name}.{w.name} {w.type} -> {n.type}" for w, n in widened)
         definition = parse_one(reader.sql)
         if not isinstance(definition, st.CreateAsSelect):
-            raise self._error(f"cannot widen {what}: {reader.id} is an INSERT INTO query; "
-                              f"TERMINATE it first", stmt)
+            raise self._error(f"cannot widen {what}: {reader.id} is an INSERT INTO query; TERMINATE it first", stmt)
         _current, report, new, sink = self.check_replace(definition)
         if report.verdict != "IN_PLACE":
             reasons = "; ".join(f"{f.code}: {f.message}" for f in report.findings if f.verdict != "IN_PLACE")
-            raise self._error(f"cannot widen {what}: {reader.id} reads it and cannot take the change "
-                              f"in place ({report.verdict}: {reasons})", stmt)
-        report.add(Finding("SOURCE_COLUMN_WIDENED", "FROM", "schema evolution", "IN_PLACE",
-                           f"{what}: records are read with the wider type"))
+            raise self._error(
+                f"cannot widen {what}: {reader.id} reads it and cannot take the change "
+                f"in place ({report.verdict}: {reasons})",
+                stmt,
+            )
+        report.add(
+            Finding(
+                "SOURCE_COLUMN_WIDENED",
+                "FROM",
+                "schema evolution",
+                "IN_PLACE",
+                f"{what}: records are read with the wider type",
+            )
+        )
         self.snapshot.queries[new.id] = new
         self.snapshot.sources[sink.name] = sink
         return new, sink, report
@@ -115,39 +139,62 @@ class SourceStatements(PersistentQueries):
         existing = {c.name.lower() for c in src.columns}
         for c in stmt.add_columns:
             if c.name.lower() in existing or c.key:
-                raise self._error(f"cannot add column {c.name!r}: "
-                                  + ("it exists" if c.name.lower() in existing else "keys cannot be added"), stmt)
+                raise self._error(
+                    f"cannot add column {c.name!r}: "
+                    + ("it exists" if c.name.lower() in existing else "keys cannot be added"),
+                    stmt,
+                )
             existing.add(c.name.lower())
         new = replace(src, columns=src.columns + list(stmt.add_columns))
         self.snapshot.sources[src.name] = new
-        return Step(Result(stmt.text, f"Added {len(stmt.add_columns)} column(s) to {src.name}",
-                           action="altered"),
-                    write=lambda conn: self.catalog.update_source(conn, new))
+        return Step(
+            Result(stmt.text, f"Added {len(stmt.add_columns)} column(s) to {src.name}", action="altered"),
+            write=lambda conn: self.catalog.update_source(conn, new),
+        )
 
     def _drop_source(self, stmt: st.DropSource) -> Step:
         src = self.snapshot.sources.get(stmt.name)
         if src is None:
             if stmt.if_exists:
                 return Step(Result(stmt.text, f"{stmt.name} does not exist; nothing dropped"))
-            raise NotFoundError(f"{stmt.kind.lower()} {stmt.name!r} does not exist",
-                                line=stmt.line, col=stmt.col, text=stmt.text)
+            raise NotFoundError(
+                f"{stmt.kind.lower()} {stmt.name!r} does not exist", line=stmt.line, col=stmt.col, text=stmt.text
+            )
         if src.kind != stmt.kind:
             raise self._error(f"{stmt.name} is a {src.kind}, not a {stmt.kind}", stmt)
-        users = [q.id for q in self.snapshot.queries.values() if q.desired_state != "TERMINATED"
-                 and (q.sink == src.name or src.name in q.sources)]
+        users = [
+            q.id
+            for q in self.snapshot.queries.values()
+            if q.desired_state != "TERMINATED" and (q.sink == src.name or src.name in q.sources)
+        ]
         if users:
-            raise StateError(f"cannot drop {src.name}: queries {', '.join(users)} use it; "
-                             f"TERMINATE them first", line=stmt.line, col=stmt.col, text=stmt.text)
+            raise StateError(
+                f"cannot drop {src.name}: queries {', '.join(users)} use it; TERMINATE them first",
+                line=stmt.line,
+                col=stmt.col,
+                text=stmt.text,
+            )
         if stmt.delete_topic and src.kafka_topic:
-            raise self._error(f"DELETE TOPIC deletes file topics; streamql does not delete the "
-                              f"Kafka topic {src.kafka_topic!r} (drop without it)", stmt)
+            raise self._error(
+                f"DELETE TOPIC deletes file topics; streamql does not delete the "
+                f"Kafka topic {src.kafka_topic!r} (drop without it)",
+                stmt,
+            )
         if stmt.delete_topic and not self.layout.may_delete(src.path):
-            raise self._error(f"DELETE TOPIC deletes only topics under {self.layout.topics!r} or an "
-                              f"allowed root; {src.path!r} is outside them (drop without DELETE TOPIC)", stmt)
+            raise self._error(
+                f"DELETE TOPIC deletes only topics under {self.layout.topics!r} or an "
+                f"allowed root; {src.path!r} is outside them (drop without DELETE TOPIC)",
+                stmt,
+            )
         del self.snapshot.sources[src.name]
         # with its data go the checkpoints and snapshots of the (terminated) queries that wrote it
-        folders = [src.path] + [path for q in self.snapshot.queries.values() if q.sink == src.name
-                                for path in query_folders(q.checkpoint) if self.layout.may_delete(path)]
+        folders = [src.path] + [
+            path
+            for q in self.snapshot.queries.values()
+            if q.sink == src.name
+            for path in query_folders(q.checkpoint)
+            if self.layout.may_delete(path)
+        ]
         moved: list[MovedAside] = []
 
         def move_aside() -> Callable[[], None]:
@@ -159,11 +206,17 @@ class SourceStatements(PersistentQueries):
         def purge(_result: Result) -> None:
             for m in moved:
                 m.purge()
-        return Step(Result(stmt.text, f"Dropped {src.kind.lower()} {src.name}"
-                           + (" and deleted its data and checkpoints" if stmt.delete_topic else "")),
-                    write=lambda conn: self.catalog.delete_source(conn, src.name),
-                    files=move_aside if stmt.delete_topic else None,
-                    after_commit=purge if stmt.delete_topic else None)
+
+        return Step(
+            Result(
+                stmt.text,
+                f"Dropped {src.kind.lower()} {src.name}"
+                + (" and deleted its data and checkpoints" if stmt.delete_topic else ""),
+            ),
+            write=lambda conn: self.catalog.delete_source(conn, src.name),
+            files=move_aside if stmt.delete_topic else None,
+            after_commit=purge if stmt.delete_topic else None,
+        )
 
     def _same_source(self, existing: SourceInfo, stmt: st.CreateSource) -> bool:
         """``stmt`` declares ``existing``: same kind and properties, and its columns are the
@@ -174,9 +227,12 @@ class SourceStatements(PersistentQueries):
         declared = self._source(stmt, stmt.columns, writer=None, replacing=existing)
         columns = column_tuples(existing.columns)
         other = lambda props: {k: v for k, v in props.items() if k != "value_format"}
-        return (column_tuples(declared.columns), other(declared.properties), declared.path,
-                declared.format) == (columns[:len(declared.columns)], other(existing.properties),
-                                     existing.path, existing.format)
+        return (column_tuples(declared.columns), other(declared.properties), declared.path, declared.format) == (
+            columns[: len(declared.columns)],
+            other(existing.properties),
+            existing.path,
+            existing.format,
+        )
 
 
 def _widenings() -> str:

@@ -17,6 +17,7 @@ Clicks change desired state through the engine as statement objects (never SQL t
 are logged as ``airflow-ui:<user>``. Nothing on the page, in a response or in an error
 reveals the catalog URL or its password.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -53,12 +54,14 @@ _engines_lock = threading.Lock()
 def conn_id() -> str:
     """The streamql connection the page uses: ``[streamql] conn_id``, default streamql_default."""
     from airflow.configuration import conf
+
     return conf.get("streamql", "conn_id", fallback=StreamQLHook.default_conn_name)
 
 
 def engine() -> Engine:
     """One engine per connection setting, shared by the server's requests."""
     from airflow.models.connection import Connection
+
     try:
         conn = Connection.get_connection_from_secrets(conn_id())
         settings = StreamQLHook.settings(conn)
@@ -78,6 +81,7 @@ def engine() -> Engine:
 def _csrf_secret() -> bytes:
     # the API server's JWT secret is shared by all its workers; else one per process
     from airflow.configuration import conf
+
     secret = conf.get("api_auth", "jwt_secret", fallback="") or ""
     return secret.encode() or secrets.token_bytes(32)
 
@@ -125,11 +129,16 @@ def requires_dag_access(method: str):
     """A dependency: the user may ``method`` (GET: read, PUT: edit) DAGs in general. The
     auth manager is asked with no details taken from the request, so no query string or
     path parameter can narrow the question to a DAG the user happens to have rights on."""
+
     def check(user: GetUserDep) -> None:
         if not get_auth_manager().is_authorized_dag(method=method, user=user):
             what = "read" if method == "GET" else "edit"
-            raise HTTPException(403, f"{user.get_name()!r} may not {what} DAGs, so may not "
-                                     f"{'see' if method == 'GET' else 'change'} streaming queries")
+            raise HTTPException(
+                403,
+                f"{user.get_name()!r} may not {what} DAGs, so may not "
+                f"{'see' if method == 'GET' else 'change'} streaming queries",
+            )
+
     return check
 
 
@@ -151,6 +160,7 @@ def origin_allowed(origin: str, host: str | None) -> bool:
     of ``[api] base_url`` when it is set (behind a proxy the Host header is the proxy's
     upstream, not what the browser shows), else the request's ``Host``."""
     from airflow.configuration import conf
+
     expected = _origin(conf.get("api", "base_url", fallback="") or "")
     if expected is not None:
         return _origin(origin) == expected
@@ -170,8 +180,13 @@ def check_state_change(request: Request, user: GetUserDep) -> None:
 READ = [Depends(requires_dag_access("GET"))]
 EDIT = [Depends(requires_dag_access("PUT")), Depends(check_state_change)]
 
-app = FastAPI(title="StreamQL", description="Streaming queries: state, throughput, pause and resume",
-              docs_url=None, redoc_url=None, openapi_url=None)
+app = FastAPI(
+    title="StreamQL",
+    description="Streaming queries: state, throughput, pause and resume",
+    docs_url=None,
+    redoc_url=None,
+    openapi_url=None,
+)
 
 
 @app.exception_handler(HTTPException)
@@ -181,9 +196,12 @@ async def _errors(request: Request, exc: HTTPException):
     if exc.status_code == 401 and request.method == "GET" and "text/html" in request.headers.get("accept", ""):
         back = str(request.url.path) + (f"?{request.url.query}" if request.url.query else "")
         login = html.escape(get_auth_manager().get_url_login(next_url=back), quote=True)
-        return HTMLResponse(f'<!doctype html><meta http-equiv="refresh" content="0; url={login}">'
-                            f'<p>Sign in to Airflow to see the streaming queries: <a href="{login}">'
-                            f'log in</a></p>', status_code=401)
+        return HTMLResponse(
+            f'<!doctype html><meta http-equiv="refresh" content="0; url={login}">'
+            f'<p>Sign in to Airflow to see the streaming queries: <a href="{login}">'
+            f"log in</a></p>",
+            status_code=401,
+        )
     return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
 
 
@@ -207,8 +225,12 @@ def list_queries(request: Request, user: GetUserDep) -> dict[str, Any]:
     """Every query; for an editor also a fresh CSRF token (the page polls this, so its
     token never gets old)."""
     editable = can_edit(user)
-    return {"queries": _call(query_list, engine()), "user": user.get_name(), "can_edit": editable,
-            "csrf_token": csrf_token(user.get_name(), auth_token(request)) if editable else None}
+    return {
+        "queries": _call(query_list, engine()),
+        "user": user.get_name(),
+        "can_edit": editable,
+        "csrf_token": csrf_token(user.get_name(), auth_token(request)) if editable else None,
+    }
 
 
 @app.get("/api/queries/{query_id}", dependencies=READ)
@@ -232,8 +254,10 @@ def change_all(action: str, user: GetUserDep) -> dict[str, Any]:
     e = engine()
     pipelines = sorted({q.pipeline for q in e.catalog.queries() if q.desired_state != "TERMINATED"})
     results = [_call(e.control, verb, None, pipeline=p, issuer=_issuer(user)) for p in pipelines]
-    return {"message": "; ".join(r.message for r in results) or "no queries",
-            "waits": [w for r in results for w in r.waits]}
+    return {
+        "message": "; ".join(r.message for r in results) or "no queries",
+        "waits": [w for r in results for w in r.waits],
+    }
 
 
 def _verb(action: str) -> str:

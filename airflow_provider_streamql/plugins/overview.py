@@ -1,6 +1,7 @@
 """What the Streaming queries page shows: every query with its state, throughput over its
 last batches, lag and last error, and one query's versions and command history. Plain
 data, no secrets (no catalog URL, no paths outside the query's own)."""
+
 from __future__ import annotations
 
 import json
@@ -11,30 +12,32 @@ from sqlglot import exp
 from ..catalog import QueryInfo
 from ..conditions import unprocessed_files
 from ..errors import StreamQLError
-from ..planner.introspection import query_rows
 from ..language import parse
 from ..language.statements import QueryControl
+from ..planner.introspection import query_rows
 
 if TYPE_CHECKING:
     from ..engine import Engine
 
 
-def query_list(engine: "Engine") -> list[dict[str, Any]]:
+def query_list(engine: Engine) -> list[dict[str, Any]]:
     """One row per query of every pipeline, oldest first."""
     rows = []
     queries = engine.catalog.queries()
-    for row, query in zip(query_rows(engine.catalog, queries), queries):
+    for row, query in zip(query_rows(engine.catalog, queries), queries, strict=True):
         progress = engine.catalog.progress(query.id)
         history = engine.catalog.progress_history(query.id)
-        rows.append({
-            **{k: row[k] for k in ("query_id", "pipeline", "state", "desired", "version", "sink", "error")},
-            "rows_per_sec": row["rows_per_sec"],
-            "throughput": [round(h["rows_per_second"], 1) for h in history],
-            "last_batch": row["last_batch"],
-            "last_batch_at": progress.last_batch_at if progress else None,
-            "lag_files": unprocessed_files(engine, query) if query.desired_state != "TERMINATED" else None,
-            "actions": actions(query.desired_state),
-        })
+        rows.append(
+            {
+                **{k: row[k] for k in ("query_id", "pipeline", "state", "desired", "version", "sink", "error")},
+                "rows_per_sec": row["rows_per_sec"],
+                "throughput": [round(h["rows_per_second"], 1) for h in history],
+                "last_batch": row["last_batch"],
+                "last_batch_at": progress.last_batch_at if progress else None,
+                "lag_files": unprocessed_files(engine, query) if query.desired_state != "TERMINATED" else None,
+                "actions": actions(query.desired_state),
+            }
+        )
     return rows
 
 
@@ -43,7 +46,7 @@ def actions(desired: str) -> list[str]:
     return {"RUNNING": ["pause"], "PAUSED": ["resume"]}.get(desired, [])
 
 
-def query_details(engine: "Engine", query_id: str) -> dict[str, Any]:
+def query_details(engine: Engine, query_id: str) -> dict[str, Any]:
     """One query: its row, the SQL of each version with the validator's verdict and what
     became of it, the commands that named it (who, when) and the records it could not read."""
     query = engine.query(query_id)
@@ -51,19 +54,46 @@ def query_details(engine: "Engine", query_id: str) -> dict[str, Any]:
     versions = []
     for v in engine.catalog.versions(query.id):
         report = json.loads(v["report"]) if v["report"] else None
-        versions.append({
-            "version": v["version"], "sql": v["sql"], "verdict": v["verdict"],
-            "outcome": v["outcome"], "created_at": v["created_at"], "started_at": v["started_at"],
-            "ended_at": v["ended_at"], "error": v["error"],
-            "findings": [f"{f['code']}: {f['message']}" for f in report["findings"]] if report else []})
-    commands = [{"statement": c["statement"], "issuer": c["issuer"], "issued_at": c["issued_at"]}
-                for c in engine.catalog.commands()
-                if c["pipeline"] == query.pipeline and _concerns(c["statement"], query)]
-    bad = [{"status": r.status, "batch_id": r.batch_id, "source": r.source, "position": r.position,
-            "error": r.error, "raw": r.raw[:500], "recorded_at": r.recorded_at,
-            "handled_by": r.handled_by} for r in engine.catalog.bad_records(query.id)]
-    return {**row, "sources": query.sources, "sql": query.sql, "versions": versions,
-            "commands": commands, "bad_records": bad, "on_error": query.settings.get("on_error")}
+        versions.append(
+            {
+                "version": v["version"],
+                "sql": v["sql"],
+                "verdict": v["verdict"],
+                "outcome": v["outcome"],
+                "created_at": v["created_at"],
+                "started_at": v["started_at"],
+                "ended_at": v["ended_at"],
+                "error": v["error"],
+                "findings": [f"{f['code']}: {f['message']}" for f in report["findings"]] if report else [],
+            }
+        )
+    commands = [
+        {"statement": c["statement"], "issuer": c["issuer"], "issued_at": c["issued_at"]}
+        for c in engine.catalog.commands()
+        if c["pipeline"] == query.pipeline and _concerns(c["statement"], query)
+    ]
+    bad = [
+        {
+            "status": r.status,
+            "batch_id": r.batch_id,
+            "source": r.source,
+            "position": r.position,
+            "error": r.error,
+            "raw": r.raw[:500],
+            "recorded_at": r.recorded_at,
+            "handled_by": r.handled_by,
+        }
+        for r in engine.catalog.bad_records(query.id)
+    ]
+    return {
+        **row,
+        "sources": query.sources,
+        "sql": query.sql,
+        "versions": versions,
+        "commands": commands,
+        "bad_records": bad,
+        "on_error": query.settings.get("on_error"),
+    }
 
 
 def _concerns(logged: str, query: QueryInfo) -> bool:

@@ -1,5 +1,6 @@
 """The Airflow plugin (entry point ``airflow.plugins``): the Streaming queries page in the
 Airflow navigation, served by a FastAPI app the API server mounts at /streamql."""
+
 from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
@@ -15,5 +16,12 @@ class StreamQLPlugin(AirflowPlugin):
     fastapi_apps = [{"app": app, "url_prefix": "/streamql", "name": "StreamQL"}]
     # with url_route the UI shows the page inside Airflow (an iframe); the href is relative
     # so that an Airflow served under a sub-path works too
-    external_views = [{"name": "Streaming queries", "href": "streamql/", "url_route": "streamql",
-                       "destination": "nav", "nav_top_level": True}]
+    external_views = [
+        {
+            "name": "Streaming queries",
+            "href": "streamql/",
+            "url_route": "streamql",
+            "destination": "nav",
+            "nav_top_level": True,
+        }
+    ]

@@ -16,6 +16,7 @@ hash of the file and the record's text, computed by the same Spark expression wh
 needed. PARQUET sources are not checked record by record (a file Spark cannot read fails
 the query).
 """
+
 from __future__ import annotations
 
 import csv
@@ -25,8 +26,8 @@ import json
 import os
 import re
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
@@ -81,14 +82,19 @@ def guard(df: DataFrame, src: SourceInfo, query_id: str, policy: str, skipped: I
         return df.where(~_bad(src)).select(*_declared(src))
     if skipped:
         df = df.where(~(_bad(src) & left_out))
-    message = F.concat(F.lit(f"{MARKER} {query_id} cannot read a record of {src.name} in "),
-                       F.col(FILE), F.lit(": "), F.substring(_text(src), 1, 300))
+    message = F.concat(
+        F.lit(f"{MARKER} {query_id} cannot read a record of {src.name} in "),
+        F.col(FILE),
+        F.lit(": "),
+        F.substring(_text(src), 1, 300),
+    )
     # Every column of a bad record raises: whatever the query reads, its bad records fail
     # the batch. (A filter would not do: the optimizer would evaluate the query's own
     # filters, or the "x IS NOT NULL" it infers from them, first and drop the record.)
     held = _bad(src) & ~left_out
-    return df.select(*[F.when(held, F.raise_error(message)).otherwise(F.col(f"`{c.name}`")).alias(c.name)
-                       for c in src.columns])
+    return df.select(
+        *[F.when(held, F.raise_error(message)).otherwise(F.col(f"`{c.name}`")).alias(c.name) for c in src.columns]
+    )
 
 
 def _declared(src: SourceInfo) -> list[SparkColumn]:
@@ -103,27 +109,40 @@ def _with_position(df: DataFrame) -> DataFrame:
 def dead_letters(df: DataFrame, src: SourceInfo) -> DataFrame:
     """The bad records of a streaming read of ``src``: source, file, text, record_id and
     the parsed values as JSON (for telling which column was wrong)."""
-    return (_with_position(df).where(_bad(src))
-            .select(F.lit(src.name).alias("source"), F.col(FILE).alias("file"), _text(src).alias("text"),
-                    _record_id(src).alias("record_id"), F.col(CORRUPT).isNotNull().alias("corrupt"),
-                    F.to_json(F.struct(*[F.col(f"`{c.name}`") for c in src.columns])).alias("parsed")))
+    return (
+        _with_position(df)
+        .where(_bad(src))
+        .select(
+            F.lit(src.name).alias("source"),
+            F.col(FILE).alias("file"),
+            _text(src).alias("text"),
+            _record_id(src).alias("record_id"),
+            F.col(CORRUPT).isNotNull().alias("corrupt"),
+            F.to_json(F.struct(*[F.col(f"`{c.name}`") for c in src.columns])).alias("parsed"),
+        )
+    )
 
 
-def scan_files(spark: SparkSession, src: SourceInfo, files: Iterable[str], *, query_id: str,
-               batch_id: int, status: str) -> list[BadRecord]:
+def scan_files(
+    spark: SparkSession, src: SourceInfo, files: Iterable[str], *, query_id: str, batch_id: int, status: str
+) -> list[BadRecord]:
     """Every bad record of ``files`` (data files of ``src``), as Spark reads them, with its
     line and what is wrong with it."""
     files = sorted(f for f in files if os.path.exists(f))
     if not checked(src) or not files:
         return []
-    df = (spark.read.format(FORMATS[src.format][0]).schema(ddl_schema(src.columns, corrupt=True))
-          .options(**reader_options(src), **parse_options(src)).load(files))
-    return describe(dead_letters(df, src).collect(), {src.name: src}, query_id=query_id,
-                    batch_id=batch_id, status=status)
+    df = (
+        spark.read.format(FORMATS[src.format][0])
+        .schema(ddl_schema(src.columns, corrupt=True))
+        .options(**reader_options(src), **parse_options(src))
+        .load(files)
+    )
+    return describe(
+        dead_letters(df, src).collect(), {src.name: src}, query_id=query_id, batch_id=batch_id, status=status
+    )
 
 
-def describe(rows, sources: dict[str, SourceInfo], *, query_id: str, batch_id: int,
-             status: str) -> list[BadRecord]:
+def describe(rows, sources: dict[str, SourceInfo], *, query_id: str, batch_id: int, status: str) -> list[BadRecord]:
     """Rows of :func:`dead_letters` as bad records: the line each sits on in its file, the
     raw text (truncated to :data:`RAW_LIMIT`) and the reason."""
     lines: dict[str, list[str]] = {}
@@ -136,10 +155,20 @@ def describe(rows, sources: dict[str, SourceInfo], *, query_id: str, batch_id: i
         if path not in lines:
             lines[path] = _read_lines(path)
         line, raw = _locate(lines[path], row, src, path, used)
-        records.append(BadRecord(
-            query_id=query_id, record_id=row["record_id"], batch_id=batch_id, source=src.name,
-            file=path, line=line, raw=raw[:RAW_LIMIT], error=_reason(raw, row, src),
-            status=status, recorded_at=now))
+        records.append(
+            BadRecord(
+                query_id=query_id,
+                record_id=row["record_id"],
+                batch_id=batch_id,
+                source=src.name,
+                file=path,
+                line=line,
+                raw=raw[:RAW_LIMIT],
+                error=_reason(raw, row, src),
+                status=status,
+                recorded_at=now,
+            )
+        )
     return records
 
 
@@ -173,8 +202,11 @@ def _same_values(text: str, parsed: str, src: SourceInfo) -> bool:
     if values is None:
         return False
     want = json.loads(parsed)
-    return all(_plain(values.get(c.name)) == _plain(want.get(c.name)) for c in src.columns
-               if not c.type.upper().startswith(("DATE", "TIMESTAMP")))
+    return all(
+        _plain(values.get(c.name)) == _plain(want.get(c.name))
+        for c in src.columns
+        if not c.type.upper().startswith(("DATE", "TIMESTAMP"))
+    )
 
 
 def _plain(value):
@@ -231,16 +263,25 @@ def records_in_error(error: str, query_id: str, batch_id: int, status: str) -> l
     """The bad record the guard's error names (its position and text), when it cannot be
     found again in files: a Kafka record. Its id matches the guard's unless the text was
     longer than the error shows."""
-    match = re.search(rf"{MARKER} {re.escape(query_id)} cannot read a record of (\S+) in (\S+): (.*)",
-                      error, re.DOTALL)
+    match = re.search(rf"{MARKER} {re.escape(query_id)} cannot read a record of (\S+) in (\S+): (.*)", error, re.DOTALL)
     if not match:
         return []
     source, position, text = match.groups()
     text = re.sub(r"\s*SQLSTATE: \w+\s*$", "", text.strip())
-    return [BadRecord(query_id=query_id, batch_id=batch_id, source=source, file=position, line=None,
-                      raw=text[:RAW_LIMIT], error="cannot be read with the declared schema",
-                      record_id=hashlib.sha256(f"{position}\u0001{text}".encode()).hexdigest(),
-                      status=status, recorded_at=time.time())]
+    return [
+        BadRecord(
+            query_id=query_id,
+            batch_id=batch_id,
+            source=source,
+            file=position,
+            line=None,
+            raw=text[:RAW_LIMIT],
+            error="cannot be read with the declared schema",
+            record_id=hashlib.sha256(f"{position}\u0001{text}".encode()).hexdigest(),
+            status=status,
+            recorded_at=time.time(),
+        )
+    ]
 
 
 class DeadLetterWriter:
@@ -252,11 +293,11 @@ class DeadLetterWriter:
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         from ..storage.deadletter import append_dead_letters, dead_letter_source
+
         rows = df.collect()
         if not rows:
             return
-        records = describe(rows, self.sources, query_id=self.query.id, batch_id=batch_id,
-                           status="LOGGED")
+        records = describe(rows, self.sources, query_id=self.query.id, batch_id=batch_id, status="LOGGED")
         target = self.catalog.ensure_source(dead_letter_source(self.query))
         append_dead_letters(target, records, name=f"logged-b{batch_id:012d}")
         self.catalog.record_bad_records(records)

@@ -6,11 +6,12 @@ log). TABLE outputs, INSERT INTO ... SELECT and stream-table joins go through fo
 writers that are idempotent per batch id: each batch is written to a hidden directory and
 renamed into place, and a batch that already has its entry (re-run after a crash) is skipped.
 """
+
 from __future__ import annotations
 
 import os
 import shutil
-from typing import Callable
+from collections.abc import Callable
 
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -22,8 +23,7 @@ from ..storage.layout import dead_letter_checkpoint
 from ..storage.topics import FORMATS, changelog_entries, entry_files, is_data_name
 from . import kafka
 from .badrecords import RecordGuard, dead_letters
-from .schemas import (CHECKED_FORMATS, CORRUPT, FILE, FORMAT_OPTIONS, checked, ddl_schema, parse_options,
-                      reader_options)
+from .schemas import CHECKED_FORMATS, CORRUPT, FILE, FORMAT_OPTIONS, checked, ddl_schema, parse_options, reader_options
 
 
 def source_stream(spark: SparkSession, src: SourceInfo, *, checked: bool, starting: str = "earliest") -> DataFrame:
@@ -39,8 +39,13 @@ def source_stream(spark: SparkSession, src: SourceInfo, *, checked: bool, starti
     return reader.options(**reader_options(src), **(parse_options(src) if checked else {})).load(src.path)
 
 
-def read_stream(spark: SparkSession, src: SourceInfo, watermark: list | None = None,
-                record_guard: RecordGuard | None = None, starting: str = "earliest") -> DataFrame:
+def read_stream(
+    spark: SparkSession,
+    src: SourceInfo,
+    watermark: list | None = None,
+    record_guard: RecordGuard | None = None,
+    starting: str = "earliest",
+) -> DataFrame:
     """A streaming DataFrame over a topic with the query's error policy applied to its bad
     records (``record_guard``) and its watermark on the event-time column."""
     df = source_stream(spark, src, checked=record_guard is not None, starting=starting)
@@ -57,77 +62,118 @@ def read_table_snapshot(spark: SparkSession, src: SourceInfo) -> DataFrame:
     files = [f for entry in changelog_entries(src.path) for f in entry_files(entry)]
     if not files:
         return spark.createDataFrame([], ddl_schema(src.columns))
-    df = (spark.read.format(FORMATS[src.format][0]).schema(ddl_schema(src.columns))
-          .options(**reader_options(src)).load(files)
-          .withColumn("__entry", F.col("_metadata.file_path")))
+    df = (
+        spark.read.format(FORMATS[src.format][0])
+        .schema(ddl_schema(src.columns))
+        .options(**reader_options(src))
+        .load(files)
+        .withColumn("__entry", F.col("_metadata.file_path"))
+    )
     # entry names sort oldest first, so the greatest path per key is its latest row
     latest = Window.partitionBy(*[F.col(f"`{k}`") for k in src.key_columns]).orderBy(F.col("__entry").desc())
     return df.withColumn("__rank", F.row_number().over(latest)).where("__rank = 1").drop("__entry", "__rank")
 
 
-def streaming_frame(spark: SparkSession, query: QueryInfo, plan: StreamingPlan,
-                    sources: dict[str, SourceInfo], record_guard: RecordGuard | None = None
-                    ) -> tuple[DataFrame, Callable | None]:
+def streaming_frame(
+    spark: SparkSession,
+    query: QueryInfo,
+    plan: StreamingPlan,
+    sources: dict[str, SourceInfo],
+    record_guard: RecordGuard | None = None,
+) -> tuple[DataFrame, Callable | None]:
     """The query's streaming DataFrame, and for stream-table joins the function that turns
     each micro-batch into the join with the tables as they are then (else None)."""
     starting = query.settings.get("auto.offset.reset", "latest")  # Kafka, on a new checkpoint
-    streams = {n: read_stream(spark, sources[n], plan.watermarks.get(n), record_guard, starting)
-               for n in query.sources if n not in plan.static_tables}
+    streams = {
+        n: read_stream(spark, sources[n], plan.watermarks.get(n), record_guard, starting)
+        for n in query.sources
+        if n not in plan.static_tables
+    }
     if plan.static_tables:
-        (stream_name, stream_df), = streams.items()
+        ((stream_name, stream_df),) = streams.items()
         return stream_df, _JoinAsOfBatch(plan, stream_name, {t: sources[t] for t in plan.static_tables})
     for name, df in streams.items():
         df.createOrReplaceTempView(plan.views[name])  # per-query view names never collide
     return spark.sql(plan.spark_sql), None
 
 
-def start_query(spark: SparkSession, query: QueryInfo, plan: StreamingPlan,
-                sources: dict[str, SourceInfo], sink: SourceInfo,
-                before_commit: Callable[[], None], record_guard: RecordGuard | None = None) -> StreamingQuery:
+def start_query(
+    spark: SparkSession,
+    query: QueryInfo,
+    plan: StreamingPlan,
+    sources: dict[str, SourceInfo],
+    sink: SourceInfo,
+    before_commit: Callable[[], None],
+    record_guard: RecordGuard | None = None,
+) -> StreamingQuery:
     """Build and start a query's streaming plan."""
     df, compute = streaming_frame(spark, query, plan, sources, record_guard)
     if compute is not None:
         writer = df.writeStream.foreachBatch(
-            BatchWriter(sink, f"{query.id}-v{query.version:04d}", before_commit,
-                        as_directory=False, compute=compute))
+            BatchWriter(sink, f"{query.id}-v{query.version:04d}", before_commit, as_directory=False, compute=compute)
+        )
         return writer.queryName(query.id).option("checkpointLocation", query.checkpoint).start()
     return sink_writer(df, query, plan, sink, before_commit).start()
 
 
-def start_dead_letter_query(spark: SparkSession, query: QueryInfo, plan: StreamingPlan,
-                            sources: dict[str, SourceInfo],
-                            on_batch: Callable[[DataFrame, int], None]) -> StreamingQuery | None:
+def start_dead_letter_query(
+    spark: SparkSession,
+    query: QueryInfo,
+    plan: StreamingPlan,
+    sources: dict[str, SourceInfo],
+    on_batch: Callable[[DataFrame, int], None],
+) -> StreamingQuery | None:
     """For policy LOG_AND_CONTINUE: a companion query reading the query's streams, with a
     checkpoint of its own, that hands each batch of bad records to ``on_batch``."""
     starting = query.settings.get("auto.offset.reset", "latest")
-    frames = [dead_letters(source_stream(spark, sources[n], checked=True, starting=starting), sources[n])
-              for n in query.sources if n not in plan.static_tables and checked(sources[n])]
+    frames = [
+        dead_letters(source_stream(spark, sources[n], checked=True, starting=starting), sources[n])
+        for n in query.sources
+        if n not in plan.static_tables and checked(sources[n])
+    ]
     if not frames:
         return None
     df = frames[0]
     for other in frames[1:]:
         df = df.unionByName(other)
-    return (df.writeStream.queryName(f"{query.id}__dead_letters").foreachBatch(on_batch)
-            .option("checkpointLocation", dead_letter_checkpoint(query.checkpoint)).start())
+    return (
+        df.writeStream.queryName(f"{query.id}__dead_letters")
+        .foreachBatch(on_batch)
+        .option("checkpointLocation", dead_letter_checkpoint(query.checkpoint))
+        .start()
+    )
 
 
-def sink_writer(df: DataFrame, query: QueryInfo, plan: StreamingPlan, sink: SourceInfo,
-                before_commit: Callable[[], None]) -> DataStreamWriter:
+def sink_writer(
+    df: DataFrame, query: QueryInfo, plan: StreamingPlan, sink: SourceInfo, before_commit: Callable[[], None]
+) -> DataStreamWriter:
     """The configured writeStream for a query's sink (not yet started)."""
     if sink.kafka_topic and query.kind == "CSAS":
         spec = kafka.writer_spec(sink, kafka.settings(df.sparkSession))
-        return (kafka.encode(df, sink).writeStream.queryName(query.id).outputMode("append")
-                .option("checkpointLocation", query.checkpoint).format(spec.format).options(**spec.options))
+        return (
+            kafka.encode(df, sink)
+            .writeStream.queryName(query.id)
+            .outputMode("append")
+            .option("checkpointLocation", query.checkpoint)
+            .format(spec.format)
+            .options(**spec.options)
+        )
     writer = df.writeStream.queryName(query.id).option("checkpointLocation", query.checkpoint)
     if query.kind == "CSAS":
         os.makedirs(sink.path, exist_ok=True)
-        return (writer.format(FORMATS[sink.format][0]).options(**FORMAT_OPTIONS[sink.format])
-                .option("path", sink.path).outputMode("append"))
+        return (
+            writer.format(FORMATS[sink.format][0])
+            .options(**FORMAT_OPTIONS[sink.format])
+            .option("path", sink.path)
+            .outputMode("append")
+        )
     if query.kind == "CTAS":
         return writer.outputMode(plan.output_mode).foreachBatch(
-            BatchWriter(sink, f"v{query.version:04d}", before_commit, as_directory=True))
+            BatchWriter(sink, f"v{query.version:04d}", before_commit, as_directory=True)
+        )
     return writer.outputMode("append").foreachBatch(
-        BatchWriter(sink, f"{query.id}-v{query.version:04d}", before_commit, as_directory=False))
+        BatchWriter(sink, f"{query.id}-v{query.version:04d}", before_commit, as_directory=False)
+    )
 
 
 class _JoinAsOfBatch:
@@ -155,8 +201,15 @@ class BatchWriter:
     commits.
     """
 
-    def __init__(self, sink: SourceInfo, prefix: str, before_commit: Callable[[], None], *,
-                 as_directory: bool, compute: Callable[[DataFrame], DataFrame] | None = None):
+    def __init__(
+        self,
+        sink: SourceInfo,
+        prefix: str,
+        before_commit: Callable[[], None],
+        *,
+        as_directory: bool,
+        compute: Callable[[DataFrame], DataFrame] | None = None,
+    ):
         self.sink, self.prefix, self.before_commit = sink, prefix, before_commit
         self.as_directory, self.compute = as_directory, compute
 
@@ -177,8 +230,13 @@ class BatchWriter:
             df = self.compute(df)
         tmp = os.path.join(self.sink.path, f".tmp-{name}")
         shutil.rmtree(tmp, ignore_errors=True)
-        (df.coalesce(1).write.format(FORMATS[self.sink.format][0])
-         .options(**FORMAT_OPTIONS[self.sink.format]).mode("overwrite").save(tmp))
+        (
+            df.coalesce(1)
+            .write.format(FORMATS[self.sink.format][0])
+            .options(**FORMAT_OPTIONS[self.sink.format])
+            .mode("overwrite")
+            .save(tmp)
+        )
         self.before_commit()
         if self.as_directory:
             os.rename(tmp, final)

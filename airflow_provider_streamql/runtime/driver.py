@@ -10,6 +10,7 @@ stopping Spark queries with a back-off after failures, and reporting observed st
 to do with each query is decided in :mod:`.reconcile`; in-place upgrades and their rollback
 are :mod:`.rollout`; bad-record holds are :mod:`.holds`.
 """
+
 from __future__ import annotations
 
 import logging
@@ -46,9 +47,18 @@ class Runtime:
         LOG_AND_CONTINUE or PAUSE), for queries whose statement sets none.
     """
 
-    def __init__(self, catalog: Catalog, pipeline: str, spark: SparkSession, *,
-                 interval: float = 0.5, lease_ttl: float = 10.0, runtime_id: str | None = None,
-                 readiness_window: float = 30.0, on_error: str = "FAIL"):
+    def __init__(
+        self,
+        catalog: Catalog,
+        pipeline: str,
+        spark: SparkSession,
+        *,
+        interval: float = 0.5,
+        lease_ttl: float = 10.0,
+        runtime_id: str | None = None,
+        readiness_window: float = 30.0,
+        on_error: str = "FAIL",
+    ):
         if on_error.upper() not in ERROR_POLICIES:
             raise ValueError(f"on_error must be one of {', '.join(ERROR_POLICIES)}, not {on_error!r}")
         self.on_error = on_error.upper()
@@ -63,17 +73,27 @@ class Runtime:
         #: query id -> (failed attempts, time.monotonic() before which it is not restarted)
         self.retry_at: dict[str, tuple[int, float]] = {}
         self.readiness_window = readiness_window
-        self.rollout = Rollout(catalog, readiness_window, start=self.start_query, stop=self.stop_query,
-                               report=self.report, clear_back_off=self.clear_back_off)
-        self.holds = Holds(catalog, spark, self.id, self.on_error, settle=self.rollout.settle,
-                           clear_back_off=self.clear_back_off)
+        self.rollout = Rollout(
+            catalog,
+            readiness_window,
+            start=self.start_query,
+            stop=self.stop_query,
+            report=self.report,
+            clear_back_off=self.clear_back_off,
+        )
+        self.holds = Holds(
+            catalog, spark, self.id, self.on_error, settle=self.rollout.settle, clear_back_off=self.clear_back_off
+        )
         self.reconciler = Reconciler(self, self.rollout, self.holds)
-        self.pending = self.rollout.pending   # query id -> new version in its readiness window
-        self.retried = self.holds.retried     # query id -> last batch whose bad records are retried
+        self.pending = self.rollout.pending  # query id -> new version in its readiness window
+        self.retried = self.holds.retried  # query id -> last batch whose bad records are retried
         self.stopping = threading.Event()
         context = spark.sparkContext  # recorded with the first heartbeat, for links to it
-        self.spark_info = {"spark_app_id": context.applicationId,
-                           "spark_ui_url": context.uiWebUrl, "master": context.master}
+        self.spark_info = {
+            "spark_app_id": context.applicationId,
+            "spark_ui_url": context.uiWebUrl,
+            "master": context.master,
+        }
         # A query is ours from the moment we hold its lease: its first batch may report
         # progress before start() returns.
         self.listener = ProgressListener(catalog, lambda name: name in self.epochs)
@@ -140,8 +160,7 @@ class Runtime:
 
     def _check_lease(self, query_id: str, epoch: int) -> None:
         if not self.catalog.renew_lease(query_id, self.id, epoch, self.lease_ttl):
-            raise StateError(f"runtime {self.id} lost the lease on {query_id} (epoch {epoch}); "
-                             f"not committing")
+            raise StateError(f"runtime {self.id} lost the lease on {query_id} (epoch {epoch}); not committing")
 
     # -- Spark queries ---------------------------------------------------------------------
     def running(self, query_id: str) -> Running | None:
@@ -175,8 +194,15 @@ class Runtime:
             return
         self.active[query.id] = Running(stream, epoch, query.version, dead_letters)
         self.rollout.record_start(query)
-        if self.catalog.set_observed(query.id, "RUNNING", note, runtime_id=self.id, epoch=epoch,
-                                     running_version=query.version, run_id=stream.runId):
+        if self.catalog.set_observed(
+            query.id,
+            "RUNNING",
+            note,
+            runtime_id=self.id,
+            epoch=epoch,
+            running_version=query.version,
+            run_id=stream.runId,
+        ):
             query.observed_state, query.error = "RUNNING", note
 
     def stop_query(self, query_id: str) -> int | None:
@@ -202,7 +228,7 @@ class Runtime:
     def _back_off(self, query_id: str) -> float:
         """Schedule the next start attempt after a failure: 1 s, doubling up to 60 s."""
         attempts, _ = self.retry_at.get(query_id, (0, 0.0))
-        delay = min(MAX_RETRY_DELAY, 2.0 ** attempts)
+        delay = min(MAX_RETRY_DELAY, 2.0**attempts)
         self.retry_at[query_id] = (attempts + 1, time.monotonic() + delay)
         return delay
 

@@ -4,6 +4,7 @@ The new version runs on a *copy* of the live checkpoint, over the input availabl
 a sink that computes every batch and writes nothing. If Spark refuses the checkpoint (state
 schema, sources, output mode), the error is returned.
 """
+
 from __future__ import annotations
 
 import os
@@ -27,12 +28,18 @@ class DryRun:
 
     error: str | None
     batches: int
-    input_rows: int         # as Spark counts them (after filters pushed into the reader)
-    new_files: int = 0      # input files the run consumed beyond what the checkpoint had
+    input_rows: int  # as Spark counts them (after filters pushed into the reader)
+    new_files: int = 0  # input files the run consumed beyond what the checkpoint had
 
 
-def dry_run(spark: SparkSession, query: QueryInfo, sources: dict[str, SourceInfo], *,
-            checkpoint: str | None = None, timeout: float = 120.0) -> DryRun:
+def dry_run(
+    spark: SparkSession,
+    query: QueryInfo,
+    sources: dict[str, SourceInfo],
+    *,
+    checkpoint: str | None = None,
+    timeout: float = 120.0,
+) -> DryRun:
     """Run ``query`` (a version not yet applied) on a copy of ``checkpoint`` (default: the
     query's own) until the available input is processed."""
     work = tempfile.mkdtemp(prefix="streamql-dryrun-")
@@ -46,8 +53,9 @@ def dry_run(spark: SparkSession, query: QueryInfo, sources: dict[str, SourceInfo
         shutil.rmtree(work, ignore_errors=True)
 
 
-def run_to_end(spark: SparkSession, query: QueryInfo, sources: dict[str, SourceInfo], *,
-               timeout: float = 120.0) -> DryRun:
+def run_to_end(
+    spark: SparkSession, query: QueryInfo, sources: dict[str, SourceInfo], *, timeout: float = 120.0
+) -> DryRun:
     """Run ``query`` on its checkpoint over the available input with a sink that writes
     nothing (each batch is still computed, so stateful operators load their state)."""
     plan = query.plan
@@ -56,15 +64,24 @@ def run_to_end(spark: SparkSession, query: QueryInfo, sources: dict[str, SourceI
 
         def discard(batch, _batch_id):
             (compute(batch) if compute else batch).count()
+
         mode = plan.output_mode if query.kind == "CTAS" else "append"
-        stream = (df.writeStream.foreachBatch(discard).outputMode(mode)
-                  .option("checkpointLocation", query.checkpoint).trigger(availableNow=True).start())
+        stream = (
+            df.writeStream.foreachBatch(discard)
+            .outputMode(mode)
+            .option("checkpointLocation", query.checkpoint)
+            .trigger(availableNow=True)
+            .start()
+        )
         before = processed_files(query.checkpoint)
         stream.awaitTermination(timeout)
         error = stream.exception()
         progress = stream.recentProgress
-        return DryRun(None if error is None else first_line(error, ERROR_LIMIT), len(progress),
-                      sum(p["numInputRows"] for p in progress),
-                      len(processed_files(query.checkpoint) - before))
+        return DryRun(
+            None if error is None else first_line(error, ERROR_LIMIT),
+            len(progress),
+            sum(p["numInputRows"] for p in progress),
+            len(processed_files(query.checkpoint) - before),
+        )
     except Exception as e:  # refused while planning, before any batch
         return DryRun(first_line(e, ERROR_LIMIT), 0, 0)

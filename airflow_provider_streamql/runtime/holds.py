@@ -15,11 +15,12 @@ It is apart from the driver because none of it is about leases or the loop; it a
 through the catalog and Spark, and is told of the driver only what a hold changes there
 (``settle``: a pending upgrade's version is kept; ``clear_back_off``: no retry is due).
 """
+
 from __future__ import annotations
 
 import logging
 import os
-from typing import Callable
+from collections.abc import Callable
 
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
@@ -43,8 +44,16 @@ class Holds:
     :param clear_back_off: ``clear_back_off(query_id)`` before a hold: no restart is due.
     """
 
-    def __init__(self, catalog: Catalog, spark: SparkSession, runtime_id: str, on_error: str, *,
-                 settle: Callable[[QueryInfo], None], clear_back_off: Callable[[str], None]):
+    def __init__(
+        self,
+        catalog: Catalog,
+        spark: SparkSession,
+        runtime_id: str,
+        on_error: str,
+        *,
+        settle: Callable[[QueryInfo], None],
+        clear_back_off: Callable[[str], None],
+    ):
         self.catalog, self.spark, self.runtime_id, self.on_error = catalog, spark, runtime_id, on_error
         self.settle, self.clear_back_off = settle, clear_back_off
         #: query id -> last batch whose bad records a RESUME retries
@@ -65,14 +74,14 @@ class Holds:
         """The query's own on_error, else the pipeline's default (this runtime's)."""
         return query.settings.get("on_error") or self.on_error
 
-    def dead_letter_query(self, query: QueryInfo, plan: StreamingPlan, sources: dict[str, SourceInfo],
-                          guard: RecordGuard) -> StreamingQuery | None:
+    def dead_letter_query(
+        self, query: QueryInfo, plan: StreamingPlan, sources: dict[str, SourceInfo], guard: RecordGuard
+    ) -> StreamingQuery | None:
         """Under LOG_AND_CONTINUE: start the companion query sending the query's bad records
         to its dead-letter stream (None otherwise, or when no source is checked)."""
         if guard.policy != "LOG_AND_CONTINUE":
             return None
-        return start_dead_letter_query(self.spark, query, plan, sources,
-                                       DeadLetterWriter(self.catalog, query, sources))
+        return start_dead_letter_query(self.spark, query, plan, sources, DeadLetterWriter(self.catalog, query, sources))
 
     def check_retried(self, query: QueryInfo) -> None:
         """A retried batch that committed resolved its bad records (the fix worked)."""
@@ -101,22 +110,21 @@ class Holds:
             src = self.catalog.source(name)
             if src is not None:
                 mine = {f for f in files if f.startswith(os.path.realpath(src.path) + os.sep)}
-                records += scan_files(self.spark, src, mine, query_id=query.id, batch_id=batch,
-                                      status=status)
+                records += scan_files(self.spark, src, mine, query_id=query.id, batch_id=batch, status=status)
         if not records:  # a Kafka record (or a file gone since): what the error says of it
             records = records_in_error(error, query.id, batch, status)
         first = records[0] if records else None
         where = f"first at {first.position}: {first.error}" if first else error[:300]
-        log.error("%s: batch %d holds %d bad record(s); %s (policy %s)", query.id, batch,
-                  len(records), where, policy)
+        log.error("%s: batch %d holds %d bad record(s); %s (policy %s)", query.id, batch, len(records), where, policy)
         if policy != "PAUSE":
             self.catalog.record_bad_records(records)
             return False
         self.settle(query)  # the new version did not fail: the record is bad for it too
-        reason = (f"BAD_RECORD: {len(records)} bad record(s) in batch {batch}, {where}; fix the "
-                  f"definition and RESUME, or RESUME {query.id} SKIP BAD RECORDS")
+        reason = (
+            f"BAD_RECORD: {len(records)} bad record(s) in batch {batch}, {where}; fix the "
+            f"definition and RESUME, or RESUME {query.id} SKIP BAD RECORDS"
+        )
         self.clear_back_off(query.id)
-        if self.catalog.hold_on_bad_records(query.id, records, reason, runtime_id=self.runtime_id,
-                                            epoch=epoch):
+        if self.catalog.hold_on_bad_records(query.id, records, reason, runtime_id=self.runtime_id, epoch=epoch):
             query.desired_state, query.observed_state, query.error = "PAUSED", "PAUSED", reason
         return True

@@ -8,6 +8,7 @@ come from the runtime's configuration, ``spark.streamql.kafka.<kafka setting>`` 
 ``--conf spark.streamql.kafka.bootstrap.servers=broker:9092``), never from SQL text. The
 connector must be on the runtime's classpath (``--packages``, see :data:`PACKAGE`).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -32,15 +33,18 @@ def settings(spark: SparkSession) -> dict[str, str]:
 
 def options_from(conf: dict[str, str]) -> dict[str, str]:
     """``spark.streamql.kafka.<setting>`` -> ``kafka.<setting>`` (what the connector takes)."""
-    return {f"kafka.{key[len(CONF_PREFIX):]}": value for key, value in sorted(conf.items())
-            if key.startswith(CONF_PREFIX)}
+    return {
+        f"kafka.{key[len(CONF_PREFIX) :]}": value for key, value in sorted(conf.items()) if key.startswith(CONF_PREFIX)
+    }
 
 
 def require_settings(options: dict[str, str]) -> dict[str, str]:
     if "kafka.bootstrap.servers" not in options:
-        raise StateError(f"this runtime has no Kafka bootstrap servers: start it with --conf "
-                         f"{CONF_PREFIX}bootstrap.servers=HOST:9092 (and any security settings "
-                         f"as {CONF_PREFIX}<kafka setting>)")
+        raise StateError(
+            f"this runtime has no Kafka bootstrap servers: start it with --conf "
+            f"{CONF_PREFIX}bootstrap.servers=HOST:9092 (and any security settings "
+            f"as {CONF_PREFIX}<kafka setting>)"
+        )
     return options
 
 
@@ -55,8 +59,15 @@ class ConnectorSpec:
 def reader_spec(src: SourceInfo, options: dict[str, str], starting: str) -> ConnectorSpec:
     """How to read ``src``'s topic: from ``starting`` (``earliest``/``latest``) on a new
     checkpoint (an existing one resumes from its offsets), failing on lost data."""
-    return ConnectorSpec("kafka", {**require_settings(options), "subscribe": src.kafka_topic,
-                                   "startingOffsets": starting, "failOnDataLoss": "true"})
+    return ConnectorSpec(
+        "kafka",
+        {
+            **require_settings(options),
+            "subscribe": src.kafka_topic,
+            "startingOffsets": starting,
+            "failOnDataLoss": "true",
+        },
+    )
 
 
 def writer_spec(sink: SourceInfo, options: dict[str, str]) -> ConnectorSpec:
@@ -72,21 +83,32 @@ def decode(df: DataFrame, src: SourceInfo) -> DataFrame:
     corrupt-record column and the record's position for the bad-record guard."""
     keys = [c for c in src.columns if c.key]
     value_schema = ddl_schema(_value_columns(src), corrupt=True)
-    value = F.from_json(F.col("value").cast("string"), value_schema,
-                        {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT})
+    value = F.from_json(
+        F.col("value").cast("string"), value_schema, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
+    )
     if len(keys) == 1:
         key_columns = [F.col("key").cast("string").cast(keys[0].type).alias(keys[0].name)]
     else:
         parsed = F.from_json(F.col("key").cast("string"), ddl_schema(keys))
         key_columns = [parsed.getField(k.name).alias(k.name) for k in keys]
-    position = F.concat(F.lit("kafka:"), F.col("topic"), F.lit("/"), F.col("partition").cast("string"),
-                        F.lit("@"), F.col("offset").cast("string"))
+    position = F.concat(
+        F.lit("kafka:"),
+        F.col("topic"),
+        F.lit("/"),
+        F.col("partition").cast("string"),
+        F.lit("@"),
+        F.col("offset").cast("string"),
+    )
     decoded = df.select(*key_columns, value.alias("__sq_value"), position.alias(FILE))
     # a value that is not JSON at all leaves the struct null: its text is the corrupt record
-    corrupt = F.coalesce(F.col(f"__sq_value.{CORRUPT}"),
-                         F.when(F.col("__sq_value").isNull(), F.lit("(not a JSON object)")))
-    return decoded.select(*[F.col(f"`{c.name}`") if c.key else F.col(f"__sq_value.`{c.name}`").alias(c.name)
-                            for c in src.columns], corrupt.alias(CORRUPT), F.col(FILE))
+    corrupt = F.coalesce(
+        F.col(f"__sq_value.{CORRUPT}"), F.when(F.col("__sq_value").isNull(), F.lit("(not a JSON object)"))
+    )
+    return decoded.select(
+        *[F.col(f"`{c.name}`") if c.key else F.col(f"__sq_value.`{c.name}`").alias(c.name) for c in src.columns],
+        corrupt.alias(CORRUPT),
+        F.col(FILE),
+    )
 
 
 def encode(df: DataFrame, sink: SourceInfo) -> DataFrame:
@@ -113,8 +135,8 @@ def read(spark: SparkSession, src: SourceInfo, starting: str) -> DataFrame:
 
 def missing_connector(error: Exception) -> Exception:
     if "kafka" in str(error).lower() and ("DATA_SOURCE_NOT_FOUND" in str(error) or "Failed to find" in str(error)):
-        return StateError(f"the Kafka connector is not on this runtime's classpath: submit it with "
-                          f"--packages {PACKAGE}:<Spark version> (SubmitRuntimeOperator(packages=...))")
+        return StateError(
+            f"the Kafka connector is not on this runtime's classpath: submit it with "
+            f"--packages {PACKAGE}:<Spark version> (SubmitRuntimeOperator(packages=...))"
+        )
     return error
-
-

@@ -11,6 +11,7 @@ from the upgrade and bad-record machinery, so that the decisions can be read in 
 it acts only through the :class:`Driver` protocol, a :class:`~.rollout.Rollout` and a
 :class:`~.holds.Holds`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -44,8 +45,7 @@ class Running:
 
     def exception(self):
         """Why Spark stopped it, if it failed."""
-        return self.stream.exception() or (self.dead_letters.exception()
-                                           if self.dead_letters is not None else None)
+        return self.stream.exception() or (self.dead_letters.exception() if self.dead_letters is not None else None)
 
 
 class Driver(Protocol):
@@ -79,8 +79,11 @@ class Reconciler:
 
     def reconcile(self, query: QueryInfo) -> None:
         driver = self.driver
-        if (query.desired_state == "TERMINATED" and query.observed_state == "TERMINATED"
-                and driver.running(query.id) is None):
+        if (
+            query.desired_state == "TERMINATED"
+            and query.observed_state == "TERMINATED"
+            and driver.running(query.id) is None
+        ):
             return
         if self.observe(query):
             return  # rolled back or held: the next pass sees the restored version
@@ -119,8 +122,11 @@ class Reconciler:
         self.driver.stop_query(query.id)  # both of its streaming queries
         error = running.exception()
         message = first_line(error, ERROR_LIMIT) if error is not None else None
-        if message is not None and self.holds.is_guard_error(query, message) and \
-                self.holds.hold(query, running.epoch, message):
+        if (
+            message is not None
+            and self.holds.is_guard_error(query, message)
+            and self.holds.hold(query, running.epoch, message)
+        ):
             return True
         if self.rollout.is_pending(query.id):  # the new version failed before it was ready
             self.rollout.roll_back(query, running.epoch, message or "stopped")

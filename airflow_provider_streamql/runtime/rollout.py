@@ -11,14 +11,15 @@ It is apart from the driver so that the swap can be read (and changed) as one se
 only acts through what it is given: the catalog, and the driver's ``start``, ``stop``,
 ``report`` and ``clear_back_off``.
 """
+
 from __future__ import annotations
 
 import logging
 import os
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ..catalog import Catalog, QueryInfo
 from ..storage.checkpoints import last_committed_batch
@@ -33,8 +34,8 @@ class PendingUpgrade:
 
     previous_version: int
     snapshot: str
-    committed_before: int      # last committed batch id when the swap began
-    deadline: float            # time.monotonic() by which it counts as ready without a batch
+    committed_before: int  # last committed batch id when the swap began
+    deadline: float  # time.monotonic() by which it counts as ready without a batch
 
 
 class Rollout:
@@ -48,9 +49,16 @@ class Rollout:
     :param clear_back_off: ``clear_back_off(query_id)`` lets the next start happen now.
     """
 
-    def __init__(self, catalog: Catalog, readiness_window: float, *,
-                 start: Callable[..., None], stop: Callable[[str], object],
-                 report: Callable[[QueryInfo, str, int], None], clear_back_off: Callable[[str], None]):
+    def __init__(
+        self,
+        catalog: Catalog,
+        readiness_window: float,
+        *,
+        start: Callable[..., None],
+        stop: Callable[[str], object],
+        report: Callable[[QueryInfo, str, int], None],
+        clear_back_off: Callable[[str], None],
+    ):
         self.catalog, self.readiness_window = catalog, readiness_window
         self.start, self.stop, self.report, self.clear_back_off = start, stop, report, clear_back_off
         #: query id -> the new version still in its readiness window
@@ -68,16 +76,17 @@ class Rollout:
         snapshot = take_snapshot(query.checkpoint, previous)
         self.catalog.mark_version(query.id, previous, ended_at=time.time(), outcome="REPLACED")
         self.pending[query.id] = PendingUpgrade(
-            previous, snapshot, last_committed_batch(query.checkpoint),
-            time.monotonic() + self.readiness_window)
+            previous, snapshot, last_committed_batch(query.checkpoint), time.monotonic() + self.readiness_window
+        )
         log.info("%s: upgrading from version %d to %d", query.id, previous, query.version)
         self.start(query, epoch)
 
     def check_readiness(self, query: QueryInfo) -> None:
         """A pending version that committed a batch, or outlived its window, is ready."""
         pending = self.pending.get(query.id)
-        if pending and (last_committed_batch(query.checkpoint) > pending.committed_before
-                        or time.monotonic() > pending.deadline):
+        if pending and (
+            last_committed_batch(query.checkpoint) > pending.committed_before or time.monotonic() > pending.deadline
+        ):
             del self.pending[query.id]
             self.catalog.mark_version(query.id, query.version, outcome="ACTIVE")
             log.info("%s: version %d is ready", query.id, query.version)
@@ -93,8 +102,7 @@ class Rollout:
         previous version current again and start it."""
         pending = self.pending.pop(query.id)
         failed = query.version
-        log.error("%s: version %d failed (%s); rolling back to %d", query.id, failed, error,
-                  pending.previous_version)
+        log.error("%s: version %d failed (%s); rolling back to %d", query.id, failed, error, pending.previous_version)
         self.report(query, "ROLLING_BACK", epoch)
         self.stop(query.id)
         restore_snapshot(query.checkpoint, pending.snapshot)
@@ -112,14 +120,16 @@ class Rollout:
         so whoever sees RUNNING also sees its outcome): ACTIVE unless pending, and an earlier
         version replaced while it did not run ended now."""
         if query.running_version not in (None, query.version) and query.id not in self.pending:
-            earlier = next((v for v in self.catalog.versions(query.id)
-                            if v["version"] == query.running_version), None)
+            earlier = next((v for v in self.catalog.versions(query.id) if v["version"] == query.running_version), None)
             if earlier is not None and earlier["outcome"] == "ACTIVE":
                 # replaced while it did not run (paused): the earlier version ended then
-                self.catalog.mark_version(query.id, query.running_version, outcome="REPLACED",
-                                          ended_at=time.time())
-        self.catalog.mark_version(query.id, query.version, started_at=time.time(),
-                                  **({} if query.id in self.pending else {"outcome": "ACTIVE"}))
+                self.catalog.mark_version(query.id, query.running_version, outcome="REPLACED", ended_at=time.time())
+        self.catalog.mark_version(
+            query.id,
+            query.version,
+            started_at=time.time(),
+            **({} if query.id in self.pending else {"outcome": "ACTIVE"}),
+        )
 
 
 def take_snapshot(checkpoint: str, version: int) -> str:

@@ -6,9 +6,11 @@ The file connector (:mod:`.connectors`), the Kafka connector (:mod:`.kafka`) and
 bad-record guard (:mod:`.badrecords`) all read records this way; they import it, never one
 another for it, so their imports form a tree with this module at its root.
 """
+
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from ..catalog import SourceInfo
 

@@ -1,4 +1,5 @@
 """The SparkSession a runtime drives."""
+
 from __future__ import annotations
 
 from pyspark.sql import SparkSession
@@ -14,8 +15,9 @@ DEFAULT_CONF = {
 }
 
 
-def build_session(master: str | None = "local[*]", app_name: str = "streamql",
-                  conf: dict[str, str] | None = None) -> SparkSession:
+def build_session(
+    master: str | None = "local[*]", app_name: str = "streamql", conf: dict[str, str] | None = None
+) -> SparkSession:
     """A session on ``master``; ``None`` or ``''`` keeps the master (and application
     name) spark-submit was given."""
     builder = SparkSession.builder

@@ -1,7 +1,9 @@
 """Sensors on persistent queries: a state reached, progress made, input caught up."""
+
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from airflow.sdk import BaseSensorOperator, Context
 from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
@@ -25,8 +27,14 @@ class StreamQLSensor(BaseSensorOperator):
     template_fields: Sequence[str] = ("pipeline",)
     ui_color = "#d8ecf3"
 
-    def __init__(self, *, streamql_conn_id: str = StreamQLHook.default_conn_name,
-                 pipeline: str | None = None, deferrable: bool = True, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        streamql_conn_id: str = StreamQLHook.default_conn_name,
+        pipeline: str | None = None,
+        deferrable: bool = True,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.streamql_conn_id = streamql_conn_id
         self.pipeline = pipeline
@@ -59,18 +67,23 @@ class StreamQLSensor(BaseSensorOperator):
             engine.close()
         if self._outcome(context, check.done, check.failed, check.message, check.details):
             return check.details
-        defer_until(self, condition, pipeline=self.pipeline or engine.pipeline,
-                    timeout=self.timeout, poll_interval=self.poke_interval)
+        defer_until(
+            self,
+            condition,
+            pipeline=self.pipeline or engine.pipeline,
+            timeout=self.timeout,
+            poll_interval=self.poke_interval,
+        )
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
         if event["status"] == "timeout":
             raise AirflowSensorTimeout(f"{self.task_id} timed out after {self.timeout:g}s: {event['message']}")
-        self._outcome(context, event["status"] == "done", event["status"] == "failed",
-                      event["message"], event["details"])
+        self._outcome(
+            context, event["status"] == "done", event["status"] == "failed", event["message"], event["details"]
+        )
         return event["details"]
 
-    def _outcome(self, context: Context, done: bool, failed: bool, message: str,
-                 details: dict[str, Any]) -> bool:
+    def _outcome(self, context: Context, done: bool, failed: bool, message: str, details: dict[str, Any]) -> bool:
         self.log.info("%s", message)
         if failed:
             raise AirflowFailException(message)
@@ -90,8 +103,14 @@ class QueryStateSensor(StreamQLSensor):
 
     template_fields = ("query_id", "target_states", "pipeline")
 
-    def __init__(self, *, query_id: str, target_states: str | Sequence[str] = "RUNNING",
-                 fail_on_error: bool = True, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        query_id: str,
+        target_states: str | Sequence[str] = "RUNNING",
+        fail_on_error: bool = True,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.query_id = query_id
         self.target_states = target_states
@@ -119,9 +138,17 @@ class QueryProgressSensor(StreamQLSensor):
 
     template_fields = ("query_id", "batches", "rows", "since_batch", "since_rows", "pipeline")
 
-    def __init__(self, *, query_id: str, caught_up: bool = False, batches: int | None = None,
-                 rows: int | None = None, since_batch: int | None = None,
-                 since_rows: int | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        query_id: str,
+        caught_up: bool = False,
+        batches: int | None = None,
+        rows: int | None = None,
+        since_batch: int | None = None,
+        since_rows: int | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         if caught_up == (batches is not None or rows is not None):
             raise ValueError("QueryProgressSensor: give caught_up=True, or batches and/or rows")
@@ -137,8 +164,9 @@ class QueryProgressSensor(StreamQLSensor):
             if self.caught_up:
                 self._condition = CaughtUp(self.query_id.strip().upper())
             else:
-                base = ProgressSince.from_now(engine, self.query_id.strip(), batches=_int(self.batches),
-                                              rows=_int(self.rows))
+                base = ProgressSince.from_now(
+                    engine, self.query_id.strip(), batches=_int(self.batches), rows=_int(self.rows)
+                )
                 if self.since_batch not in (None, ""):
                     base.since_batch = int(self.since_batch)
                 if self.since_rows not in (None, ""):

@@ -1,5 +1,6 @@
 """Reading a Spark streaming checkpoint from outside the driver: which batches committed
 and which input files they consumed. Used to answer "has the query caught up?"."""
+
 from __future__ import annotations
 
 import json
@@ -57,15 +58,21 @@ def _source_files(checkpoint: str, source: str, after: int, upto: int) -> set[st
 
 def processed_files(checkpoint: str) -> set[str]:
     """Input files of every committed batch, over all file sources of the query."""
-    return {f for source, offset in committed_source_offsets(checkpoint).items()
-            for f in _source_files(checkpoint, source, -1, offset)}
+    return {
+        f
+        for source, offset in committed_source_offsets(checkpoint).items()
+        for f in _source_files(checkpoint, source, -1, offset)
+    }
 
 
 def batch_files(checkpoint: str, batch_id: int) -> set[str]:
     """The input files micro-batch ``batch_id`` reads (planned, whether or not it committed)."""
     before = source_offsets(checkpoint, batch_id - 1)
-    return {f for source, offset in source_offsets(checkpoint, batch_id).items()
-            for f in _source_files(checkpoint, source, before.get(source, -1), offset)}
+    return {
+        f
+        for source, offset in source_offsets(checkpoint, batch_id).items()
+        for f in _source_files(checkpoint, source, before.get(source, -1), offset)
+    }
 
 
 def planned_watermark_ms(checkpoint: str) -> int:

@@ -14,12 +14,13 @@ A source's ``WITH (path=...)`` is resolved here and nowhere else: a relative pat
 operator allows (``$STREAMQL_ALLOWED_PATHS``, ``os.pathsep``-separated). Never the home, the
 catalog, another part of the home, a folder holding another source or nested in one.
 """
+
 from __future__ import annotations
 
 import os
 import shutil
 import uuid
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from ..errors import ValidationError
 from ..language.names import check_name
@@ -85,8 +86,7 @@ class Layout:
         catalog kept outside the home).
     """
 
-    def __init__(self, home: str, *, allowed_roots: Iterable[str] | None = None,
-                 protected: Iterable[str] = ()):
+    def __init__(self, home: str, *, allowed_roots: Iterable[str] | None = None, protected: Iterable[str] = ()):
         self.home = os.path.realpath(home)
         roots = allowed_roots_from_env() if allowed_roots is None else allowed_roots
         self.allowed_roots = tuple(os.path.realpath(r) for r in roots if r)
@@ -117,25 +117,33 @@ class Layout:
         inside_root = any(is_within(path, r) and path != r for r in self.allowed_roots)
         if not (inside_topics or inside_root):
             if path == self.topics:
-                raise ValidationError(f"path {given!r} is the topics folder itself, which holds "
-                                      f"every stream; name a folder inside it")
+                raise ValidationError(
+                    f"path {given!r} is the topics folder itself, which holds every stream; name a folder inside it"
+                )
             roots = f" or under {', '.join(map(repr, self.allowed_roots))}" if self.allowed_roots else ""
-            raise ValidationError(f"path {given!r} ({path}) is outside the topics folder "
-                                  f"{self.topics!r}{roots}; a source lives under the topics folder "
-                                  f"or under a root allowed in ${ALLOWED_PATHS_ENV}")
+            raise ValidationError(
+                f"path {given!r} ({path}) is outside the topics folder "
+                f"{self.topics!r}{roots}; a source lives under the topics folder "
+                f"or under a root allowed in ${ALLOWED_PATHS_ENV}"
+            )
         # an allowed root may contain the home: the home's own parts stay off limits
-        for forbidden, what in ((self.home, "the streamql home"), (self.catalog_file, "the catalog"),
-                                (self.checkpoints, "the checkpoints folder"),
-                                (self.runtimes, "the runtime logs folder"),
-                                *((p, "the catalog") for p in self.protected)):
+        for forbidden, what in (
+            (self.home, "the streamql home"),
+            (self.catalog_file, "the catalog"),
+            (self.checkpoints, "the checkpoints folder"),
+            (self.runtimes, "the runtime logs folder"),
+            *((p, "the catalog") for p in self.protected),
+        ):
             if is_within(forbidden, path) or (is_within(path, forbidden) and not inside_topics):
                 raise ValidationError(f"path {given!r} ({path}) overlaps {what} ({forbidden})")
         for name, other in (others or {}).items():
             other = os.path.realpath(other)
             if is_within(path, other) or is_within(other, path):
                 how = "is" if path == other else "holds" if is_within(other, path) else "lies inside"
-                raise ValidationError(f"path {given!r} ({path}) {how} the folder of {name} ({other}); "
-                                      f"each source needs a folder of its own")
+                raise ValidationError(
+                    f"path {given!r} ({path}) {how} the folder of {name} ({other}); "
+                    f"each source needs a folder of its own"
+                )
         return path
 
     def _resolve(self, given: object) -> str:
@@ -156,8 +164,9 @@ class Layout:
         """Whether DROP ... DELETE TOPIC may delete ``path``: only folders where sources and
         checkpoints are allowed, never anything else."""
         path = os.path.realpath(path)
-        return any(is_within(path, root) and path != root
-                   for root in (self.topics, self.checkpoints, *self.allowed_roots))
+        return any(
+            is_within(path, root) and path != root for root in (self.topics, self.checkpoints, *self.allowed_roots)
+        )
 
 
 class MovedAside:
@@ -169,8 +178,10 @@ class MovedAside:
         self.moves: list[tuple[str, str]] = []
         for path in paths:
             if os.path.lexists(path):
-                aside = os.path.join(os.path.dirname(path),
-                                     f"{MOVED_ASIDE}{uuid.uuid4().hex[:12]}-{os.path.basename(path)}"[:MAX_COMPONENT])
+                aside = os.path.join(
+                    os.path.dirname(path),
+                    f"{MOVED_ASIDE}{uuid.uuid4().hex[:12]}-{os.path.basename(path)}"[:MAX_COMPONENT],
+                )
                 os.rename(path, aside)
                 self.moves.append((path, aside))
 

@@ -7,6 +7,7 @@ extensions, no configuration changes) and only then does the SELECT run, transpi
 sqlglot from Spark SQL. Nothing is generated as code from user text, and file paths reach
 DuckDB only as parameters.
 """
+
 from __future__ import annotations
 
 import base64
@@ -21,17 +22,16 @@ import pyarrow.compute as pc
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from . import topics
 from ..catalog import SourceInfo
 from ..errors import ValidationError
 from ..language.analyzer import SelectAnalysis
 from ..language.dialect import DIALECT
+from . import topics
 
 Answer = tuple[list[str], list[list[Any]]]  # column names, rows
 
 
-def run_pull_query(select: exp.Select, sources: dict[str, SourceInfo],
-                   analysis: SelectAnalysis) -> Answer:
+def run_pull_query(select: exp.Select, sources: dict[str, SourceInfo], analysis: SelectAnalysis) -> Answer:
     """Run ``select`` (validated by the analyzer, Spark dialect) over ``sources`` (upper-case
     name -> source) in a fresh, locked DuckDB: the output column names and plain rows."""
     with PullQuery(sources.values()) as query:
@@ -49,18 +49,37 @@ class PullQuery:
     """One pull query's private DuckDB: load the sources, lock, run one SELECT."""
 
     #: Spark type (without parameters) -> DuckDB type; DECIMAL(p, s) is passed through.
-    TYPES = {"TINYINT": "TINYINT", "BYTE": "TINYINT", "SMALLINT": "SMALLINT", "SHORT": "SMALLINT",
-             "INT": "INTEGER", "INTEGER": "INTEGER", "BIGINT": "BIGINT", "LONG": "BIGINT",
-             "FLOAT": "FLOAT", "REAL": "FLOAT", "DOUBLE": "DOUBLE",
-             "STRING": "VARCHAR", "VARCHAR": "VARCHAR", "CHAR": "VARCHAR", "BOOLEAN": "BOOLEAN",
-             "BINARY": "BLOB", "DATE": "DATE", "TIMESTAMP": "TIMESTAMP", "TIMESTAMP_LTZ": "TIMESTAMP",
-             "TIMESTAMP_NTZ": "TIMESTAMP"}
+    TYPES = {
+        "TINYINT": "TINYINT",
+        "BYTE": "TINYINT",
+        "SMALLINT": "SMALLINT",
+        "SHORT": "SMALLINT",
+        "INT": "INTEGER",
+        "INTEGER": "INTEGER",
+        "BIGINT": "BIGINT",
+        "LONG": "BIGINT",
+        "FLOAT": "FLOAT",
+        "REAL": "FLOAT",
+        "DOUBLE": "DOUBLE",
+        "STRING": "VARCHAR",
+        "VARCHAR": "VARCHAR",
+        "CHAR": "VARCHAR",
+        "BOOLEAN": "BOOLEAN",
+        "BINARY": "BLOB",
+        "DATE": "DATE",
+        "TIMESTAMP": "TIMESTAMP",
+        "TIMESTAMP_LTZ": "TIMESTAMP",
+        "TIMESTAMP_NTZ": "TIMESTAMP",
+    }
     #: Spark types that are instants: text with an offset ('...+02:00') is converted to UTC
     #: (read as text, then through TIMESTAMPTZ), as Spark reads it with session time zone UTC.
     INSTANTS = ("TIMESTAMP", "TIMESTAMP_LTZ")
     #: Set when the connection opens, so not even loading can fetch or load an extension.
-    CONFIG = {"autoload_known_extensions": False, "autoinstall_known_extensions": False,
-              "allow_community_extensions": False}
+    CONFIG = {
+        "autoload_known_extensions": False,
+        "autoinstall_known_extensions": False,
+        "allow_community_extensions": False,
+    }
     #: Before loading: text without an offset is UTC (Spark's session time zone), whatever
     #: the host's zone is.
     SESSION = ("SET TimeZone = 'UTC'",)
@@ -71,8 +90,7 @@ class PullQuery:
         "JSON": "read_json(?, format='newline_delimited', auto_detect=false, columns=?)",
         # positional columns after a header line, as Spark reads them; short rows are padded
         # with NULLs and extra fields ignored (strict_mode=false), as topics.read_file does
-        "CSV": "read_csv(?, header=true, auto_detect=false, columns=?, null_padding=true, "
-               "strict_mode=false)",
+        "CSV": "read_csv(?, header=true, auto_detect=false, columns=?, null_padding=true, strict_mode=false)",
         "PARQUET": "read_parquet(?, union_by_name=true)",
     }
     #: What Spark writes for a timestamp in JSON: UTC with milliseconds.
@@ -86,7 +104,7 @@ class PullQuery:
         for statement in self.SESSION:
             self.con.execute(statement)
 
-    def __enter__(self) -> "PullQuery":
+    def __enter__(self) -> PullQuery:
         try:
             for src in self.sources:
                 self._load(src)
@@ -119,7 +137,7 @@ class PullQuery:
             raise ValidationError(f"pull query failed: {_one_line(str(e))}") from None
         spark_types = [c.type.upper() for c in analysis.columns] + [""] * len(types)
         columns = [_plain_column(table.column(i), types[i], spark_types[i]) for i in range(len(types))]
-        return [c.name for c in analysis.columns], [list(row) for row in zip(*columns)]
+        return [c.name for c in analysis.columns], [list(row) for row in zip(*columns, strict=True)]
 
     # -- loading ----------------------------------------------------------------------
     def _load(self, src: SourceInfo) -> None:
@@ -142,7 +160,8 @@ class PullQuery:
             self.con.execute(
                 f"CREATE TABLE {name} AS SELECT {', '.join(_ident(c.name) for c in src.columns)} "
                 f"FROM {_ident(self.STAGE)} QUALIFY row_number() OVER ({part} ORDER BY rowid DESC) = 1 "
-                f"ORDER BY min(rowid) OVER ({part})")  # keys in first-seen order, as before
+                f"ORDER BY min(rowid) OVER ({part})"
+            )  # keys in first-seen order, as before
         except duckdb.Error as e:
             raise self._unreadable(src, files, e) from None
         finally:
@@ -164,8 +183,7 @@ class PullQuery:
         if src.format == "JSON" and src.writer_query is None and self._other_spellings(src, files):
             self.con.register(self.ROWS, self._text_rows(src, files))
             return _ident(self.ROWS), [], self._values(src, by_lower)
-        types = {c.name: "VARCHAR" if c.type.upper() in self.INSTANTS else self.duck_type(c.type)
-                 for c in src.columns}
+        types = {c.name: "VARCHAR" if c.type.upper() in self.INSTANTS else self.duck_type(c.type) for c in src.columns}
         return self.READERS[src.format], [files, types], self._values(src, by_lower)
 
     def _values(self, src: SourceInfo, found: dict[str, str]) -> str:
@@ -184,8 +202,10 @@ class PullQuery:
         DuckDB matches keys exactly, a declared column matches them in any case. (Queries'
         outputs are written by Spark with the declared names: no need to look there.)"""
         declared = {c.name.lower(): c.name for c in src.columns}
-        keys = self.con.execute("SELECT DISTINCT unnest(json_keys(json)) FROM read_ndjson_objects(?) "
-                                "WHERE json_type(json) = 'OBJECT'", [files]).fetchall()
+        keys = self.con.execute(
+            "SELECT DISTINCT unnest(json_keys(json)) FROM read_ndjson_objects(?) WHERE json_type(json) = 'OBJECT'",
+            [files],
+        ).fetchall()
         return any(declared.get(k.lower(), k) != k for (k,) in keys)
 
     def _text_rows(self, src: SourceInfo, files: list[str]) -> pa.Table:
@@ -230,8 +250,15 @@ class PullQuery:
 
 
 #: Arrow types of results whose Python values are JSON values already.
-PLAIN_TYPES = (pa.types.is_boolean, pa.types.is_integer, pa.types.is_float64, pa.types.is_string,
-               pa.types.is_large_string, pa.types.is_string_view, pa.types.is_null)
+PLAIN_TYPES = (
+    pa.types.is_boolean,
+    pa.types.is_integer,
+    pa.types.is_float64,
+    pa.types.is_string,
+    pa.types.is_large_string,
+    pa.types.is_string_view,
+    pa.types.is_null,
+)
 
 
 def _json_records(src: SourceInfo, path: str):
@@ -249,8 +276,10 @@ def _json_records(src: SourceInfo, path: str):
                     yield record
                     continue
                 reason = "not a JSON object"
-            raise ValidationError(f"pull query failed: cannot read {src.kind} {src.name}: line {number} "
-                                  f"of file {path!r} is {reason}: {line.strip()[:80]!r}")
+            raise ValidationError(
+                f"pull query failed: cannot read {src.kind} {src.name}: line {number} "
+                f"of file {path!r} is {reason}: {line.strip()[:80]!r}"
+            )
 
 
 def _as_text(value: Any) -> str | None:
@@ -303,7 +332,7 @@ def _plain(value: Any) -> Any:
     if isinstance(value, decimal.Decimal):
         return float(value)
     if isinstance(value, datetime.datetime):
-        value = value.astimezone(datetime.timezone.utc) if value.tzinfo else value
+        value = value.astimezone(datetime.UTC) if value.tzinfo else value
         return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
     if isinstance(value, (datetime.date, datetime.time)):
         return value.isoformat()

@@ -7,6 +7,7 @@ each written to a hidden temporary name and renamed into place, so a reader neve
 half a file. A TABLE is an upsert changelog: entries sorted by name, the latest row per
 key wins.
 """
+
 from __future__ import annotations
 
 import csv
@@ -20,7 +21,8 @@ import os
 import re
 import time
 import uuid
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 from ..errors import ValidationError
@@ -76,8 +78,11 @@ def committed_files(path: str) -> list[str]:
                 else:
                     files.pop(p, None)
         return list(files)
-    return sorted(os.path.realpath(os.path.join(path, n)) for n in os.listdir(path)
-                  if is_data_name(n) and os.path.isfile(os.path.join(path, n)))
+    return sorted(
+        os.path.realpath(os.path.join(path, n))
+        for n in os.listdir(path)
+        if is_data_name(n) and os.path.isfile(os.path.join(path, n))
+    )
 
 
 def changelog_entries(path: str) -> list[str]:
@@ -89,8 +94,11 @@ def changelog_entries(path: str) -> list[str]:
 
 def entry_files(entry: str) -> list[str]:
     if os.path.isdir(entry):
-        return [os.path.join(entry, n) for n in sorted(os.listdir(entry))
-                if is_data_name(n) and os.path.isfile(os.path.join(entry, n))]
+        return [
+            os.path.join(entry, n)
+            for n in sorted(os.listdir(entry))
+            if is_data_name(n) and os.path.isfile(os.path.join(entry, n))
+        ]
     return [entry]
 
 
@@ -98,6 +106,7 @@ def read_file(path: str, fmt: str, columns: list[Column]) -> list[dict[str, Any]
     """Rows of one data file as dicts keyed by the declared column names."""
     if fmt == "PARQUET":
         import pyarrow.parquet as pq
+
         rows = pq.read_table(path).to_pylist()
     else:
         with open(path, encoding="utf-8", newline="") as f:
@@ -106,11 +115,11 @@ def read_file(path: str, fmt: str, columns: list[Column]) -> list[dict[str, Any]
             else:
                 reader = csv.reader(f)
                 next(reader, None)  # header; columns are positional, as Spark reads them
-                rows = [{c.name: _from_text(v, c.type) for c, v in zip(columns, record)}
-                        for record in reader]
+                rows = [
+                    {c.name: _from_text(v, c.type) for c, v in zip(columns, record, strict=False)} for record in reader
+                ]
     by_lower = {c.name.lower(): c.name for c in columns}
-    return [{c.name: None for c in columns} | {by_lower.get(k.lower(), k): v for k, v in row.items()}
-            for row in rows]
+    return [{c.name: None for c in columns} | {by_lower.get(k.lower(), k): v for k, v in row.items()} for row in rows]
 
 
 def read_stream(path: str, fmt: str, columns: list[Column]) -> list[dict[str, Any]]:
@@ -128,8 +137,12 @@ def read_table(path: str, fmt: str, columns: list[Column], keys: list[str]) -> l
 
 
 #: the whole-number types: (smallest, largest) value, two's complement as Spark holds them
-INT_RANGES = {"TINYINT": (-2**7, 2**7 - 1), "SMALLINT": (-2**15, 2**15 - 1),
-              "INT": (-2**31, 2**31 - 1), "BIGINT": (-2**63, 2**63 - 1)}
+INT_RANGES = {
+    "TINYINT": (-(2**7), 2**7 - 1),
+    "SMALLINT": (-(2**15), 2**15 - 1),
+    "INT": (-(2**31), 2**31 - 1),
+    "BIGINT": (-(2**63), 2**63 - 1),
+}
 #: largest finite value of each floating type (FLOAT is 32-bit: larger values read as Infinity)
 FLOAT_MAX = {"FLOAT": 3.4028234663852886e38, "DOUBLE": 1.7976931348623157e308}
 #: DECIMAL(p, s); a bare DECIMAL is Spark's DECIMAL(10, 0)
@@ -137,8 +150,10 @@ DECIMAL_TYPE = re.compile(r"DECIMAL(?:\s*\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\))?")
 DATE_TEXT = re.compile(r"(\d{4})-(\d{2})-(\d{2})")
 #: what Spark's JSON and CSV readers take as a TIMESTAMP without a timestampFormat: ISO 8601
 #: dates, date-times with a space or 'T', an optional fraction and an optional Z or offset
-TIMESTAMP_TEXT = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?:[ T](\d{2}):(\d{2}):(\d{2})(?:\.\d{1,9})?"
-                            r"(?:Z|[+-](\d{2})(?::?(\d{2}))?)?)?")
+TIMESTAMP_TEXT = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})(?:[ T](\d{2}):(\d{2}):(\d{2})(?:\.\d{1,9})?"
+    r"(?:Z|[+-](\d{2})(?::?(\d{2}))?)?)?"
+)
 TIMESTAMP_EXPECTED = "yyyy-MM-dd HH:mm:ss[.SSS]"
 
 
@@ -147,9 +162,15 @@ class SparkPattern:
     shape as a regular expression, then ``strptime`` for real dates and times."""
 
     #: pattern letters -> (strptime directive, the text they match)
-    LETTERS = {"yyyy": ("%Y", r"\d{4}"), "MM": ("%m", r"\d{2}"), "dd": ("%d", r"\d{2}"),
-               "HH": ("%H", r"\d{2}"), "mm": ("%M", r"\d{2}"), "ss": ("%S", r"\d{2}"),
-               "SSS": ("%f", r"\d{3}")}
+    LETTERS = {
+        "yyyy": ("%Y", r"\d{4}"),
+        "MM": ("%m", r"\d{2}"),
+        "dd": ("%d", r"\d{2}"),
+        "HH": ("%H", r"\d{2}"),
+        "mm": ("%M", r"\d{2}"),
+        "ss": ("%S", r"\d{2}"),
+        "SSS": ("%f", r"\d{3}"),
+    }
     #: a run of one pattern letter, a quoted literal ('T', '' for a quote), or one other character
     PART = re.compile(r"([A-Za-z])\1*|'(?:[^']|'')*'|.", re.S)
 
@@ -162,7 +183,8 @@ class SparkPattern:
                 if text not in self.LETTERS:
                     raise ValidationError(
                         f"cannot check values against timestamp_format {pattern!r}: pattern "
-                        f"letters {text!r} are not supported (supported: {', '.join(self.LETTERS)})")
+                        f"letters {text!r} are not supported (supported: {', '.join(self.LETTERS)})"
+                    )
                 directive, matches = self.LETTERS[text]
                 directives.append(directive)
                 shape.append(matches)
@@ -202,8 +224,10 @@ def coerce(value: Any, column: Column, *, timestamp_format: str | None = None) -
 
     def bad(expected: str | None = None) -> ValidationError:
         shown = value if not isinstance(value, str) or len(value) <= 80 else value[:77] + "..."
-        return ValidationError(f"value {shown!r} does not fit column {column.name!r} of type "
-                               f"{column.type}" + (f" (expected {expected})" if expected else ""))
+        return ValidationError(
+            f"value {shown!r} does not fit column {column.name!r} of type "
+            f"{column.type}" + (f" (expected {expected})" if expected else "")
+        )
 
     is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
     if t in INT_RANGES:
@@ -270,12 +294,10 @@ def _real_timestamp(match: re.Match | None) -> bool:
     if not _real_date(match):
         return False
     hour, minute, second, off_hours, off_minutes = (int(g) if g else 0 for g in match.groups()[3:])
-    return (hour < 24 and minute < 60 and second < 60 and off_minutes < 60
-            and off_hours * 60 + off_minutes <= 18 * 60)
+    return hour < 24 and minute < 60 and second < 60 and off_minutes < 60 and off_hours * 60 + off_minutes <= 18 * 60
 
 
-def append(path: str, fmt: str, columns: list[Column], rows: Iterable[dict[str, Any]],
-           name: str | None = None) -> str:
+def append(path: str, fmt: str, columns: list[Column], rows: Iterable[dict[str, Any]], name: str | None = None) -> str:
     """Write ``rows`` as one new file in ``path``: to a hidden name, then renamed into place.
     With ``name``, a file of that name already there means it was written: nothing is."""
     os.makedirs(path, exist_ok=True)
@@ -290,6 +312,7 @@ def append(path: str, fmt: str, columns: list[Column], rows: Iterable[dict[str, 
     if fmt == "PARQUET":
         import pyarrow as pa
         import pyarrow.parquet as pq
+
         schema = pa.schema([(c.name, _arrow_type(c.type)) for c in columns])
         pq.write_table(pa.Table.from_pylist(rows, schema=schema), tmp)
     else:
@@ -329,9 +352,19 @@ def _from_text(text: str, spark_type: str) -> Any:
 
 def _arrow_type(spark_type: str):
     import pyarrow as pa
-    table = {"TINYINT": pa.int8(), "SMALLINT": pa.int16(), "INT": pa.int32(), "BIGINT": pa.int64(),
-             "FLOAT": pa.float32(), "DOUBLE": pa.float64(), "STRING": pa.string(),
-             "BOOLEAN": pa.bool_(), "DATE": pa.string(), "TIMESTAMP": pa.string()}
+
+    table = {
+        "TINYINT": pa.int8(),
+        "SMALLINT": pa.int16(),
+        "INT": pa.int32(),
+        "BIGINT": pa.int64(),
+        "FLOAT": pa.float32(),
+        "DOUBLE": pa.float64(),
+        "STRING": pa.string(),
+        "BOOLEAN": pa.bool_(),
+        "DATE": pa.string(),
+        "TIMESTAMP": pa.string(),
+    }
     t = spark_type.upper()
     if t.startswith("DECIMAL"):
         return pa.float64()

@@ -1,9 +1,11 @@
 """The trigger behind every deferrable streamql wait: poll a condition in the catalog."""
+
 from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
@@ -19,8 +21,15 @@ class StreamQLConditionTrigger(BaseTrigger):
     elsewhere, and it is enforced here because ``dag.test()`` runs triggers without one.
     """
 
-    def __init__(self, *, condition: dict[str, Any], streamql_conn_id: str, end_at: float,
-                 poll_interval: float = 2.0, pipeline: str | None = None):
+    def __init__(
+        self,
+        *,
+        condition: dict[str, Any],
+        streamql_conn_id: str,
+        end_at: float,
+        poll_interval: float = 2.0,
+        pipeline: str | None = None,
+    ):
         super().__init__()
         self.condition = condition
         self.streamql_conn_id = streamql_conn_id
@@ -29,9 +38,16 @@ class StreamQLConditionTrigger(BaseTrigger):
         self.pipeline = pipeline
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (f"{type(self).__module__}.{type(self).__qualname__}", {
-            "condition": self.condition, "streamql_conn_id": self.streamql_conn_id,
-            "end_at": self.end_at, "poll_interval": self.poll_interval, "pipeline": self.pipeline})
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "condition": self.condition,
+                "streamql_conn_id": self.streamql_conn_id,
+                "end_at": self.end_at,
+                "poll_interval": self.poll_interval,
+                "pipeline": self.pipeline,
+            },
+        )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         condition = Condition.from_dict(self.condition)
@@ -47,8 +63,7 @@ class StreamQLConditionTrigger(BaseTrigger):
                 if status is None and time.time() >= self.end_at:
                     status = "timeout"
                 if status:
-                    yield TriggerEvent({"status": status, "message": check.message,
-                                        "details": check.details})
+                    yield TriggerEvent({"status": status, "message": check.message, "details": check.details})
                     return
                 await asyncio.sleep(self.poll_interval)
         finally:
@@ -56,6 +71,7 @@ class StreamQLConditionTrigger(BaseTrigger):
 
     async def _engine(self):
         from ..hooks.streamql import StreamQLHook
+
         conn = await _connection(self.streamql_conn_id)
         return await asyncio.to_thread(StreamQLHook.engine_for, conn, pipeline=self.pipeline)
 
@@ -67,6 +83,7 @@ async def _connection(conn_id: str):
     from airflow.sdk import BaseHook
     from airflow.sdk.exceptions import AirflowNotFoundException
     from asgiref.sync import sync_to_async
+
     try:
         return await BaseHook.aget_connection(conn_id)
     except AirflowNotFoundException:

@@ -4,6 +4,7 @@ Pure Python: it compares the recorded shape of the running version with the new 
 (:func:`airflow_provider_streamql.language.analyzer.shape_of`), grounded in what Spark does
 when a query restarts on an existing checkpoint, and stricter where Spark is silently wrong.
 """
+
 from .report import Finding, Report, validate_upgrade
 from .traits import TRAITS, traits_of
 

@@ -1,4 +1,5 @@
 """Upgrade findings and the report the validator returns."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -8,8 +9,7 @@ from .rules import RULES
 from .traits import traits_of
 
 VERDICTS = ("IN_PLACE", "REPLACING_REQUIRED", "REJECTED")  # in rising severity
-KINDS = ("transparent", "data selection", "schema evolution", "source modifying", "topology",
-         "scaling", "unsupported")
+KINDS = ("transparent", "data selection", "schema evolution", "source modifying", "topology", "scaling", "unsupported")
 
 
 @dataclass(frozen=True)
@@ -58,45 +58,77 @@ class Report:
         return data
 
     def render(self) -> str:
-        lines = [f"{self.query_id}: {self.verdict}",
-                 f"  traits: {', '.join(self.old_traits) or '-'} -> {', '.join(self.new_traits) or '-'}",
-                 f"  kinds: {', '.join(self.kinds)}"]
+        lines = [
+            f"{self.query_id}: {self.verdict}",
+            f"  traits: {', '.join(self.old_traits) or '-'} -> {', '.join(self.new_traits) or '-'}",
+            f"  kinds: {', '.join(self.kinds)}",
+        ]
         lines += [f"  [{f.verdict}] {f.code} ({f.clause}): {f.message}" for f in self.findings]
         lines += [f"  warning {w['code']}: {w['message']}" for w in self.warnings]
         if self.spark is not None:
-            lines.append(f"  spark dry run: {'ran' if self.spark['ran'] else 'refused'} "
-                         f"({self.spark['batches']} batches, {self.spark['input_rows']} input rows)"
-                         + (f": {self.spark['error']}" if self.spark["error"] else ""))
+            lines.append(
+                f"  spark dry run: {'ran' if self.spark['ran'] else 'refused'} "
+                f"({self.spark['batches']} batches, {self.spark['input_rows']} input rows)"
+                + (f": {self.spark['error']}" if self.spark["error"] else "")
+            )
         return "\n".join(lines)
 
 
 from .traits import TRAITS as _TRAIT_ORDER  # noqa: E402  (order for display)
 
 
-def validate_upgrade(query_id: str, old: dict[str, Any], new: dict[str, Any], *,
-                     downstream: list[str] | None = None) -> Report:
+def validate_upgrade(
+    query_id: str, old: dict[str, Any], new: dict[str, Any], *, downstream: list[str] | None = None
+) -> Report:
     """Compare two recorded shapes (see ``shape_of``); never raises on a difference, it
     reports it. A difference no rule explains is REJECTED (fail closed)."""
-    findings = [Finding(code, clause, kind, verdict, message)
-                for code, clause, kind, verdict, check in RULES
-                for message in check(old, new)]
+    findings = [
+        Finding(code, clause, kind, verdict, message)
+        for code, clause, kind, verdict, check in RULES
+        for message in check(old, new)
+    ]
     if not findings:
-        findings = [Finding("UNCHANGED", "query", "transparent", "IN_PLACE",
-                            "the new version computes the same result; the swap only restarts it")]
+        findings = [
+            Finding(
+                "UNCHANGED",
+                "query",
+                "transparent",
+                "IN_PLACE",
+                "the new version computes the same result; the swap only restarts it",
+            )
+        ]
     verdict = worst(findings)
     kinds = sorted({f.kind for f in findings}, key=KINDS.index)
     old_traits, new_traits = traits_of(old), traits_of(new)
     warnings = []
     if "stateful" in new_traits and any(f.kind == "data selection" for f in findings):
-        warnings.append({"code": "NO_BACKFILL", "message": "the change applies to new input only: "
-                         "earlier output and the state built so far are not recomputed"})
+        warnings.append(
+            {
+                "code": "NO_BACKFILL",
+                "message": "the change applies to new input only: "
+                "earlier output and the state built so far are not recomputed",
+            }
+        )
     elif any(f.kind in ("data selection", "schema evolution") for f in findings):
-        warnings.append({"code": "NO_BACKFILL", "message": "earlier output is not recomputed; "
-                         "only records processed after the swap follow the new version"})
+        warnings.append(
+            {
+                "code": "NO_BACKFILL",
+                "message": "earlier output is not recomputed; "
+                "only records processed after the swap follow the new version",
+            }
+        )
     if downstream:
-        warnings.append({"code": "CASCADING", "message": "queries reading this output see the "
-                         f"change as it happens: {', '.join(downstream)}"})
+        warnings.append(
+            {
+                "code": "CASCADING",
+                "message": f"queries reading this output see the change as it happens: {', '.join(downstream)}",
+            }
+        )
     if new["nondeterministic"]:
-        warnings.append({"code": "NONDETERMINISTIC", "message": "a batch re-run after a failure "
-                         f"may differ ({', '.join(new['nondeterministic'])})"})
+        warnings.append(
+            {
+                "code": "NONDETERMINISTIC",
+                "message": f"a batch re-run after a failure may differ ({', '.join(new['nondeterministic'])})",
+            }
+        )
     return Report(query_id, verdict, old_traits, new_traits, kinds, findings, warnings)

@@ -8,9 +8,11 @@ aggregates, windows, join types and output modes may not. Spark checks state sch
 type only, so a GROUP BY moved to another column of the same type passes Spark and
 silently reuses the old state: it is caught here.
 """
+
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 Shape = dict[str, Any]
 
@@ -42,15 +44,19 @@ def sink_changed(old: Shape, new: Shape) -> Iterator[str]:
         if key == "path" and _kafka_sinks(old, new):
             continue  # a Kafka sink may change its topic (kafka_topic_changed)
         if old["sink"][key] != new["sink"][key]:
-            yield (f"the sink's {key} changed from {old['sink'][key]!r} to {new['sink'][key]!r}: "
-                   f"a file sink's location and format cannot change under a checkpoint; "
-                   f"create a new stream instead")
+            yield (
+                f"the sink's {key} changed from {old['sink'][key]!r} to {new['sink'][key]!r}: "
+                f"a file sink's location and format cannot change under a checkpoint; "
+                f"create a new stream instead"
+            )
 
 
 def kafka_topic_changed(old: Shape, new: Shape) -> Iterator[str]:
     if _kafka_sinks(old, new) and old["sink"]["path"] != new["sink"]["path"]:
-        yield (f"the Kafka sink's topic changed from {old['sink']['path'][6:]!r} to "
-               f"{new['sink']['path'][6:]!r}: Spark allows it; records from the swap on go to the new topic")
+        yield (
+            f"the Kafka sink's topic changed from {old['sink']['path'][6:]!r} to "
+            f"{new['sink']['path'][6:]!r}: Spark allows it; records from the swap on go to the new topic"
+        )
 
 
 def kind_changed(old: Shape, new: Shape) -> Iterator[str]:
@@ -60,9 +66,11 @@ def kind_changed(old: Shape, new: Shape) -> Iterator[str]:
 
 def sources_changed(old: Shape, new: Shape) -> Iterator[str]:
     if sorted(old["streams"]) != sorted(new["streams"]):
-        yield (f"the streams read changed from {_show(old['streams'])} to {_show(new['streams'])}: "
-               f"Spark refuses a different set of sources on an existing checkpoint (sources "
-               f"were not named from the first run for source evolution)")
+        yield (
+            f"the streams read changed from {_show(old['streams'])} to {_show(new['streams'])}: "
+            f"Spark refuses a different set of sources on an existing checkpoint (sources "
+            f"were not named from the first run for source evolution)"
+        )
 
 
 def column_removed(old: Shape, new: Shape) -> Iterator[str]:
@@ -82,7 +90,7 @@ def columns_reordered(old: Shape, new: Shape) -> Iterator[str]:
     kept = [n for n in _names(new) if n in _columns(old)]
     if kept != [n for n in _names(old) if n in _columns(new)]:
         yield f"output columns were reordered ({_show(_names(old))} -> {_show(_names(new))})"
-    elif _names(new)[:len(kept)] != kept:
+    elif _names(new)[: len(kept)] != kept:
         yield "new output columns were inserted before existing ones; append them at the end"
 
 
@@ -101,18 +109,22 @@ def key_changed(old: Shape, new: Shape) -> Iterator[str]:
 
 def group_by_changed(old: Shape, new: Shape) -> Iterator[str]:
     if old["group_by"] != new["group_by"] and old["group_by"] and new["group_by"]:
-        yield (f"GROUP BY changed from {_show(old['group_by'])} to {_show(new['group_by'])}: the "
-               f"aggregation state is keyed by the old values and would be reused for the new "
-               f"ones (Spark compares key types only and would accept it)")
+        yield (
+            f"GROUP BY changed from {_show(old['group_by'])} to {_show(new['group_by'])}: the "
+            f"aggregation state is keyed by the old values and would be reused for the new "
+            f"ones (Spark compares key types only and would accept it)"
+        )
     elif bool(old["group_by"]) != bool(new["group_by"]):
         yield "the query gained or lost its GROUP BY"
 
 
 def aggregates_changed(old: Shape, new: Shape) -> Iterator[str]:
     if old["aggregates"] != new["aggregates"] and (old["aggregates"] or new["aggregates"]):
-        yield (f"aggregations changed from {_show(old['aggregates'])} to {_show(new['aggregates'])}: "
-               f"the state holds the old aggregation buffers (Spark: "
-               f"STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE)")
+        yield (
+            f"aggregations changed from {_show(old['aggregates'])} to {_show(new['aggregates'])}: "
+            f"the state holds the old aggregation buffers (Spark: "
+            f"STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE)"
+        )
 
 
 def window_changed(old: Shape, new: Shape) -> Iterator[str]:
@@ -122,13 +134,15 @@ def window_changed(old: Shape, new: Shape) -> Iterator[str]:
 
 def emit_changed(old: Shape, new: Shape) -> Iterator[str]:
     if (old["emit"] or "CHANGES") != (new["emit"] or "CHANGES") and (old["window"] or new["window"]):
-        yield f"EMIT {old['emit'] or 'CHANGES'} changed to EMIT {new['emit'] or 'CHANGES'}: the output mode of a stateful query cannot change"
+        yield (
+            f"EMIT {old['emit'] or 'CHANGES'} changed to EMIT {new['emit'] or 'CHANGES'}: "
+            f"the output mode of a stateful query cannot change"
+        )
 
 
 def stream_join_changed(old: Shape, new: Shape) -> Iterator[str]:
     stateful_join = old["within"] is not None or new["within"] is not None
-    if stateful_join and (old["joins"], old["join_on"], old["within"]) != \
-            (new["joins"], new["join_on"], new["within"]):
+    if stateful_join and (old["joins"], old["join_on"], old["within"]) != (new["joins"], new["join_on"], new["within"]):
         yield "a stream-stream join changed (type, condition or WITHIN): its buffered state no longer matches"
 
 
@@ -151,8 +165,7 @@ def having_changed(old: Shape, new: Shape) -> Iterator[str]:
 def projection_changed(old: Shape, new: Shape) -> Iterator[str]:
     for name, expression in old["projections"].items():
         new_expression = new["projections"].get(name)
-        if new_expression is not None and new_expression != expression and \
-                expression not in old["group_by"]:
+        if new_expression is not None and new_expression != expression and expression not in old["group_by"]:
             yield f"column {name!r} is now computed as {new_expression} (was {expression})"
 
 

@@ -1,7 +1,9 @@
 """ksqlDB's query traits (KLIP-28), read off a query's recorded shape."""
+
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 # trait -> test on a shape. A query can have several.
 TRAITS: dict[str, Callable[[dict[str, Any]], bool]] = {

@@ -6,9 +6,14 @@ from datetime import datetime
 
 from airflow.sdk import DAG
 
-from airflow_provider_streamql.operators.queries import (CreateQueryOperator, PauseQueryOperator,
-                                                         ReplaceQueryOperator, ResumeQueryOperator,
-                                                         TerminateQueryOperator, ValidateUpgradeOperator)
+from airflow_provider_streamql.operators.queries import (
+    CreateQueryOperator,
+    PauseQueryOperator,
+    ReplaceQueryOperator,
+    ResumeQueryOperator,
+    TerminateQueryOperator,
+    ValidateUpgradeOperator,
+)
 from airflow_provider_streamql.operators.runtime import SubmitRuntimeOperator
 from airflow_provider_streamql.sensors.queries import QueryProgressSensor, QueryStateSensor
 
