@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-import time
 
 import pytest
 
 from airflow_provider_streamql.errors import StateError, ValidationError
 
-from .support import stream_rows, wait_until
+from .support import reconcile_passes, stream_rows, wait_until
 
 PAYMENTS = "CREATE STREAM payments (id INT KEY, user STRING, amount INT);"
 
@@ -177,7 +176,7 @@ def test_a_paused_query_stays_held_across_a_runtime_restart(sqlite_engine, runti
     start_again = runtimes.start(engine, on_error="PAUSE")
     wait_until(lambda: engine.runtimes("default") and
                engine.runtimes("default")[-1]["id"] == start_again.id, 30, "the new runtime")
-    time.sleep(2.0)  # a few reconcile passes
+    reconcile_passes(engine, start_again.id, 3)  # the new runtime had every chance to start it
     assert engine.state("CSAS_COPY_1") == "PAUSED"
     assert [r.status for r in engine.bad_records("CSAS_COPY_1")] == ["PENDING"]
     assert stream_rows(engine, "copy") == []

@@ -54,5 +54,6 @@ single("t_caught_up_sensor", lambda: QueryProgressSensor(
     task_id="task", query_id="{{ params.query_id }}", caught_up=True, **SENSOR), query_id="")
 single("t_submit_runtime", lambda: SubmitRuntimeOperator(
     task_id="task", spark_conn_id="{{ params.spark_conn_id }}", conf="{{ params.conf }}",
-    runtime_args=["--interval", "0.2", "--lease-ttl", "3"], timeout=180, poll_interval=0.5),
+    # a lease far above any reconcile pass (tests/conftest.py LEASE_TTL); SIGTERM releases it
+    runtime_args=["--interval", "0.2", "--lease-ttl", "60"], timeout=180, poll_interval=0.5),
     spark_conn_id="spark_local", conf={"spark.ui.enabled": "false"})
