@@ -19,6 +19,10 @@ class StreamQLError(Exception):
         return f"{where}{self.message}{snippet}"
 
 
+#: characters of a Spark error's first line that the runtime and the dry run report
+SPARK_ERROR_LIMIT = 2000
+
+
 def first_line(error: BaseException | object, limit: int | None = None) -> str:
     """The first line of an error's message (its type's name when it has none): what a
     one-line report of a library's error shows. A Py4J/Spark error's own message is its

@@ -143,14 +143,8 @@ class ObservedState:
     ) -> bool:
         """Write observed state; with ``runtime_id``/``epoch``, only while that lease is held."""
         with write_connection(self.engine) as conn:
-            if runtime_id is not None:
-                held = conn.execute(
-                    select(s.leases.c.query_id).where(
-                        s.leases.c.query_id == query_id, s.leases.c.runtime_id == runtime_id, s.leases.c.epoch == epoch
-                    )
-                ).first()
-                if held is None:
-                    return False
+            if runtime_id is not None and not _lease_held(conn, query_id, runtime_id, epoch):
+                return False
             values: dict[str, Any] = {"observed_state": state, "updated_at": time.time()}
             if error is not None or state in ("RUNNING", "PAUSED", "TERMINATED"):
                 values["error"] = error
@@ -259,12 +253,7 @@ class ObservedState:
         """Policy PAUSE: record the bad records and pause the query in one transaction
         (desired and observed PAUSED, ``reason`` as its error), while the lease is held."""
         with write_connection(self.engine) as conn:
-            held = conn.execute(
-                select(s.leases.c.query_id).where(
-                    s.leases.c.query_id == query_id, s.leases.c.runtime_id == runtime_id, s.leases.c.epoch == epoch
-                )
-            ).first()
-            if held is None:
+            if not _lease_held(conn, query_id, runtime_id, epoch):
                 return False
             self.record_bad_records(records, conn)
             pipeline = conn.execute(select(s.queries.c.pipeline).where(s.queries.c.id == query_id)).scalar()
@@ -315,3 +304,12 @@ class ObservedState:
         if handled_by is not None:
             values.update(handled_by=handled_by, handled_at=time.time())
         return conn.execute(stmt.values(**values)).rowcount
+
+
+def _lease_held(conn: Connection, query_id: str, runtime_id: str, epoch: int | None) -> bool:
+    """``runtime_id`` holds the lease on ``query_id`` under ``epoch`` (a fenced write checks it
+    in the transaction of the write)."""
+    held = select(s.leases.c.query_id).where(
+        s.leases.c.query_id == query_id, s.leases.c.runtime_id == runtime_id, s.leases.c.epoch == epoch
+    )
+    return conn.execute(held).first() is not None

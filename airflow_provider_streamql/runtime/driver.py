@@ -24,11 +24,11 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from ..catalog import ERROR_POLICIES, Catalog, QueryInfo
-from ..errors import StateError, first_line
+from ..errors import SPARK_ERROR_LIMIT, StateError, first_line
 from .connectors import start_query
 from .holds import Holds
 from .listener import ProgressListener
-from .reconcile import ERROR_LIMIT, Reconciler, Running
+from .reconcile import Reconciler, Running
 from .rollout import Rollout
 
 log = logging.getLogger("streamql.runtime")
@@ -186,11 +186,11 @@ class Runtime:
             dead_letters = self.holds.dead_letter_query(query, plan, sources, guard)
         except Exception as e:
             if self.rollout.is_pending(query.id):
-                self.rollout.roll_back(query, epoch, first_line(e, ERROR_LIMIT))
+                self.rollout.roll_back(query, epoch, first_line(e, SPARK_ERROR_LIMIT))
                 return
             delay = self._back_off(query.id)
             log.error("query %s failed to start (retry in %.0fs): %s", query.id, delay, e)
-            self.report(query, "ERROR", epoch, error=first_line(e, ERROR_LIMIT))
+            self.report(query, "ERROR", epoch, error=first_line(e, SPARK_ERROR_LIMIT))
             return
         self.active[query.id] = Running(stream, epoch, query.version, dead_letters)
         self.rollout.record_start(query)
@@ -249,4 +249,4 @@ def _stop_quietly(stream: StreamingQuery) -> None:
     try:
         stream.stop()
     except Exception as e:
-        log.warning("stopping %s: %s", stream.name, first_line(e, ERROR_LIMIT))
+        log.warning("stopping %s: %s", stream.name, first_line(e, SPARK_ERROR_LIMIT))

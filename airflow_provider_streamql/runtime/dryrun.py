@@ -15,11 +15,9 @@ from dataclasses import dataclass, replace
 from pyspark.sql import SparkSession
 
 from ..catalog import QueryInfo, SourceInfo
-from ..errors import first_line
+from ..errors import SPARK_ERROR_LIMIT, first_line
 from ..storage.checkpoints import processed_files
 from .connectors import streaming_frame
-
-ERROR_LIMIT = 2000  # characters of Spark's error kept (its first line), as the runtime reports it
 
 
 @dataclass
@@ -78,10 +76,10 @@ def run_to_end(
         error = stream.exception()
         progress = stream.recentProgress
         return DryRun(
-            None if error is None else first_line(error, ERROR_LIMIT),
+            None if error is None else first_line(error, SPARK_ERROR_LIMIT),
             len(progress),
             sum(p["numInputRows"] for p in progress),
             len(processed_files(query.checkpoint) - before),
         )
     except Exception as e:  # refused while planning, before any batch
-        return DryRun(first_line(e, ERROR_LIMIT), 0, 0)
+        return DryRun(first_line(e, SPARK_ERROR_LIMIT), 0, 0)

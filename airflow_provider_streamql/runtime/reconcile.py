@@ -20,12 +20,9 @@ from typing import Protocol
 from pyspark.sql.streaming import StreamingQuery
 
 from ..catalog import QueryInfo
-from ..errors import first_line
+from ..errors import SPARK_ERROR_LIMIT, first_line
 from .holds import Holds
 from .rollout import Rollout
-
-#: characters of an error's first line kept in reports
-ERROR_LIMIT = 2000
 
 
 @dataclass
@@ -121,7 +118,7 @@ class Reconciler:
             return False
         self.driver.stop_query(query.id)  # both of its streaming queries
         error = running.exception()
-        message = first_line(error, ERROR_LIMIT) if error is not None else None
+        message = first_line(error, SPARK_ERROR_LIMIT) if error is not None else None
         if (
             message is not None
             and self.holds.is_guard_error(query, message)
