@@ -83,16 +83,28 @@ def test_restart_after_sigterm_and_kill_9_mid_batch(sqlite_engine, env, processe
     start = last_committed_batch(checkpoint)
     many = [(i, users[i % 3], float(i)) for i in range(31, 231)]
     insert(engine, "purchases", records[20:] + many)
-    in_flight = lambda: os.path.exists(f"{checkpoint}/offsets/{start + 1}") and \
-        not os.path.exists(f"{checkpoint}/commits/{start + 1}")
-    wait_until(in_flight, timeout=60, what="a planned but uncommitted batch")
+    fed: list[tuple] = []
+
+    def in_flight() -> int | None:
+        """The batch planned but not committed now; if the runtime committed everything
+        between two looks (a fast batch on a busy machine), it gets more input to plan."""
+        batch = last_committed_batch(checkpoint) + 1
+        if os.path.exists(f"{checkpoint}/offsets/{batch}") and not os.path.exists(f"{checkpoint}/commits/{batch}"):
+            return batch
+        if CaughtUp("CSAS_COPY_1").check(engine).done:
+            more = [(i, users[i % 3], float(i)) for i in range(1000 + len(fed), 1200 + len(fed))]
+            fed.extend(more)
+            insert(engine, "purchases", more)
+        return None
+    batch = wait_until(in_flight, timeout=120, what="a planned but uncommitted batch")
+    assert batch > start
     os.killpg(runtime.pid, signal.SIGKILL)
     runtime.wait()
-    assert not os.path.exists(f"{checkpoint}/commits/{start + 1}")  # really mid-batch
+    assert not os.path.exists(f"{checkpoint}/commits/{batch}")  # really mid-batch
 
     processes()  # takes the queries once the dead runtime's leases expire
     engine.wait_for_state("CSAS_COPY_1", "RUNNING", timeout=120)
-    everything = records + many
+    everything = records + many + fed
     engine.wait_caught_up("CSAS_COPY_1", timeout=120)
     engine.wait_caught_up("CTAS_COUNTS_2", timeout=60)
     copied = collections.Counter(r[0] for r in stream_rows(engine, "copy"))
