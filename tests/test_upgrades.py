@@ -179,3 +179,27 @@ def test_replacing_upgrade_rebuilds_from_earliest(sqlite_engine, runtimes):
     engine.wait_for_state(new_id, "RUNNING", timeout=60)
     engine.wait_caught_up(new_id, timeout=60)
     assert table(engine, "stats") == {"eu": (2,)}
+
+
+def test_a_new_runtime_takes_over_the_readiness_window(sqlite_engine, runtimes):
+    """The runtime that swapped in version 2 stops inside its readiness window: the runtime
+    that takes the query over still rolls a failing version 2 back, losing nothing."""
+    engine = sqlite_engine
+    engine.execute(MART)
+    first = runtimes.start(engine, readiness_window=600)
+    put(engine, [(1, "ann", 5.0)])
+    engine.wait_caught_up("CSAS_VALID_PURCHASES_1", timeout=60)
+    results = engine.execute("CREATE OR REPLACE STREAM valid_purchases AS SELECT id, user, "
+                             "cost / CAST(user AS INT) AS cost FROM purchases WHERE cost > 0")
+    engine.wait_for_results(results, timeout=90)  # version 2 runs, in its readiness window
+    outcome = lambda: {v["version"]: v["outcome"] for v in engine.catalog.versions("CSAS_VALID_PURCHASES_1")}
+    assert outcome() == {1: "REPLACED", 2: None}
+    runtimes.stop(first)
+    runtimes.start(engine, readiness_window=600)
+    engine.wait_for_state("CSAS_VALID_PURCHASES_1", "RUNNING", timeout=90)
+    assert outcome() == {1: "REPLACED", 2: None}  # still undecided: not ACTIVE on a restart
+    put(engine, [(2, "bob", 7.0)])
+    wait_until(lambda: outcome()[2] == "ROLLED_BACK", timeout=90, what="the automatic rollback")
+    engine.wait_caught_up("CSAS_VALID_PURCHASES_1", timeout=90)
+    assert outcome() == {1: "ACTIVE", 2: "ROLLED_BACK"}
+    assert stream_rows(engine, "valid_purchases") == [(1, "ann", 5.0), (2, "bob", 7.0)]

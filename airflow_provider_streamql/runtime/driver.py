@@ -172,6 +172,7 @@ class Runtime:
         _attempts, when = self.retry_at.get(query.id, (0, 0.0))
         if time.monotonic() < when:
             return
+        self.rollout.resume_window(query)
         self.report(query, "STARTING", epoch)
         try:
             sink = self.catalog.source(query.sink)

@@ -81,6 +81,26 @@ class Rollout:
         log.info("%s: upgrading from version %d to %d", query.id, previous, query.version)
         self.start(query, epoch)
 
+    def resume_window(self, query: QueryInfo) -> None:
+        """Before starting ``query.version``: a runtime that stopped (or died) inside its
+        readiness window left it undecided (no outcome yet) after the previous version was
+        REPLACED and its checkpoint snapshotted. The window starts again here, so that a
+        failure still rolls back: nothing of the swap lived only in that runtime's memory."""
+        if query.id in self.pending:
+            return
+        versions = {v["version"]: v for v in self.catalog.versions(query.id)}
+        current = versions.get(query.version)
+        if current is None or current["outcome"] is not None:
+            return
+        replaced = [n for n, v in versions.items() if n < query.version and v["outcome"] == "REPLACED"]
+        snapshot = snapshot_path(query.checkpoint, max(replaced)) if replaced else None
+        if snapshot is None or not os.path.isdir(snapshot):
+            return
+        self.pending[query.id] = PendingUpgrade(
+            max(replaced), snapshot, last_committed_batch(snapshot), time.monotonic() + self.readiness_window
+        )
+        log.info("%s: version %d is still in its readiness window", query.id, query.version)
+
     def check_readiness(self, query: QueryInfo) -> None:
         """A pending version that committed a batch, or outlived its window, is ready."""
         pending = self.pending.get(query.id)
