@@ -21,8 +21,8 @@ from sqlalchemy.schema import CreateColumn
 from ..errors import CatalogError, StreamQLError, first_line
 from ..language import parse_one
 from ..language.analyzer import analyze_select
-from ..language.streaming import plan_streaming
 from .connections import write_connection
+from .derived import derive_query
 from .model import SourceInfo
 from .schema import (
     MIGRATION_1_TABLES,
@@ -143,30 +143,10 @@ def _complete_old_catalog(conn: Connection) -> None:
 
 
 def _plan(query, known: dict[str, SourceInfo]) -> tuple[str, dict, dict]:
-    """(select_sql, plan, shape) of a recorded query, as Planner._query makes them."""
+    """(select_sql, plan, shape) of a recorded query, as the planner derives them now."""
     stmt = parse_one(query.sql)
     analysis = analyze_select(stmt.select, {n: s.columns for n, s in known.items()}, stmt, persistent=True)
-    static = {n for n in analysis.sources if known[n].kind == "TABLE"}
-    plan = plan_streaming(
-        stmt.select,
-        stmt,
-        analysis,
-        query.id,
-        kind=query.kind,
-        timestamps={n: known[n].timestamp_column for n in analysis.sources},
-        tables=static,
-        schemas={n: known[n].columns for n in analysis.sources},
-    )
-    sink = known[query.sink]
-    writer = (
-        ("kafka sink" if sink.kafka_topic else "file sink") if query.kind == "CSAS" and not static else "batch files"
-    )
-    shape = {
-        **analysis.shape,
-        "kind": query.kind,
-        "sink": {"path": sink.path, "format": sink.format, "writer": writer},
-        "streams": [n for n in analysis.sources if n not in static],
-    }
+    plan, shape = derive_query(stmt, analysis, query.id, query.kind, known, known[query.sink])
     return plan.spark_sql, plan.to_dict(), shape
 
 

@@ -12,10 +12,10 @@ from dataclasses import replace
 from sqlalchemy import Connection
 
 from ..catalog import ERROR_POLICIES, QueryInfo, SourceInfo
+from ..catalog.derived import derive_query
 from ..errors import StateError, ValidationError
 from ..language import statements as st
 from ..language.analyzer import SelectAnalysis
-from ..language.streaming import plan_streaming
 from ..results import Result
 from ..upgrades import Finding, Report, validate_upgrade
 from .base import PlannerBase, Step, column_tuples
@@ -216,31 +216,13 @@ class PersistentQueries(PlannerBase):
         register: bool = True,
     ) -> QueryInfo:
         now = time.time()
-        sources = self.snapshot.sources
-        static = {n for n in analysis.sources if sources[n].kind == "TABLE"}
-        plan = plan_streaming(
-            stmt.select,
-            stmt,
-            analysis,
-            query_id,
-            kind=kind,
-            timestamps={n: sources[n].timestamp_column for n in analysis.sources},
-            tables=static,
-            schemas={n: sources[n].columns for n in analysis.sources},
-        )
-        writer = ("kafka sink" if sink.kafka_topic else "file sink") if kind == "CSAS" and not static else "batch files"
+        plan, shape = derive_query(stmt, analysis, query_id, kind, self.snapshot.sources, sink)
         settings = dict(self.settings)
         policy = getattr(stmt, "properties", {}).get("on_error")
         if policy is not None:
             if str(policy).upper() not in ERROR_POLICIES:
                 raise self._error(f"on_error must be one of {', '.join(ERROR_POLICIES)}, not {policy!r}", stmt)
             settings["on_error"] = str(policy).upper()
-        shape = {
-            **analysis.shape,
-            "kind": kind,
-            "sink": {"path": sink.path, "format": sink.format, "writer": writer},
-            "streams": [n for n in analysis.sources if n not in static],
-        }
         query = QueryInfo(
             id=query_id,
             seq=seq,

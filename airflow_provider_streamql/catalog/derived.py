@@ -1,0 +1,37 @@
+"""What a persistent query's statement becomes, given its sources and its sink: the plan a
+runtime runs and the shape the CREATE OR REPLACE validator compares. The planner derives
+them for every new query or version; a catalog migration derives them for queries an older
+streamql recorded without them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..language.analyzer import SelectAnalysis
+from ..language.streaming import StreamingPlan, plan_streaming
+from .model import SourceInfo
+
+
+def derive_query(
+    stmt, analysis: SelectAnalysis, query_id: str, kind: str, sources: dict[str, SourceInfo], sink: SourceInfo
+) -> tuple[StreamingPlan, dict[str, Any]]:
+    """(plan, shape) of ``stmt`` (its SELECT analysed as ``analysis``) run as ``query_id``."""
+    static = {n for n in analysis.sources if sources[n].kind == "TABLE"}
+    plan = plan_streaming(
+        stmt.select,
+        stmt,
+        analysis,
+        query_id,
+        kind=kind,
+        timestamps={n: sources[n].timestamp_column for n in analysis.sources},
+        tables=static,
+        schemas={n: sources[n].columns for n in analysis.sources},
+    )
+    writer = ("kafka sink" if sink.kafka_topic else "file sink") if kind == "CSAS" and not static else "batch files"
+    shape = {
+        **analysis.shape,
+        "kind": kind,
+        "sink": {"path": sink.path, "format": sink.format, "writer": writer},
+        "streams": [n for n in analysis.sources if n not in static],
+    }
+    return plan, shape
