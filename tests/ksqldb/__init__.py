@@ -1,0 +1,1 @@
+"""ksqlDB compatibility cases, one module per capability; run by ``tests/test_ksqldb.py``."""
