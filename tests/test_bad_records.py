@@ -132,19 +132,40 @@ def test_log_and_continue_sends_bad_records_to_the_dead_letter_stream(sqlite_eng
                                         json.dumps({"user": "nobody", "amount": 5}),
                                         json.dumps({"id": 3, "user": "x", "amount": "12.5"}), good(4)], "a.json")
     engine.wait_caught_up("CSAS_COPY_1", timeout=60)
-    assert ids(engine, "copy") == [1, 2, 4]
+    # a stream record without its KEY is a valid record, as in ksqlDB (only a table needs its key)
+    rows = [tuple(r) for r in engine.execute("SELECT * FROM copy")[0].rows]
+    assert sorted(rows, key=lambda r: (r[0] is not None, r[0] or 0)) == [
+        (None, "nobody", 5), (1, "u1", 10), (2, "u2", 10), (4, "u4", 10)]
     assert engine.state("CSAS_COPY_1") == "RUNNING"
-    wait_until(lambda: len(engine.bad_records("CSAS_COPY_1")) == 3, 60, "three logged bad records")
+    wait_until(lambda: len(engine.bad_records("CSAS_COPY_1")) == 2, 60, "two logged bad records")
     logged = {r.line: (r.status, r.error) for r in engine.bad_records("CSAS_COPY_1")}
     assert logged == {2: ("LOGGED", "malformed JSON: Expecting value (column 1)"),
-                      4: ("LOGGED", "missing required column 'id' (a KEY column)"),
                       5: ("LOGGED", "value '12.5' does not fit column 'amount' of type INT")}
     dead = engine.execute("SELECT line, file, raw FROM CSAS_COPY_1_DLQ")[0].rows
     assert sorted(dead) == [[2, path, "not json at all"],
-                            [4, path, '{"user": "nobody", "amount": 5}'],
                             [5, path, '{"id": 3, "user": "x", "amount": "12.5"}']]
     shown = engine.execute("SHOW QUERIES EXTENDED")[0]
-    assert shown.rows[0][shown.columns.index("bad_records")] == 3
+    assert shown.rows[0][shown.columns.index("bad_records")] == 2
+
+
+def test_only_a_table_record_needs_its_key(spark, tmp_path):
+    """A stream record with a null or missing KEY is valid; a table record without its
+    PRIMARY KEY is a bad record (a table's row is its key's latest value)."""
+    from airflow_provider_streamql.catalog import SourceInfo
+    from airflow_provider_streamql.language.statements import Column
+    from airflow_provider_streamql.runtime.badrecords import scan_files
+
+    data = tmp_path / "a.json"
+    data.write_text('{"id": 1, "v": "a"}\n{"v": "no key"}\n{"id": null, "v": "null key"}\n')
+    columns = [Column("id", "INT", key=True), Column("v", "STRING")]
+    found = {}
+    for kind in ("STREAM", "TABLE"):
+        src = SourceInfo("S", kind, columns, {}, "JSON", str(tmp_path))
+        found[kind] = [(r.line, r.error) for r in
+                       scan_files(spark, src, [str(data)], query_id="Q", batch_id=0, status="PENDING")]
+    assert found["STREAM"] == []
+    assert sorted(found["TABLE"]) == [(2, "missing required column 'id' (the table's PRIMARY KEY)"),
+                                      (3, "missing required column 'id' (the table's PRIMARY KEY)")]
 
 
 def test_fail_puts_the_query_in_error_naming_the_record(sqlite_engine, runtimes):

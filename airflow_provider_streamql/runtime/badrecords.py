@@ -1,7 +1,9 @@
 """Records a query cannot read with its source's declared schema, on the Spark side.
 
 A JSON or CSV record is bad when Spark cannot parse it with the declared columns (malformed
-text, a value of the wrong type) or a KEY column is missing. Sources are read in PERMISSIVE
+text, a value of the wrong type) or, for a TABLE, a PRIMARY KEY column is missing or null. A
+STREAM record with a null or missing KEY column is a valid record, as in ksqlDB: it flows
+through filters and projections, and never matches in a join (SQL equality on NULL). Sources are read in PERMISSIVE
 mode with a corrupt-record column (:mod:`.schemas`), and :func:`guard` applies the query's
 error policy:
 
@@ -46,9 +48,15 @@ def _text(src: SourceInfo) -> SparkColumn:
     return F.coalesce(F.col(CORRUPT), F.to_json(F.struct(*[F.col(f"`{c.name}`") for c in src.columns])))
 
 
+def _required_keys(src: SourceInfo) -> list[str]:
+    """The key columns a record cannot do without: a TABLE's PRIMARY KEY (a row of a table
+    is its key's latest value). A stream's KEY may be null or missing, as in ksqlDB."""
+    return src.key_columns if src.kind == "TABLE" else []
+
+
 def _bad(src: SourceInfo) -> SparkColumn:
     condition = F.col(CORRUPT).isNotNull()
-    for key in src.key_columns:
+    for key in _required_keys(src):
         condition = condition | F.col(f"`{key}`").isNull()
     return condition
 
@@ -253,9 +261,9 @@ def _reason(raw: str, row, src: SourceInfo) -> str:
         given = values.get(c.name)
         if given not in (None, "") and parsed.get(c.name) is None:
             return f"value {given!r} does not fit column {c.name!r} of type {c.type}"
-    for key in src.key_columns:
+    for key in _required_keys(src):
         if values.get(key) in (None, ""):
-            return f"missing required column {key!r} (a KEY column)"
+            return f"missing required column {key!r} (the table's PRIMARY KEY)"
     return "cannot be read with the declared schema"
 
 

@@ -69,6 +69,9 @@ def read_table_snapshot(spark: SparkSession, src: SourceInfo) -> DataFrame:
         .load(files)
         .withColumn("__entry", F.col("_metadata.file_path"))
     )
+    # a row without its key is no row of the table (as in ksqlDB)
+    for key in src.key_columns:
+        df = df.where(F.col(f"`{key}`").isNotNull())
     # entry names sort oldest first, so the greatest path per key is its latest row
     latest = Window.partitionBy(*[F.col(f"`{k}`") for k in src.key_columns]).orderBy(F.col("__entry").desc())
     return df.withColumn("__rank", F.row_number().over(latest)).where("__rank = 1").drop("__entry", "__rank")

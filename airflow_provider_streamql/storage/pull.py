@@ -153,13 +153,15 @@ class PullQuery:
             if src.kind != "TABLE":
                 self.con.execute(f"CREATE TABLE {name} AS SELECT {values} FROM {reader}", params)
                 return
-            # latest row per key: rowid follows the file order, then the line order in a file
+            # latest row per key: rowid follows the file order, then the line order in a file;
+            # a row without its key is no row of the table (as in ksqlDB)
             keys = ", ".join(_ident(k) for k in src.key_columns)
             part = f"PARTITION BY {keys}" if keys else ""
+            keyed = " AND ".join(f"{_ident(k)} IS NOT NULL" for k in src.key_columns) or "TRUE"
             self.con.execute(f"CREATE TABLE {_ident(self.STAGE)} AS SELECT {values} FROM {reader}", params)
             self.con.execute(
                 f"CREATE TABLE {name} AS SELECT {', '.join(_ident(c.name) for c in src.columns)} "
-                f"FROM {_ident(self.STAGE)} QUALIFY row_number() OVER ({part} ORDER BY rowid DESC) = 1 "
+                f"FROM {_ident(self.STAGE)} WHERE {keyed} QUALIFY row_number() OVER ({part} ORDER BY rowid DESC) = 1 "
                 f"ORDER BY min(rowid) OVER ({part})"
             )  # keys in first-seen order, as before
         except duckdb.Error as e:
