@@ -39,6 +39,12 @@ PARSES = [
     ("DESCRIBE t EXTENDED", st.Describe, {"name": "T", "extended": True}),
     ("EXPLAIN CTAS_T_3", st.Explain, {"query_id": "CTAS_T_3"}),
     ("SET 'auto.offset.reset' = 'earliest'", st.SetProperty, {"key": "auto.offset.reset", "value": "earliest"}),
+    ("UNSET 'auto.offset.reset'", st.SetProperty, {"key": "auto.offset.reset", "value": None}),
+    ("CREATE STREAM IF NOT EXISTS s (id INT)", st.CreateSource, {"name": "S", "if_not_exists": True}),
+    ("CREATE TABLE IF NOT EXISTS t AS SELECT k, COUNT(*) AS n FROM s GROUP BY k", st.CreateAsSelect,
+     {"name": "T", "if_not_exists": True}),
+    ("SHOW TOPICS", st.Show, {"what": "TOPICS"}),
+    ("LIST PROPERTIES", st.Show, {"what": "PROPERTIES"}),
 ]
 
 # text -> (fragment of the message, line, column)
@@ -53,8 +59,18 @@ ERRORS = [
     ("CREATE STREAM s (id INT) WITH (path=)", "expected a string, number or boolean", 1, 37),
     ("CREATE STREAM s (id INT) WITH (path='a', path='b')", "property 'path' is given twice", 1, 42),
     ("INSERT INTO s (a, b) VALUES (1)", "2 columns but 1 values", 1, 1),
-    ("SHOW THINGS", "expected STREAMS, TABLES or QUERIES", 1, 6),
+    ("SHOW THINGS", "expected STREAMS, TABLES, QUERIES, TOPICS or PROPERTIES", 1, 6),
     ("CREATE STREAM v AS SELECT * FROM s EMIT SOMETIMES", "expected EMIT CHANGES or EMIT FINAL", 1, 41),
+    ("CREATE OR REPLACE STREAM IF NOT EXISTS s (id INT)", "OR REPLACE and IF NOT EXISTS cannot go together", 1, 33),
+    ("SELECT * FROM s EMIT CHANGES", "EMIT CHANGES is a push query", 1, 17),
+    # ksqlDB statements streamql refuses, each with its reason
+    ("CREATE TYPE addr AS STRUCT<street STRING>", "CREATE TYPE is not supported", 1, 1),
+    ("CREATE SINK CONNECTOR c WITH ('a' = 'b')", "Kafka Connect connectors are outside streamql", 1, 1),
+    ("SHOW CONNECTORS", "Kafka Connect connectors are outside streamql", 1, 1),
+    ("PRINT 'pageviews' FROM BEGINNING", "PRINT is not supported", 1, 1),
+    ("RUN SCRIPT '/etc/passwd'", "RUN SCRIPT is not supported: a statement never reads a file", 1, 1),
+    ("DEFINE table_name = 'x'", "variables (DEFINE) are not supported", 1, 1),
+    ("ASSERT TOPIC pageviews", "ASSERT is not supported", 1, 1),
     ("PAUSE q1 now", "unexpected text after the statement", 1, 10),
     ("RESUME q1 SKIP RECORDS", "expected BAD", 1, 16),
     ("PAUSE q1 SKIP BAD RECORDS", "unexpected text after the statement", 1, 10),

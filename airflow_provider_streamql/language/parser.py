@@ -46,7 +46,42 @@ NAME_TOKENS = {TokenType.VAR, TokenType.IDENTIFIER}
 EMIT_MODES = ("CHANGES", "FINAL")
 WINDOW_KINDS = ("TUMBLING", "HOPPING", "SESSION")
 TIME_UNITS = {"MILLISECOND": 0.001, "SECOND": 1, "MINUTE": 60, "HOUR": 3600, "DAY": 86400}
-SHOW_TARGETS = ("STREAMS", "TABLES", "QUERIES")
+SHOW_TARGETS = ("STREAMS", "TABLES", "QUERIES", "TOPICS", "PROPERTIES")
+#: ksqlDB statements streamql does not take, by their first words, and why (docs/ksqldb.md)
+REFUSED_STATEMENTS: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("CREATE", "TYPE"), "CREATE TYPE is not supported: write the STRUCT<...> type on each column"),
+    (("DROP", "TYPE"), "DROP TYPE is not supported: streamql has no named types (see CREATE TYPE)"),
+    (("SHOW", "TYPES"), "SHOW TYPES is not supported: streamql has no named types (see CREATE TYPE)"),
+    (("CREATE", "SOURCE", "CONNECTOR"), "Kafka Connect connectors are outside streamql: run them in Kafka Connect"),
+    (("CREATE", "SINK", "CONNECTOR"), "Kafka Connect connectors are outside streamql: run them in Kafka Connect"),
+    (("CREATE", "CONNECTOR"), "Kafka Connect connectors are outside streamql: run them in Kafka Connect"),
+    (("DROP", "CONNECTOR"), "Kafka Connect connectors are outside streamql: run them in Kafka Connect"),
+    (("DESCRIBE", "CONNECTOR"), "Kafka Connect connectors are outside streamql: run them in Kafka Connect"),
+    (("SHOW", "CONNECTORS"), "Kafka Connect connectors are outside streamql: run them in Kafka Connect"),
+    (("LIST", "CONNECTORS"), "Kafka Connect connectors are outside streamql: run them in Kafka Connect"),
+    (("PRINT",), "PRINT is not supported: read a stream's records with a pull query, SELECT * FROM <stream>"),
+    (
+        ("RUN", "SCRIPT"),
+        "RUN SCRIPT is not supported: a statement never reads a file; pass the file to "
+        "`streamql exec --file` or `streamql apply`, or to DeployScriptOperator",
+    ),
+    (
+        ("DEFINE",),
+        "variables (DEFINE) are not supported: statements are never assembled from text; "
+        "use Airflow's templated fields or params",
+    ),
+    (
+        ("UNDEFINE",),
+        "variables (UNDEFINE) are not supported: statements are never assembled from text; "
+        "use Airflow's templated fields or params",
+    ),
+    (("SHOW", "VARIABLES"), "variables are not supported (see DEFINE)"),
+    (
+        ("ASSERT",),
+        "ASSERT is not supported: use SHOW STREAMS/TABLES, or `streamql plan`, which checks "
+        "every source a deploy file needs",
+    ),
+)
 SOURCE_KINDS = ("STREAM", "TABLE")
 #: deepest nesting of brackets in a statement: sqlglot parses each level with ~20 Python
 #: frames, so much deeper text would exhaust the interpreter's stack (RecursionError)
@@ -296,12 +331,15 @@ class _StatementParser:
 
     # -- statements ------------------------------------------------------------
     def parse(self) -> Statement:
+        for words, reason in REFUSED_STATEMENTS:
+            if self.at(*words):
+                raise ParseError(reason, line=self.peek().line, col=start_col(self.peek()), text=self.text[:120])
         first = self.peek().text.upper()
         handler: Callable[[], Statement] | None = self.HANDLERS.get(first)
         if handler is None:
             self.fail(
                 "expected a StreamQL statement (CREATE, ALTER, INSERT, SELECT, PAUSE, "
-                "RESUME, TERMINATE, DROP, SHOW, LIST, DESCRIBE, EXPLAIN, SET)"
+                "RESUME, TERMINATE, DROP, SHOW, LIST, DESCRIBE, EXPLAIN, SET, UNSET)"
             )
         return handler(self)
 
@@ -309,13 +347,22 @@ class _StatementParser:
         self.expect("CREATE")
         or_replace = self.accept("OR", "REPLACE")
         kind = self.source_kind()
+        if_not_exists = self.accept("IF", "NOT", "EXISTS")
+        if if_not_exists and or_replace:
+            self.fail("OR REPLACE and IF NOT EXISTS cannot go together", self.tokens[self.i - 1])
         name = self.object_name()
         if self.peek() is not None and self.peek().token_type == TokenType.L_PAREN:
             columns = self.column_list(kind)
             properties = self.properties()
             self.done()
             return self.make(
-                CreateSource, kind=kind, name=name, columns=columns, properties=properties, or_replace=or_replace
+                CreateSource,
+                kind=kind,
+                name=name,
+                columns=columns,
+                properties=properties,
+                or_replace=or_replace,
+                if_not_exists=if_not_exists,
             )
         properties = self.properties()
         self.expect("AS")
@@ -329,6 +376,7 @@ class _StatementParser:
             select_sql=select_sql,
             emit=emit,
             or_replace=or_replace,
+            if_not_exists=if_not_exists,
         )
 
     def source_kind(self) -> str:
@@ -629,7 +677,7 @@ class _StatementParser:
                 extended = self.accept("EXTENDED")
                 self.done()
                 return self.make(Show, what=what, extended=extended)
-        self.fail("expected STREAMS, TABLES or QUERIES")
+        self.fail(f"expected {', '.join(SHOW_TARGETS[:-1])} or {SHOW_TARGETS[-1]}")
 
     def describe(self) -> Statement:
         self.expect("DESCRIBE")
@@ -655,6 +703,15 @@ class _StatementParser:
         self.done()
         return self.make(SetProperty, key=token.text.lower(), value=str(value))
 
+    def unset(self) -> Statement:
+        self.expect("UNSET")
+        token = self.peek()
+        if token is None or token.token_type != TokenType.STRING:
+            self.fail("expected a quoted property name, as in UNSET 'auto.offset.reset'")
+        self.i += 1
+        self.done()
+        return self.make(SetProperty, key=token.text.lower(), value=None)
+
     HANDLERS: dict[str, Callable[[_StatementParser], Statement]] = {
         "CREATE": create,
         "ALTER": alter,
@@ -669,6 +726,7 @@ class _StatementParser:
         "DESCRIBE": describe,
         "EXPLAIN": explain,
         "SET": set,
+        "UNSET": unset,
     }
 
 

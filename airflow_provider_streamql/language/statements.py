@@ -65,18 +65,19 @@ class Statement:
 
 @dataclass
 class CreateSource(Statement):
-    """``CREATE [OR REPLACE] STREAM|TABLE name (cols) WITH (...)``"""
+    """``CREATE [OR REPLACE] STREAM|TABLE [IF NOT EXISTS] name (cols) WITH (...)``"""
 
     kind: str
     name: str
     columns: list[Column]
     properties: dict[str, Any]
     or_replace: bool = False
+    if_not_exists: bool = False
 
 
 @dataclass
 class CreateAsSelect(Statement):
-    """``CREATE [OR REPLACE] STREAM|TABLE name [WITH (...)] AS SELECT ... [EMIT ...]``"""
+    """``CREATE [OR REPLACE] STREAM|TABLE [IF NOT EXISTS] name [WITH (...)] AS SELECT ... [EMIT ...]``"""
 
     kind: str
     name: str
@@ -85,6 +86,7 @@ class CreateAsSelect(Statement):
     select_sql: str
     emit: str | None = None
     or_replace: bool = False
+    if_not_exists: bool = False
 
 
 @dataclass
@@ -195,10 +197,11 @@ class Explain(Statement):
 
 @dataclass
 class SetProperty(Statement):
-    """``SET 'key' = 'value'``: applies to the following statements of the same request."""
+    """``SET 'key' = 'value'``: applies to the following statements of the same request;
+    ``UNSET 'key'`` (``value`` None) goes back to the default."""
 
     key: str
-    value: str
+    value: str | None
 
     @classmethod
     def of(cls, key: str, value: str) -> SetProperty:

@@ -99,6 +99,18 @@ class PlannerBase:
         )
         return Step(result)
 
+    def _if_not_exists(self, stmt: st.CreateSource | st.CreateAsSelect) -> Step | None:
+        """``CREATE ... IF NOT EXISTS`` of a name that exists: nothing to do (as in ksqlDB),
+        unless the name is the other kind of source."""
+        existing = self.snapshot.sources.get(stmt.name) if stmt.if_not_exists else None
+        if existing is None:
+            return None
+        if existing.kind != stmt.kind:
+            raise self._error(f"a {existing.kind.lower()} named {stmt.name} already exists", stmt)
+        return Step(
+            Result(stmt.text, f"{stmt.kind.capitalize()} {stmt.name} exists; nothing created", action="unchanged")
+        )
+
     # -- sources and queries of the snapshot -----------------------------------------
     def _check_new_name(self, name: str, stmt) -> None:
         if name in self.snapshot.sources:

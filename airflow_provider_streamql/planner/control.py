@@ -113,6 +113,9 @@ class ControlStatements(PlannerBase):
         allowed = SESSION_PROPERTIES.get(stmt.key)
         if allowed is None:
             raise self._error(f"unknown property {stmt.key!r} (known: {', '.join(SESSION_PROPERTIES)})", stmt)
+        if stmt.value is None:
+            self.settings.pop(stmt.key, None)
+            return Step(Result(stmt.text, f"Unset {stmt.key}"))
         if stmt.value.lower() not in allowed:
             raise self._error(f"{stmt.key} must be one of {', '.join(allowed)}, not {stmt.value!r}", stmt)
         self.settings[stmt.key] = stmt.value.lower()

@@ -67,7 +67,17 @@ def query_rows(catalog: Catalog, queries: list[QueryInfo], conn: Connection | No
     return rows
 
 
-def show(catalog: Catalog, conn: Connection, snapshot: Snapshot, stmt: st.Show) -> Result:
+def show(catalog: Catalog, conn: Connection, snapshot: Snapshot, stmt: st.Show, settings: dict[str, str]) -> Result:
+    """``SHOW STREAMS|TABLES|QUERIES|TOPICS|PROPERTIES``; ``settings``: the request's SET values."""
+    if stmt.what == "PROPERTIES":
+        from .control import SESSION_PROPERTIES
+
+        rows = [[key, settings.get(key), ", ".join(allowed)] for key, allowed in SESSION_PROPERTIES.items()]
+        return Result(stmt.text, columns=["property", "value", "allowed"], rows=rows)
+    if stmt.what == "TOPICS":  # ksqlDB's topics: where each stream and table lives
+        sources = sorted(snapshot.sources.values(), key=lambda s: s.name)
+        rows = [[s.name, s.kind, s.format, f"kafka:{s.kafka_topic}" if s.kafka_topic else s.path] for s in sources]
+        return Result(stmt.text, columns=["name", "kind", "format", "topic"], rows=rows)
     if stmt.what == "QUERIES":
         queries = sorted(snapshot.queries.values(), key=lambda q: q.seq)
         rows = query_rows(catalog, queries, conn)

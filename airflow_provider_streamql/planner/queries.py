@@ -30,6 +30,8 @@ Replacement = tuple[QueryInfo, Report, QueryInfo, SourceInfo]
 class PersistentQueries(PlannerBase):
     def _create_as_select(self, stmt: st.CreateAsSelect) -> Step:
         existing = self.snapshot.sources.get(stmt.name)
+        if (exists := self._if_not_exists(stmt)) is not None:
+            return exists
         checked = None
         if self.skip_unchanged and existing is not None and existing.writer_query:
             checked = self.check_replace(stmt)

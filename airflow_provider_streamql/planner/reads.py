@@ -83,7 +83,7 @@ class Reads(PlannerBase):
     def _show(self, stmt: st.Show) -> Step:
         from .introspection import show
 
-        return Step(show(self.catalog, self.conn, self.snapshot, stmt))
+        return Step(show(self.catalog, self.conn, self.snapshot, stmt, self.settings))
 
     def _describe(self, stmt: st.Describe) -> Step:
         from .introspection import describe, describe_query

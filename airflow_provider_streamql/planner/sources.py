@@ -34,6 +34,8 @@ WIDENINGS = {
 class SourceStatements(PersistentQueries):
     def _create_source(self, stmt: st.CreateSource) -> Step:
         existing = self.snapshot.sources.get(stmt.name)
+        if (exists := self._if_not_exists(stmt)) is not None:
+            return exists
         if self.skip_unchanged and existing is not None and self._same_source(existing, stmt):
             return self._unchanged(stmt, f"{stmt.kind.lower()} {stmt.name}")
         if stmt.or_replace and existing is not None:
