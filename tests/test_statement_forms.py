@@ -26,7 +26,7 @@ def test_statement_forms(engine, script, outcome, queries):
     except StreamQLError as e:
         message = str(e)
     assert outcome in message
-    assert [q["id"] for q in engine.queries()] == queries
+    assert [q["query_id"] for q in engine.queries()] == queries
 
 
 def test_show_topics_and_properties(engine):
