@@ -61,12 +61,17 @@ def stream_rows(engine, name: str) -> list:
     return sorted(tuple(r) for r in engine.execute(f"SELECT * FROM {name}")[0].rows)
 
 
+#: the mark :func:`changelog` puts on a tombstone (a deleted key): ``{key..., DELETED: True}``
+DELETED = "__deleted"
+
+
 def changelog(engine, name: str) -> list[dict]:
-    """Every row a table's query ever emitted, oldest first (not just the latest per key)."""
+    """Every row a table's query ever emitted, oldest first (not just the latest per key); a
+    tombstone is its key columns and ``DELETED: True``."""
     from airflow_provider_streamql.storage import topics
     src = engine.catalog.source(name.upper())
-    return [row for entry in topics.changelog_entries(src.path)
-            for f in topics.entry_files(entry) for row in topics.read_file(f, src.format, src.columns)]
+    return [{k: row[k] for k in src.key_columns} | {DELETED: True} if deleted else row
+            for row, deleted in topics.read_changelog(src.path, src.format, src.columns)]
 
 
 def hhmmss(value) -> str:

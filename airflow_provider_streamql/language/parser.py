@@ -41,6 +41,7 @@ from .statements import (
     WindowSpec,
     Within,
 )
+from .values import check_value
 
 NAME_TOKENS = {TokenType.VAR, TokenType.IDENTIFIER}
 EMIT_MODES = ("CHANGES", "FINAL")
@@ -641,10 +642,34 @@ class _StatementParser:
             )
         return self.make(InsertValues, target=target, columns=columns, values=values)
 
-    def value(self) -> Any:
-        if self.accept("NULL"):
-            return None
-        return self.literal()
+    def value(self) -> exp.Expression:
+        """One value of VALUES (...): a Spark SQL expression over literals (see
+        :mod:`.values`), up to the next top-level ``,`` or the closing ``)``."""
+        first, depth = self.peek(), 0
+        while self.peek() is not None:
+            token_type = self.peek().token_type
+            if depth == 0 and token_type in (TokenType.COMMA, TokenType.R_PAREN):
+                break
+            depth += 1 if token_type in OPENERS else -1 if token_type in CLOSERS else 0
+            self.i += 1
+        if first is None or self.peek() is first:
+            self.fail("expected a value")
+        text = self.script[first.start : self.tokens[self.i - 1].end + 1]
+        try:
+            tree = sqlglot.parse_one(text, dialect=DIALECT)
+        except SqlglotParseError as e:
+            err = e.errors[0] if e.errors else {}
+            description = (err.get("description") or str(e)).split(". Line")[0]
+            description = re.sub(r"<Token token_type: [^,]+, text: ([^,]+),.*?>", r"'\1'", description)
+            description = re.sub(r"<class 'sqlglot\.[\w.]*?(\w+)'>", r"\1", description)
+            raise ParseError(
+                f"invalid value {text[:60]!r}: {description}", line=first.line, col=start_col(first), text=text[:60]
+            ) from None
+        problem = check_value(tree)
+        if problem is not None:
+            raise ParseError(problem, line=first.line, col=start_col(first), text=self.line_of(first))
+        tree.meta["text"] = text  # for messages: the value as written
+        return tree
 
     def select(self) -> Statement:
         select, sql, _emit = self.select_body()

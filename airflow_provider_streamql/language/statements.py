@@ -110,11 +110,19 @@ class InsertSelect(Statement):
 
 @dataclass
 class InsertValues(Statement):
-    """``INSERT INTO target [(cols)] VALUES (...)``: append one record."""
+    """``INSERT INTO target [(cols)] VALUES (...)``: append one record. Each value is a
+    checked expression over literals (:mod:`.values`), evaluated by the planner."""
 
     target: str
     columns: list[str] | None
-    values: list[Any]
+    values: list[exp.Expression]
+
+    @property
+    def value_sql(self) -> list[str]:
+        """The values as Spark SQL text (for messages and tests)."""
+        from .dialect import DIALECT
+
+        return [v.sql(dialect=DIALECT) for v in self.values]
 
 
 @dataclass

@@ -13,6 +13,7 @@ from ..errors import NotFoundError, ValidationError
 from ..language import statements as st
 from ..results import Result
 from ..storage import topics
+from ..storage.values import ValueEvaluator, stored
 from .base import PlannerBase, Step, remove_files
 
 
@@ -35,21 +36,25 @@ class Reads(PlannerBase):
         names = stmt.columns or [c.name for c in src.columns]
         if len(names) != len(stmt.values):
             raise self._error(f"{src.name} has {len(names)} columns but {len(stmt.values)} values were given", stmt)
+        unknown = next((name for name in names if name.lower() not in by_lower), None)
+        if unknown is not None:
+            raise self._error(
+                f"{src.name} has no column {unknown!r} (columns: {', '.join(by_lower[k].name for k in by_lower)})",
+                stmt,
+            )
+        # every value is evaluated and checked against its column before anything is written;
+        # columns left out of the column list are NULL (as in ksqlDB)
         record: dict[str, Any] = {c.name: None for c in src.columns}
-        for name, value in zip(names, stmt.values, strict=True):
-            column = by_lower.get(name.lower())
-            if column is None:
-                raise self._error(
-                    f"{src.name} has no column {name!r} (columns: {', '.join(by_lower[k].name for k in by_lower)})",
-                    stmt,
-                )
-            try:
-                # Spark's reader applies the source's timestampFormat to its TIMESTAMP columns
-                record[column.name] = topics.coerce(
-                    value, column, timestamp_format=src.properties.get("timestamp_format")
-                )
-            except ValidationError as e:
-                raise self._error(e.message, stmt) from None
+        with ValueEvaluator() as evaluator:
+            for name, tree in zip(names, stmt.values, strict=True):
+                column = by_lower[name.lower()]
+                try:
+                    # Spark's reader applies the source's timestampFormat to its TIMESTAMP columns
+                    record[column.name] = stored(
+                        evaluator.value(tree, column.name), column, tree, timestamp_format=src.properties.get("timestamp_format")
+                    )
+                except ValidationError as e:
+                    raise self._error(e.message, stmt) from None
         for key in src.key_columns if src.kind == "TABLE" else []:
             if record[key] is None:
                 raise self._error(f"primary key column {key!r} of {src.name} cannot be NULL", stmt)

@@ -20,7 +20,7 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 from ..catalog import QueryInfo, SourceInfo
 from ..language.streaming import StreamingPlan
 from ..storage.layout import dead_letter_checkpoint
-from ..storage.topics import FORMATS, changelog_entries, entry_files, is_data_name
+from ..storage.topics import FORMATS, TOMBSTONE_NAME, changelog_files, is_data_name
 from . import kafka
 from .badrecords import RecordGuard, dead_letters
 from .schemas import CHECKED_FORMATS, CORRUPT, FILE, FORMAT_OPTIONS, checked, ddl_schema, parse_options, reader_options
@@ -58,8 +58,9 @@ def read_stream(
 
 
 def read_table_snapshot(spark: SparkSession, src: SourceInfo) -> DataFrame:
-    """A TABLE as it is now: the latest changelog row per key (a batch DataFrame)."""
-    files = [f for entry in changelog_entries(src.path) for f in entry_files(entry)]
+    """A TABLE as it is now: the latest changelog row per key, unless that is a tombstone (a
+    batch DataFrame over the files there now, so every action on it sees the same rows)."""
+    files = changelog_files(src.path)
     if not files:
         return spark.createDataFrame([], ddl_schema(src.columns))
     df = (
@@ -68,13 +69,15 @@ def read_table_snapshot(spark: SparkSession, src: SourceInfo) -> DataFrame:
         .options(**reader_options(src))
         .load(files)
         .withColumn("__entry", F.col("_metadata.file_path"))
+        .withColumn("__deleted", F.col("_metadata.file_name").rlike(TOMBSTONE_NAME))
     )
     # a row without its key is no row of the table (as in ksqlDB)
     for key in src.key_columns:
         df = df.where(F.col(f"`{key}`").isNotNull())
     # entry names sort oldest first, so the greatest path per key is its latest row
     latest = Window.partitionBy(*[F.col(f"`{k}`") for k in src.key_columns]).orderBy(F.col("__entry").desc())
-    return df.withColumn("__rank", F.row_number().over(latest)).where("__rank = 1").drop("__entry", "__rank")
+    latest_rows = df.withColumn("__rank", F.row_number().over(latest)).where("__rank = 1 AND NOT __deleted")
+    return latest_rows.drop("__entry", "__rank", "__deleted")
 
 
 def streaming_frame(

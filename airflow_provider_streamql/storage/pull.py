@@ -41,7 +41,7 @@ def run_pull_query(select: exp.Select, sources: dict[str, SourceInfo], analysis:
 def data_files(src: SourceInfo) -> list[str]:
     """The files a reader of ``src`` may see now, oldest first (a table's later rows win)."""
     if src.kind == "TABLE":
-        return [f for entry in topics.changelog_entries(src.path) for f in topics.entry_files(entry)]
+        return topics.changelog_files(src.path)
     return topics.committed_files(src.path)
 
 
@@ -91,12 +91,15 @@ class PullQuery:
         # positional columns after a header line, as Spark reads them; short rows are padded
         # with NULLs and extra fields ignored (strict_mode=false), as topics.read_file does
         "CSV": "read_csv(?, header=true, auto_detect=false, columns=?, null_padding=true, strict_mode=false)",
+        # ksqlDB's DELIMITED: no header, the source's value_delimiter (a parameter)
+        "DELIMITED": "read_csv(?, header=false, auto_detect=false, columns=?, null_padding=true, strict_mode=false, "
+        "delim=?)",
         "PARQUET": "read_parquet(?, union_by_name=true)",
     }
     #: What Spark writes for a timestamp in JSON: UTC with milliseconds.
     TIMESTAMP_FORMAT = {"TIMESTAMP": "%Y-%m-%dT%H:%M:%SZ", "TIMESTAMP_NTZ": "%Y-%m-%dT%H:%M:%S"}
-    # not plain names, so never a source's name
-    STAGE, ROWS = "streamql-stage", "streamql-rows"
+    # not plain names, so never a source's or a column's name
+    STAGE, ROWS, FILE = "streamql-stage", "streamql-rows", "streamql-file"
 
     def __init__(self, sources):
         self.sources = list(sources)
@@ -149,20 +152,25 @@ class PullQuery:
             self.con.execute(f"CREATE TABLE {name} ({columns})")
             return
         try:
-            reader, params, values = self._reader(src, files)
             if src.kind != "TABLE":
+                reader, params, values = self._reader(src, files)
                 self.con.execute(f"CREATE TABLE {name} AS SELECT {values} FROM {reader}", params)
                 return
             # latest row per key: rowid follows the file order, then the line order in a file;
-            # a row without its key is no row of the table (as in ksqlDB)
+            # a row without its key is no row of the table (as in ksqlDB); a key whose latest
+            # row is in a tombstone file is deleted (topics.TOMBSTONES)
+            reader, params, values = self._reader(src, files, with_file=True)
             keys = ", ".join(_ident(k) for k in src.key_columns)
             part = f"PARTITION BY {keys}" if keys else ""
             keyed = " AND ".join(f"{_ident(k)} IS NOT NULL" for k in src.key_columns) or "TRUE"
+            rank, first = _ident(self.FILE + "-rank"), _ident(self.FILE + "-first")
             self.con.execute(f"CREATE TABLE {_ident(self.STAGE)} AS SELECT {values} FROM {reader}", params)
             self.con.execute(
                 f"CREATE TABLE {name} AS SELECT {', '.join(_ident(c.name) for c in src.columns)} "
-                f"FROM {_ident(self.STAGE)} WHERE {keyed} QUALIFY row_number() OVER ({part} ORDER BY rowid DESC) = 1 "
-                f"ORDER BY min(rowid) OVER ({part})"
+                f"FROM (SELECT *, row_number() OVER ({part} ORDER BY rowid DESC) AS {rank}, "
+                f"min(rowid) OVER ({part}) AS {first} FROM {_ident(self.STAGE)} WHERE {keyed}) "
+                f"WHERE {rank} = 1 AND NOT list_contains(?, {_ident(self.FILE)}) ORDER BY {first}",
+                [[f for f in files if topics.is_tombstones(f)]],
             )  # keys in first-seen order, as before
         except duckdb.Error as e:
             raise self._unreadable(src, files, e) from None
@@ -173,20 +181,32 @@ class PullQuery:
         self.con.execute(f"DROP TABLE IF EXISTS {_ident(self.STAGE)}")
         self.con.execute(f"DROP VIEW IF EXISTS {_ident(self.ROWS)}")
 
-    def _reader(self, src: SourceInfo, files: list[str]) -> tuple[str, list, str]:
+    def _reader(self, src: SourceInfo, files: list[str], *, with_file: bool = False) -> tuple[str, list, str]:
         """A FROM item reading ``files``, its parameters, and the SELECT list of the declared
-        columns typed as declared."""
+        columns typed as declared (``with_file``: then the path of each row's file, as
+        :attr:`FILE`)."""
+        extra = f", {_ident(self.FILE)}" if with_file else ""
         if src.format == "PARQUET":
-            reader = self.READERS["PARQUET"]
+            reader = self._with_file(self.READERS["PARQUET"], with_file)
             found = [r[0] for r in self.con.execute(f"DESCRIBE SELECT * FROM {reader}", [files]).fetchall()]
+            found = [n for n in found if not (with_file and n == self.FILE)]
             by_lower = {n.lower(): n for n in reversed(found)}  # the first spelling wins
-            return reader, [files], self._values(src, by_lower)
+            return reader, [files], self._values(src, by_lower) + extra
         by_lower = {c.name.lower(): c.name for c in src.columns}
         if src.format == "JSON" and src.writer_query is None and self._other_spellings(src, files):
-            self.con.register(self.ROWS, self._text_rows(src, files))
-            return _ident(self.ROWS), [], self._values(src, by_lower)
-        types = {c.name: "VARCHAR" if c.type.upper() in self.INSTANTS else self.duck_type(c.type) for c in src.columns}
-        return self.READERS[src.format], [files, types], self._values(src, by_lower)
+            self.con.register(self.ROWS, self._text_rows(src, files, with_file=with_file))
+            return _ident(self.ROWS), [], self._values(src, by_lower) + extra
+        types = {
+            c.name: "VARCHAR" if c.type.upper() in (*self.INSTANTS, "BINARY") else self.duck_type(c.type)
+            for c in src.columns
+        }
+        reader = self._with_file(self.READERS[src.format], with_file)
+        delimiter = [topics.value_delimiter(src.properties)] if src.format == "DELIMITED" else []
+        return reader, [files, types, *delimiter], self._values(src, by_lower) + extra
+
+    def _with_file(self, reader: str, with_file: bool) -> str:
+        """``reader`` (one of :attr:`READERS`) adding each row's file path as :attr:`FILE`."""
+        return f"{reader[:-1]}, filename='{self.FILE}')" if with_file else reader
 
     def _values(self, src: SourceInfo, found: dict[str, str]) -> str:
         """The SELECT list of ``src``'s columns from what was read (``found``: lower-case
@@ -196,6 +216,8 @@ class PullQuery:
             value = _ident(found[c.name.lower()]) if c.name.lower() in found else "NULL"
             if c.type.upper() in self.INSTANTS:
                 value = f"CAST({value} AS TIMESTAMPTZ)"
+            elif c.type.upper() == "BINARY" and src.format != "PARQUET":  # base64 text, as Spark writes it
+                value = f"from_base64(CAST({value} AS VARCHAR))"
             values.append(f"CAST({value} AS {self.duck_type(c.type)}) AS {_ident(c.name)}")
         return ", ".join(values)
 
@@ -210,17 +232,20 @@ class PullQuery:
         ).fetchall()
         return any(declared.get(k.lower(), k) != k for (k,) in keys)
 
-    def _text_rows(self, src: SourceInfo, files: list[str]) -> pa.Table:
+    def _text_rows(self, src: SourceInfo, files: list[str], *, with_file: bool = False) -> pa.Table:
         """The rare slow path: records read in Python with keys matched case-insensitively
         (as :func:`topics.read_file` does), each value as text for DuckDB to cast."""
         columns: dict[str, list] = {c.name: [] for c in src.columns}
         by_lower = {c.name.lower(): c.name for c in src.columns}
+        paths: list[str] = []
         for path in files:
             for record in _json_records(src, path):
                 row = {by_lower[k.lower()]: v for k, v in record.items() if k.lower() in by_lower}
                 for name, values in columns.items():
                     values.append(_as_text(row.get(name)))
-        return pa.table({name: pa.array(values, pa.string()) for name, values in columns.items()})
+                paths.append(path)
+        table = {name: pa.array(values, pa.string()) for name, values in columns.items()}
+        return pa.table(table | ({self.FILE: pa.array(paths, pa.string())} if with_file else {}))
 
     @classmethod
     def duck_type(cls, spark_type: str) -> str:

@@ -5,7 +5,8 @@ A STREAM written by a query is a Spark file-sink directory; only files listed in
 ``_spark_metadata`` log are committed. A declared STREAM is a directory of whole files,
 each written to a hidden temporary name and renamed into place, so a reader never sees
 half a file. A TABLE is an upsert changelog: entries sorted by name, the latest row per
-key wins.
+key wins. A key whose latest change is a tombstone (a row of a tombstone file, see
+:data:`TOMBSTONES`) is deleted.
 """
 
 from __future__ import annotations
@@ -92,6 +93,26 @@ def changelog_entries(path: str) -> list[str]:
     return [os.path.join(path, n) for n in sorted(os.listdir(path)) if is_data_name(n)]
 
 
+#: A changelog data file whose name, less its format suffix, ends in ``.tombstones``
+#: (``deleted.tombstones.json``) holds tombstones: each of its rows deletes its key. It is
+#: written in the table's format with the table's columns, the non-key ones NULL, so every
+#: reader reads it as it reads rows and only the file name tells the two apart. One entry
+#: never changes a key twice, so the order of an entry's files does not matter.
+TOMBSTONES = ".tombstones"
+#: the name of a tombstone file, as a regular expression (Spark's ``rlike`` takes it too)
+TOMBSTONE_NAME = re.escape(TOMBSTONES) + r"\.[^./]*$"
+
+
+def is_tombstones(path: str) -> bool:
+    """Whether a changelog data file holds tombstones (deleted keys) rather than rows."""
+    return re.search(TOMBSTONE_NAME, os.path.basename(path)) is not None
+
+
+def changelog_files(path: str) -> list[str]:
+    """Every data file of a table's changelog, tombstone files included, oldest first."""
+    return [f for entry in changelog_entries(path) for f in entry_files(entry)]
+
+
 def entry_files(entry: str) -> list[str]:
     if os.path.isdir(entry):
         return [
@@ -126,13 +147,20 @@ def read_stream(path: str, fmt: str, columns: list[Column]) -> list[dict[str, An
     return [row for f in committed_files(path) for row in read_file(f, fmt, columns)]
 
 
+def read_changelog(path: str, fmt: str, columns: list[Column]) -> list[tuple[dict[str, Any], bool]]:
+    """Every change of a table, oldest first: (row, whether it is a tombstone)."""
+    return [(row, is_tombstones(f)) for f in changelog_files(path) for row in read_file(f, fmt, columns)]
+
+
 def read_table(path: str, fmt: str, columns: list[Column], keys: list[str]) -> list[dict[str, Any]]:
-    """The latest row per key of a changelog."""
+    """The latest row per key of a changelog; a key whose latest change is a tombstone is gone."""
     latest: dict[tuple, dict[str, Any]] = {}
-    for entry in changelog_entries(path):
-        for f in entry_files(entry):
-            for row in read_file(f, fmt, columns):
-                latest[tuple(row.get(k) for k in keys)] = row
+    for row, deleted in read_changelog(path, fmt, columns):
+        key = tuple(row.get(k) for k in keys)
+        if deleted:
+            latest.pop(key, None)
+        else:
+            latest[key] = row
     return list(latest.values())
 
 

@@ -1,0 +1,197 @@
+"""Evaluating the values of ``INSERT INTO ... VALUES`` and turning them into what a file
+topic stores.
+
+A value arrives as a sqlglot tree already checked by :mod:`..language.values` (literals,
+typed literals, CAST, INTERVAL, arithmetic, ``||`` and a table of deterministic functions;
+no column, no subquery). A plain literal is taken as it is; anything else is transpiled by
+sqlglot from Spark SQL to DuckDB and evaluated in a private in-memory DuckDB that is
+locked before the first value (no file or network access, no extensions, no configuration
+changes), one value per query so an error names its value. Nothing is built as text from
+the user's input: the tree is transformed and generated.
+
+:func:`stored` then checks the value against its column's type (see docs/ksqldb.md, "INSERT
+VALUES") and gives what is written: numbers, strings and booleans as they are, DATE and
+TIMESTAMP values as the text Spark's readers take (UTC; the source's ``timestamp_format``
+when it declares one).
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+from typing import Any
+
+import duckdb
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+
+from ..errors import ValidationError
+from ..language.dialect import DIALECT
+from ..language.statements import Column
+from ..language.values import check_value, literal_value
+from . import topics
+
+
+class Interval:
+    """An INTERVAL value, as written (no column holds one; kept to say so)."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+
+class ValueEvaluator:
+    """One statement's values, evaluated in a private, locked DuckDB opened on first use."""
+
+    #: set when the connection opens: no extension is ever fetched or loaded
+    CONFIG = {
+        "autoload_known_extensions": False,
+        "autoinstall_known_extensions": False,
+        "allow_community_extensions": False,
+    }
+    #: before any value: Spark's session time zone is UTC, and so is a TIMESTAMP literal's;
+    #: then no file or network access, and the configuration frozen
+    SETUP = (
+        "SET TimeZone = 'UTC'",
+        "SET enable_external_access = false",
+        "SET lock_configuration = true",
+    )
+
+    def __init__(self) -> None:
+        self.con: duckdb.DuckDBPyConnection | None = None
+
+    def __enter__(self) -> ValueEvaluator:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.con is not None:
+            self.con.close()
+
+    def value(self, tree: exp.Expression, column: str = "") -> Any:
+        """The value of ``tree`` (for ``column``); ValidationError naming both if it cannot
+        be evaluated."""
+        problem = check_value(tree)  # checked by the parser; never evaluate an unchecked tree
+        if problem is not None:
+            raise ValidationError(problem)
+        plain, value = literal_value(tree)
+        if plain:
+            return value
+        shown = _shown(tree) + (f" for column {column!r}" if column else "")
+        try:
+            sql = exp.select(exp.alias_(_for_duckdb(tree), "v")).sql(dialect="duckdb")
+        except SqlglotError as e:
+            raise ValidationError(f"cannot evaluate {shown}: {_one_line(str(e))}") from None
+        try:
+            con = self._connection()
+            statements = con.extract_statements(sql)
+            if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
+                raise ValidationError(f"cannot evaluate {shown}: not one value")
+            table = con.sql(sql).to_arrow_table()
+        except duckdb.Error as e:
+            raise ValidationError(f"cannot evaluate {shown}: {_one_line(str(e))}") from None
+        result = table.column(0)
+        if str(result.type).startswith(("month_day_nano_interval", "duration")):
+            return Interval(_shown(tree))
+        return result.to_pylist()[0]
+
+    def _connection(self) -> duckdb.DuckDBPyConnection:
+        if self.con is None:
+            self.con = duckdb.connect(":memory:", config=dict(self.CONFIG))
+            for statement in self.SETUP:
+                self.con.execute(statement)
+        return self.con
+
+
+def _for_duckdb(tree: exp.Expression) -> exp.Expression:
+    """``tree`` with Spark's meaning kept where the DuckDB translation would lose it: Spark's
+    CAST fails on a value it cannot convert (ANSI mode, Spark 4's default), where sqlglot
+    reads it as TRY_CAST; only a written TRY_CAST gives NULL."""
+
+    def strict(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.TryCast) and not node.args.get("safe"):
+            return exp.Cast(this=node.this, to=node.args["to"])
+        return node
+
+    return tree.copy().transform(strict)
+
+
+def stored(value: Any, column: Column, tree: exp.Expression, *, timestamp_format: str | None = None) -> Any:
+    """``value`` (of the expression ``tree``) as column ``column`` stores it; ValidationError
+    naming the value and the column when it does not fit.
+
+    Numbers must fit the column's type (a whole number fits any number column wide enough,
+    a fraction only FLOAT, DOUBLE and DECIMAL); a string fits STRING, and DATE and
+    TIMESTAMP when it is one (the source's ``timestamp_format`` when declared); a DATE
+    value fits DATE, a TIMESTAMP value TIMESTAMP; BOOLEAN takes TRUE and FALSE. Nothing
+    else converts implicitly: a number into a STRING column is an error (CAST it).
+    """
+    t = column.type.upper()
+    plain, _ = literal_value(tree)
+    same = plain or isinstance(tree, exp.Interval) or _shown(tree).upper() == _shown_value(value).upper()
+    of = "" if same else f" (the value of {_shown(tree)})"
+
+    def bad(what: str, hint: str) -> ValidationError:
+        return ValidationError(
+            f"value {_shown_value(value)}{of} does not fit column {column.name!r} of type {column.type}: {what}; {hint}"
+        )
+
+    if isinstance(value, Interval):
+        raise bad("an INTERVAL is no column's value", "add it to a TIMESTAMP (TIMESTAMP '...' + INTERVAL 1 HOUR)")
+    if isinstance(value, datetime.datetime):
+        if t not in ("TIMESTAMP", "TIMESTAMP_NTZ", "TIMESTAMP_LTZ"):
+            raise bad("it is a TIMESTAMP", f"CAST it to {column.type}")
+        return _timestamp_text(value, column, timestamp_format, bad)
+    if isinstance(value, datetime.date):
+        if t != "DATE":
+            raise bad("it is a DATE", f"CAST it to {column.type}")
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        value = int(value) if value == value.to_integral_value() and t in topics.INT_RANGES else float(value)
+    if isinstance(value, (bytes, list, dict)):
+        raise bad(f"it is a {type(value).__name__}", "INSERT VALUES writes numbers, strings, booleans, dates and times")
+    try:
+        return topics.coerce(value, column, timestamp_format=timestamp_format)
+    except ValidationError as e:
+        raise ValidationError(e.message.replace(" does not fit column", f"{of} does not fit column", 1)) from None
+
+
+def _timestamp_text(value: datetime.datetime, column: Column, timestamp_format: str | None, bad) -> str:
+    """A TIMESTAMP value as the text Spark reads back as the same instant (UTC)."""
+    if value.tzinfo is not None:
+        value = value.astimezone(datetime.UTC).replace(tzinfo=None)
+    if not timestamp_format:
+        return value.isoformat(sep=" ", timespec="microseconds" if value.microsecond else "seconds")
+    pattern = topics.spark_pattern(timestamp_format)
+    millis = f"{value.microsecond // 1000:03d}"
+    text = value.strftime(pattern.strptime.replace("%%", "\0").replace("%f", millis).replace("\0", "%%"))
+    if not pattern.matches(text) or datetime.datetime.strptime(text, pattern.strptime) != value:
+        raise bad(
+            f"its timestamp_format {timestamp_format!r} cannot hold it (it would read as {text!r})",
+            "round it (DATE_TRUNC) or declare a finer timestamp_format",
+        )
+    return text
+
+
+def _shown(tree: exp.Expression) -> str:
+    """The value as the statement wrote it (the parser keeps its text), else as Spark SQL."""
+    text = " ".join((tree.meta.get("text") or tree.sql(dialect=DIALECT)).split())
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _shown_value(value: Any) -> str:
+    """A value as a SQL literal: 'text', 12, TIMESTAMP '2024-01-01 00:00:00', DATE '...'."""
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(datetime.UTC).replace(tzinfo=None)
+        text = f"TIMESTAMP '{value.isoformat(sep=' ')}'"
+    elif isinstance(value, datetime.date):
+        text = f"DATE '{value.isoformat()}'"
+    elif isinstance(value, Interval):
+        text = value.text
+    else:
+        text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _one_line(message: str) -> str:
+    """DuckDB's message without its echo of the generated SQL (``LINE 1: ...``)."""
+    return " ".join(message.split("\nLINE ")[0].split())[:300]
