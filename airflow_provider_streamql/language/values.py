@@ -35,6 +35,7 @@ NODES: tuple[type[exp.Expression], ...] = (
     exp.DPipe,
     exp.Cast,  # CAST(x AS t), and typed literals: TIMESTAMP '...', DATE '...'
     exp.TryCast,
+    exp.TimeStrToTime,  # a TIMESTAMP '...' where a function takes a timestamp
     exp.DataType,
     exp.DataTypeParam,
     exp.Interval,  # INTERVAL 1 HOUR, INTERVAL '1' DAY

@@ -104,11 +104,13 @@ class ValueEvaluator:
 def _for_duckdb(tree: exp.Expression) -> exp.Expression:
     """``tree`` with Spark's meaning kept where the DuckDB translation would lose it: Spark's
     CAST fails on a value it cannot convert (ANSI mode, Spark 4's default), where sqlglot
-    reads it as TRY_CAST; only a written TRY_CAST gives NULL."""
+    reads it as TRY_CAST (only a written TRY_CAST gives NULL); DATE_ADD gives a DATE."""
 
     def strict(node: exp.Expression) -> exp.Expression:
         if isinstance(node, exp.TryCast) and not node.args.get("safe"):
             return exp.Cast(this=node.this, to=node.args["to"])
+        if isinstance(node, exp.TsOrDsAdd) and not isinstance(node.parent, exp.Cast):
+            return exp.Cast(this=node, to=exp.DataType.build("DATE"))
         return node
 
     return tree.copy().transform(strict)
