@@ -104,9 +104,15 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=_wait)
 
     p = sub.add_parser(
-        "validate", parents=[common], help="report whether CREATE OR REPLACE can upgrade a query in place"
+        "validate",
+        parents=[common],
+        help="report whether CREATE OR REPLACE can upgrade a query, or change a declared source, in place",
     )
-    p.add_argument("sql", help="one CREATE [OR REPLACE] STREAM|TABLE ... AS SELECT statement")
+    p.add_argument(
+        "sql",
+        help="one CREATE [OR REPLACE] STREAM|TABLE ... AS SELECT statement, "
+        "or CREATE [OR REPLACE] STREAM|TABLE s (columns) of a declared source",
+    )
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
     p.add_argument(
         "--dry-run", action="store_true", help="also run the new version on a copy of the checkpoint with local Spark"

@@ -13,7 +13,7 @@ from .catalog import BadRecord, Catalog, Progress, QueryInfo, default_home
 from .conditions import CaughtUp, Check, Condition, QueriesInState, VersionRunning
 from .errors import NotFoundError, StateError, StreamQLError, ValidationError, WaitTimeout
 from .language import parse, parse_one
-from .language.statements import CreateAsSelect, DropSource, QueryControl, SetProperty, Statement
+from .language.statements import CreateAsSelect, CreateSource, DropSource, QueryControl, SetProperty, Statement
 from .planner import Planner, deploy
 from .planner.deploy import DeployPlan
 from .planner.introspection import query_rows, shown_state
@@ -127,9 +127,17 @@ class Engine:
 
     def validate(self, sql: str, *, query_id: str | None = None, pipeline: str | None = None) -> Report:
         """The validator's report for one ``CREATE [OR REPLACE] STREAM|TABLE ... AS SELECT``
-        of an existing query's output (``query_id``, when given, must be that query).
+        of an existing query's output (``query_id``, when given, must be that query), or for
+        ``CREATE [OR REPLACE] STREAM|TABLE s (columns)`` of a declared source (the report's
+        ``source`` is set: what the change means for the source and the queries reading it).
         Changes nothing."""
-        stmt = self._create_as_select(sql, "validate")
+        stmt = parse_one(sql)
+        if isinstance(stmt, CreateSource):
+            if query_id is not None:
+                raise ValidationError(f"query_id {query_id!r} names a query; the statement declares {stmt.name}")
+            with self.catalog.engine.connect() as conn:
+                return self._planner(conn, pipeline).check_replace_source(stmt)[1]
+        stmt = self._create_as_select(stmt, "validate")
         self._writer(stmt, query_id)
         return self._check_replace(stmt, pipeline)[1]
 
@@ -165,7 +173,10 @@ class Engine:
         from .runtime.dryrun import dry_run
         from .upgrades import Finding
 
-        stmt = self._create_as_select(sql, "dry_run")
+        stmt = parse_one(sql)
+        if isinstance(stmt, CreateSource):
+            raise ValidationError(f"a dry run runs a query's new version; validate {stmt.name} (a source) without one")
+        stmt = self._create_as_select(stmt, "dry_run")
         self._writer(stmt, query_id)
         _current, report, new, _sink = self._check_replace(stmt, pipeline)
         sources = {n: self.catalog.source(n) for n in new.sources}

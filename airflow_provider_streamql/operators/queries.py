@@ -137,7 +137,9 @@ class ValidateUpgradeOperator(StreamQLOperator):
     the task log and pushed to XCom as ``report``; the task returns the verdict
     (``IN_PLACE``, ``REPLACING_REQUIRED`` or ``REJECTED``), so a branch can follow it.
 
-    :param sql: one ``CREATE [OR REPLACE] STREAM|TABLE ... AS SELECT``. (templated)
+    :param sql: one ``CREATE [OR REPLACE] STREAM|TABLE ... AS SELECT``, or ``CREATE [OR
+        REPLACE] STREAM|TABLE s (columns)`` of a declared source (the report's ``source`` is
+        set; XCom ``query_id`` and ``version`` are None). (templated)
     :param query_id: the query it must replace (checked when given). (templated)
     :param fail_on: verdicts that fail the task; ``()`` lets every verdict through for
         branching. Default: anything that is not IN_PLACE fails.
@@ -180,12 +182,14 @@ class ValidateUpgradeOperator(StreamQLOperator):
             else:
                 report = engine.validate(self.sql, query_id=query_id)
         self.log.info("Validation report:\n%s", report.render())
-        version = engine.query(report.query_id).version
+        # a source change (CREATE OR REPLACE STREAM s (...)) has no query and no version
+        version = engine.query(report.query_id).version if report.query_id else None
         push(context, report=report.to_dict(), query_id=report.query_id, version=version, verdict=report.verdict)
         self.no_wait(context, engine)
         if report.verdict in self.fail_on:
             findings = "; ".join(f"{f.code}: {f.message}" for f in report.findings if f.verdict == report.verdict)
-            raise AirflowFailException(f"{report.query_id}: the upgrade is {report.verdict}: {findings}")
+            subject = report.query_id or report.source
+            raise AirflowFailException(f"{subject}: the upgrade is {report.verdict}: {findings}")
         return report.verdict
 
     def _dry_run(self, engine, query_id):

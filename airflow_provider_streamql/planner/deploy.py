@@ -125,6 +125,13 @@ def _plan_one(planner: Planner, stmt: st.Statement) -> PlanItem:
     except (ValidationError, StateError) as e:
         item.action, item.findings = "rejected", [e.message]
         existing = planner.snapshot.sources.get(name)
+        if isinstance(stmt, st.CreateSource) and existing is not None and not existing.writer_query:
+            try:  # a source change the validator refuses: its findings, one per difference
+                _old, report, _versions = planner.check_replace_source(stmt)
+            except StreamQLError:
+                return item
+            item.findings = [f"{f.code}: {f.message}" for f in report.findings if f.verdict != "IN_PLACE"]
+            return item
         if isinstance(stmt, st.CreateAsSelect) and existing is not None and existing.writer_query:
             try:
                 current, report, _new, _sink = planner.check_replace(stmt)

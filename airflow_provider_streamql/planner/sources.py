@@ -1,7 +1,9 @@
 """Declared streams and tables: ``CREATE [OR REPLACE] STREAM|TABLE name (columns)``, ``ALTER
 ... ADD COLUMN`` and ``DROP``. A ``CREATE OR REPLACE`` may append columns and widen their types
-(:data:`WIDENINGS`); every query reading a widened source gets a new version, validated as a
-``CREATE OR REPLACE`` of that query (hence built on :class:`.queries.PersistentQueries`).
+(:data:`~..upgrades.sources.WIDENINGS`); every query reading a widened source gets a new
+version, validated as a ``CREATE OR REPLACE`` of that query (hence built on
+:class:`.queries.PersistentQueries`). What may change is decided by the validator's source
+rules (:mod:`..upgrades.sources`), which also answer ``Engine.validate`` and ``plan``.
 """
 
 from __future__ import annotations
@@ -18,17 +20,9 @@ from ..language import statements as st
 from ..results import Result
 from ..storage.layout import MovedAside, query_folders
 from ..upgrades import Finding, Report
+from ..upgrades.sources import Change, source_findings, source_report, widenings, widens
 from .base import Step, column_tuples, make_folder
 from .queries import PersistentQueries
-
-# a declared column type -> the types CREATE OR REPLACE may widen it to (every value of the
-# old type reads the same under the new one)
-WIDENINGS = {
-    "TINYINT": ("SMALLINT", "INT", "BIGINT", "FLOAT", "DOUBLE"),
-    "SMALLINT": ("INT", "BIGINT", "FLOAT", "DOUBLE"),
-    "INT": ("BIGINT", "DOUBLE"),
-    "FLOAT": ("DOUBLE",),
-}
 
 
 class SourceStatements(PersistentQueries):
@@ -55,42 +49,63 @@ class SourceStatements(PersistentQueries):
             files=None if src.kafka_topic else lambda: make_folder(src.path),
         )
 
+    def check_replace_source(self, stmt: st.CreateSource) -> tuple[SourceInfo, Report, list]:
+        """The validator's report on ``CREATE OR REPLACE STREAM|TABLE s (...)`` of a declared
+        source (one finding per difference, see :mod:`..upgrades.sources`, and one per query
+        reading a widened column), with the new versions of those queries when every one can
+        take the change in place. The planner's snapshot gets the new source and versions;
+        the catalog is not touched."""
+        old = self._declared(stmt.name, stmt.kind, stmt, f"CREATE OR REPLACE {stmt.kind}")
+        names = [c.name.lower() for c in stmt.columns]
+        dup = next((n for n in names if names.count(n) > 1), None)
+        if dup:
+            raise self._error(f"column {dup!r} is declared twice", stmt)
+        readers = self._readers(old.name)
+        change = Change(old.name, old.columns, stmt.columns, old.properties, stmt.properties, [q.id for q in readers])
+        report = source_report(change, source_findings(change))
+        widened = [(was, now) for was, now in change.kept() if was.type != now.type and widens(was.type, now.type)]
+        versions = []
+        if report.verdict == "IN_PLACE" and widened:
+            self.snapshot.sources[old.name] = replace(old, columns=list(stmt.columns))
+            for reader in readers:
+                outcome = self._reread(reader, stmt, widened)
+                if isinstance(outcome, Finding):
+                    report.add(outcome)
+                    continue
+                versions.append(outcome)
+                new, _sink, _report = outcome
+                report.add(
+                    Finding(
+                        "SOURCE_READER_UPGRADED",
+                        "FROM",
+                        "schema evolution",
+                        "IN_PLACE",
+                        f"{new.id} reads {old.name}: version {new.version} reads the wider type in place",
+                    )
+                )
+            self.snapshot.sources[old.name] = old
+        return old, report, versions
+
     def _replace_source(self, stmt: st.CreateSource) -> Step:
         """``CREATE OR REPLACE STREAM s (...)`` of a declared source: columns may be appended
         (as with ALTER ... ADD COLUMN) and existing ones widened (INT to BIGINT or DOUBLE, ...),
         e.g. to read a record that held a query. Every query reading the source gets a new
         version that reads it with the new columns, validated like any CREATE OR REPLACE: if
         one cannot take it in place, nothing is replaced."""
-        old = self._declared(stmt.name, stmt.kind, stmt, f"CREATE OR REPLACE {stmt.kind}")
-        widened = []
-        for was, now in zip(old.columns, stmt.columns, strict=False):
-            same = (was.name.lower(), was.key) == (now.name.lower(), now.key)
-            if same and was.type != now.type and now.type.upper() in WIDENINGS.get(was.type.upper(), ()):
-                widened.append((was, now))
-            elif not same or was.type != now.type:
-                raise self._error(
-                    f"CREATE OR REPLACE {stmt.kind} {stmt.name} may only append columns "
-                    f"to ({', '.join(f'{c.name} {c.type}' for c in old.columns)}) and widen "
-                    f"their types ({_widenings()}); {now.name} {now.type} does not fit",
-                    stmt,
-                )
-        if len(stmt.columns) < len(old.columns):
+        old, report, versions = self.check_replace_source(stmt)
+        if report.verdict != "IN_PLACE":
             raise self._error(
-                f"CREATE OR REPLACE {stmt.kind} {stmt.name} cannot remove columns "
-                f"({', '.join(c.name for c in old.columns[len(stmt.columns) :])})",
+                f"CREATE OR REPLACE {stmt.kind} {stmt.name} may only append columns "
+                f"to ({', '.join(f'{c.name} {c.type}' for c in old.columns)}) and widen "
+                f"their types ({widenings()}): "
+                + "; ".join(f"{f.code}: {f.message}" for f in report.findings if f.verdict != "IN_PLACE"),
                 stmt,
             )
-        if stmt.properties and {**old.properties, **stmt.properties} != old.properties:
-            raise self._error(
-                f"CREATE OR REPLACE {stmt.kind} {stmt.name} cannot change its WITH properties {old.properties}", stmt
-            )
-        added = stmt.columns[len(old.columns) :]
-        if any(c.key for c in added):
-            raise self._error("key columns cannot be added", stmt)
         new = replace(old, columns=list(stmt.columns))
         self.snapshot.sources[old.name] = new
-        versions = [self._reread(reader, stmt, widened) for reader in self._readers(old.name)] if widened else []
-        message = f"Replaced {stmt.kind.lower()} {old.name}: {len(added)} column(s) appended" + (
+        added = len(stmt.columns) - len(old.columns)
+        widened = [(was, now) for was, now in zip(old.columns, stmt.columns, strict=False) if was.type != now.type]
+        message = f"Replaced {stmt.kind.lower()} {old.name}: {added} column(s) appended" + (
             f", {', '.join(f'{w.name} widened to {n.type}' for w, n in widened)}; new versions of "
             f"{', '.join(f'{q.id} (v{q.version})' for q, _s, _r in versions) or 'no query'}"
             if widened
@@ -99,27 +114,45 @@ class SourceStatements(PersistentQueries):
 
         def write(conn: Connection) -> None:
             self.catalog.update_source(conn, new)
-            for query, sink, report in versions:
-                self.catalog.add_version(conn, query, sink, report.to_dict())
+            for query, sink, reader_report in versions:
+                self.catalog.add_version(conn, query, sink, reader_report.to_dict())
 
         return Step(
-            Result(stmt.text, message, action="replaced", waits=[(q.id, q.desired_state) for q, _s, _r in versions]),
+            Result(
+                stmt.text,
+                message,
+                action="replaced",
+                waits=[(q.id, q.desired_state) for q, _s, _r in versions],
+                report=report.to_dict(),
+            ),
             write=write,
         )
 
-    def _reread(self, reader: QueryInfo, stmt: st.CreateSource, widened) -> tuple[QueryInfo, SourceInfo, Report]:
-        """A new version of ``reader`` over the widened source, or the reason it cannot be."""
+    def _reread(
+        self, reader: QueryInfo, stmt: st.CreateSource, widened
+    ) -> tuple[QueryInfo, SourceInfo, Report] | Finding:
+        """A new version of ``reader`` over the widened source, or the finding that says why
+        it cannot be."""
         what = ", ".join(f"{stmt.name}.{w.name} {w.type} -> {n.type}" for w, n in widened)
         definition = parse_one(reader.sql)
         if not isinstance(definition, st.CreateAsSelect):
-            raise self._error(f"cannot widen {what}: {reader.id} is an INSERT INTO query; TERMINATE it first", stmt)
+            return Finding(
+                "SOURCE_READER_BLOCKS",
+                "FROM",
+                "unsupported",
+                "REJECTED",
+                f"cannot widen {what}: {reader.id} is an INSERT INTO query reading it; TERMINATE it first",
+            )
         _current, report, new, sink = self.check_replace(definition)
         if report.verdict != "IN_PLACE":
             reasons = "; ".join(f"{f.code}: {f.message}" for f in report.findings if f.verdict != "IN_PLACE")
-            raise self._error(
-                f"cannot widen {what}: {reader.id} reads it and cannot take the change "
-                f"in place ({report.verdict}: {reasons})",
-                stmt,
+            return Finding(
+                "SOURCE_READER_BLOCKS",
+                "FROM",
+                "unsupported",
+                "REJECTED",
+                f"cannot widen {what}: {reader.id} reads it and cannot take the change in place "
+                f"({report.verdict}: {reasons})",
             )
         report.add(
             Finding(
@@ -235,7 +268,3 @@ class SourceStatements(PersistentQueries):
             existing.path,
             existing.format,
         )
-
-
-def _widenings() -> str:
-    return ", ".join(f"{old} to {'/'.join(new)}" for old, new in WIDENINGS.items())

@@ -31,9 +31,11 @@ def worst(findings: list[Finding]) -> str:
 
 @dataclass
 class Report:
-    """What the validator says about replacing ``query_id``'s current version."""
+    """What the validator says about replacing ``query_id``'s current version, or (with
+    ``source`` set and no ``query_id``) about ``CREATE OR REPLACE STREAM|TABLE s (...)`` of a
+    declared source (see :mod:`.sources`)."""
 
-    query_id: str
+    query_id: str | None
     verdict: str
     old_traits: list[str]
     new_traits: list[str]
@@ -42,6 +44,8 @@ class Report:
     warnings: list[dict[str, str]] = field(default_factory=list)
     #: with a dry run: {"ran", "error", "batches", "input_rows"} from Spark
     spark: dict[str, Any] | None = None
+    #: the declared stream or table a source report is about
+    source: str | None = None
 
     def add(self, finding: Finding) -> None:
         """Append ``finding``; the verdict stays the worst of the findings' verdicts."""
@@ -58,11 +62,10 @@ class Report:
         return data
 
     def render(self) -> str:
-        lines = [
-            f"{self.query_id}: {self.verdict}",
-            f"  traits: {', '.join(self.old_traits) or '-'} -> {', '.join(self.new_traits) or '-'}",
-            f"  kinds: {', '.join(self.kinds)}",
-        ]
+        lines = [f"{self.query_id or self.source}: {self.verdict}"]
+        if self.source is None:
+            lines.append(f"  traits: {', '.join(self.old_traits) or '-'} -> {', '.join(self.new_traits) or '-'}")
+        lines.append(f"  kinds: {', '.join(self.kinds)}")
         lines += [f"  [{f.verdict}] {f.code} ({f.clause}): {f.message}" for f in self.findings]
         lines += [f"  warning {w['code']}: {w['message']}" for w in self.warnings]
         if self.spark is not None:
