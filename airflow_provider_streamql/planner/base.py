@@ -38,6 +38,7 @@ SOURCE_PROPERTIES: dict[str, Callable[[Any], str | None] | None] = {
     "timestamp_format": lambda v: (
         None if isinstance(v, str) and v else "must be a Spark datetime pattern such as 'yyyy-MM-dd HH:mm:ss'"
     ),
+    "value_delimiter": topics.delimiter_problem,  # DELIMITED values only
 }
 # WITH properties that would put Kafka connection settings in SQL text
 KAFKA_CONNECTION_SETTINGS = ("kafka.", "bootstrap", "security", "sasl", "ssl")
@@ -194,9 +195,13 @@ class PlannerBase:
         clash = next((s.name for s in self.snapshot.sources.values() if s.path == path and s is not replacing), None)
         if clash:
             raise self._error(f"path {path!r} is already used by {clash}", stmt)
-        return SourceInfo(
-            stmt.name, stmt.kind, list(columns), props, str(props.get("value_format", "JSON")).upper(), path, writer
-        )
+        fmt = str(props.get("value_format", "JSON")).upper()
+        if "value_delimiter" in props and fmt != "DELIMITED":
+            raise self._error(f"value_delimiter is for value_format='DELIMITED', not {fmt}", stmt)
+        problem = topics.format_problem(fmt, columns)
+        if problem:
+            raise self._error(f"{stmt.name}: {problem}", stmt)
+        return SourceInfo(stmt.name, stmt.kind, list(columns), props, fmt, path, writer)
 
 
 def column_tuples(columns: list[st.Column]) -> list[tuple[str, str, bool]]:

@@ -36,7 +36,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ..catalog import BadRecord, SourceInfo
-from ..storage.topics import FORMATS, uri_path
+from ..storage.topics import FORMATS, uri_path, value_delimiter
 from .schemas import CORRUPT, FILE, checked, ddl_schema, parse_options, reader_options
 
 MARKER = "STREAMQL_BAD_RECORD"
@@ -239,8 +239,14 @@ def _raw_values(text: str, src: SourceInfo) -> dict | None:
             return None
         by_lower = {k.lower(): v for k, v in data.items()}
         return {c.name: by_lower.get(c.name.lower()) for c in src.columns}
-    cells = next(csv.reader(io.StringIO(text)), [])
+    cells = _cells(text, src)
     return {c.name: cells[i] if i < len(cells) else None for i, c in enumerate(src.columns)}
+
+
+def _cells(text: str, src: SourceInfo) -> list[str]:
+    """The fields of a CSV or DELIMITED record."""
+    delimiter = value_delimiter(src.properties) if src.format == "DELIMITED" else ","
+    return next(csv.reader(io.StringIO(text), delimiter=delimiter), [])
 
 
 def _reason(raw: str, row, src: SourceInfo) -> str:
@@ -253,9 +259,9 @@ def _reason(raw: str, row, src: SourceInfo) -> str:
         if not isinstance(data, dict):
             return f"not a JSON object: {type(data).__name__}"
     else:
-        cells = next(csv.reader(io.StringIO(raw)), [])
+        cells = _cells(raw, src)
         if len(cells) != len(src.columns):
-            return f"expected {len(src.columns)} CSV fields, found {len(cells)}"
+            return f"expected {len(src.columns)} {src.format} fields, found {len(cells)}"
     values, parsed = _raw_values(raw, src) or {}, json.loads(row["parsed"])
     for c in src.columns:
         given = values.get(c.name)

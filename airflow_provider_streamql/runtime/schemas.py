@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ..catalog import SourceInfo
+from ..storage.topics import value_delimiter
 
 if TYPE_CHECKING:
     from ..language.statements import Column
@@ -22,9 +23,9 @@ CORRUPT = "_corrupt_record"
 #: the column holding where a record comes from: its file, or kafka:topic/partition@offset
 FILE = "__sq_file"
 #: formats whose records are checked one by one (a PARQUET file Spark cannot read fails the query)
-CHECKED_FORMATS = ("JSON", "CSV")
-#: format -> extra reader/writer options
-FORMAT_OPTIONS = {"JSON": {}, "CSV": {"header": "true"}, "PARQUET": {}}
+CHECKED_FORMATS = ("JSON", "CSV", "DELIMITED")
+#: format -> extra reader/writer options (DELIMITED adds its separator, :func:`format_options`)
+FORMAT_OPTIONS = {"JSON": {}, "CSV": {"header": "true"}, "DELIMITED": {"header": "false"}, "PARQUET": {}}
 
 
 def checked(src: SourceInfo) -> bool:
@@ -38,9 +39,18 @@ def ddl_schema(columns: Iterable[Column], *, corrupt: bool = False) -> str:
     return ddl + (f", `{CORRUPT}` STRING" if corrupt else "")
 
 
+def format_options(src: SourceInfo) -> dict[str, str]:
+    """The options reading and writing ``src``'s files take: a CSV header; a DELIMITED
+    source's separator."""
+    options = dict(FORMAT_OPTIONS[src.format])
+    if src.format == "DELIMITED":
+        options["sep"] = value_delimiter(src.properties)
+    return options
+
+
 def reader_options(src: SourceInfo) -> dict[str, str]:
     """The options reading ``src``'s files takes (a CSV header, a timestamp format)."""
-    options = dict(FORMAT_OPTIONS[src.format])
+    options = format_options(src)
     if src.properties.get("timestamp_format"):
         options["timestampFormat"] = src.properties["timestamp_format"]
     return options

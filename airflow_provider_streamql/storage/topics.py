@@ -28,9 +28,8 @@ from urllib.parse import unquote, urlparse
 
 from ..errors import ValidationError
 from ..language.statements import Column
+from .formats import FORMATS, TEXT_FORMATS, delimiter_problem, format_problem, value_delimiter  # noqa: F401
 
-# value_format -> (Spark data source name, file suffix)
-FORMATS = {"JSON": ("json", ".json"), "CSV": ("csv", ".csv"), "PARQUET": ("parquet", ".parquet")}
 INT_TYPES = ("TINYINT", "SMALLINT", "INT", "BIGINT")
 FLOAT_TYPES = ("FLOAT", "DOUBLE")
 SINK_LOG = "_spark_metadata"
@@ -123,8 +122,9 @@ def entry_files(entry: str) -> list[str]:
     return [entry]
 
 
-def read_file(path: str, fmt: str, columns: list[Column]) -> list[dict[str, Any]]:
-    """Rows of one data file as dicts keyed by the declared column names."""
+def read_file(path: str, fmt: str, columns: list[Column], *, delimiter: str = ",") -> list[dict[str, Any]]:
+    """Rows of one data file as dicts keyed by the declared column names (a DELIMITED file's
+    fields separated by ``delimiter``)."""
     if fmt == "PARQUET":
         import pyarrow.parquet as pq
 
@@ -134,8 +134,9 @@ def read_file(path: str, fmt: str, columns: list[Column]) -> list[dict[str, Any]
             if fmt == "JSON":
                 rows = [json.loads(line) for line in f if line.strip()]
             else:
-                reader = csv.reader(f)
-                next(reader, None)  # header; columns are positional, as Spark reads them
+                reader = csv.reader(f, delimiter=delimiter if fmt == "DELIMITED" else ",")
+                if fmt == "CSV":
+                    next(reader, None)  # header; columns are positional, as Spark reads them
                 rows = [
                     {c.name: _from_text(v, c.type) for c, v in zip(columns, record, strict=False)} for record in reader
                 ]
@@ -325,9 +326,18 @@ def _real_timestamp(match: re.Match | None) -> bool:
     return hour < 24 and minute < 60 and second < 60 and off_minutes < 60 and off_hours * 60 + off_minutes <= 18 * 60
 
 
-def append(path: str, fmt: str, columns: list[Column], rows: Iterable[dict[str, Any]], name: str | None = None) -> str:
+def append(
+    path: str,
+    fmt: str,
+    columns: list[Column],
+    rows: Iterable[dict[str, Any]],
+    name: str | None = None,
+    *,
+    delimiter: str = ",",
+) -> str:
     """Write ``rows`` as one new file in ``path``: to a hidden name, then renamed into place.
-    With ``name``, a file of that name already there means it was written: nothing is."""
+    With ``name``, a file of that name already there means it was written: nothing is.
+    A DELIMITED file has no header, its fields separated by ``delimiter``."""
     os.makedirs(path, exist_ok=True)
     if name is not None:
         name += FORMATS[fmt][1]
@@ -349,8 +359,9 @@ def append(path: str, fmt: str, columns: list[Column], rows: Iterable[dict[str, 
             for row in rows:
                 buffer.write(json.dumps(row) + "\n")
         else:
-            writer = csv.writer(buffer)
-            writer.writerow([c.name for c in columns])
+            writer = csv.writer(buffer, delimiter=delimiter if fmt == "DELIMITED" else ",")
+            if fmt == "CSV":
+                writer.writerow([c.name for c in columns])
             for row in rows:
                 writer.writerow(["" if row.get(c.name) is None else _to_text(row[c.name]) for c in columns])
         with open(tmp, "w", encoding="utf-8", newline="") as f:
