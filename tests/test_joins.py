@@ -77,8 +77,10 @@ def test_stream_table_join_sees_rows_inserted_after_start(sqlite_engine, runtime
      "FROM orders o JOIN t WITHIN 1 MINUTE ON o.oid = t.oid", "WITHIN is for joins between streams"),
     ("CREATE STREAM j AS SELECT o.oid AS oid FROM orders o FULL JOIN shipments s WITHIN 1 MINUTE "
      "ON o.oid = s.oid", "FULL JOIN is not supported"),
-    ("CREATE STREAM j AS SELECT * FROM orders o JOIN shipments s WITHIN 1 MINUTE ON o.oid = s.oid",
-     "appears twice in the output"),
+    # SELECT * over a join names its columns O_OID, ... (tests/test_output_names.py); a name
+    # given twice is still refused
+    ("CREATE STREAM j AS SELECT o.oid AS o_oid, * FROM orders o JOIN shipments s WITHIN 1 MINUTE "
+     "ON o.oid = s.oid", "column 'O_OID' appears twice in the output"),
 ])
 def test_bad_joins_are_rejected(engine, sql, fragment):
     engine.execute(ORDERS.split("CREATE STREAM shipped")[0])

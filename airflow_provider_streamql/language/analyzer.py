@@ -14,6 +14,7 @@ from sqlglot.optimizer.qualify import qualify
 
 from ..errors import ValidationError
 from .dialect import DIALECT
+from .outputs import joined_tables, output_projections
 from .statements import Column, Statement
 
 T = exp.DataType.Type
@@ -75,6 +76,8 @@ class SelectAnalysis:
     joins: list[tuple[str, str]] = field(default_factory=list)
     #: clause -> normalised SQL, compared by the upgrade validator (see :func:`shape_of`)
     shape: dict = field(default_factory=dict)
+    #: the SELECT as analysed: its list as :func:`output_projections` names it
+    named: exp.Select | None = None
 
 
 WINDOW_BOUNDS = ("WINDOWSTART", "WINDOWEND")
@@ -107,9 +110,8 @@ def analyze_select(
         for arg, message in UNSUPPORTED_IN_PERSISTENT:
             if select.args.get(arg):
                 raise where.error(message, select.args[arg])
-    for projection in select.expressions:
-        if not isinstance(projection, (exp.Column, exp.Alias, exp.Star)):
-            raise where.error(f"give the expression {projection.sql(dialect=DIALECT)!r} a name with AS", projection)
+    select = select.copy()
+    select.set("expressions", output_projections(select, schemas))
     if stmt.window is not None:  # window bounds are columns of the windowed source
         schemas = dict(schemas)
         schemas[sources[0]] = list(schemas[sources[0]]) + [Column(b, "TIMESTAMP") for b in WINDOW_BOUNDS]
@@ -127,6 +129,18 @@ def analyze_select(
     except OptimizeError as e:
         node = _node_named(select, str(e))
         if isinstance(node, exp.Column):
+            having = [
+                t.alias_or_name
+                for t in joined_tables(select, schemas) or []
+                if node.name.lower() in {c.name.lower() for c in schemas[t.name.upper()]}
+            ]
+            bare = [c for c in select.find_all(exp.Column) if not c.table and c.name.lower() == node.name.lower()]
+            if len(having) > 1 and bare:
+                raise where.error(
+                    f"column {node.name!r} is ambiguous: more than one joined source has it; "
+                    f"qualify it ({' or '.join(f'{t}.{node.name}' for t in having)})",
+                    bare[0],
+                ) from None
             known = ", ".join(c.name for name in sources for c in schemas[name])
             raise where.error(f"unknown column {node.name!r} (known: {known})", node) from None
         raise where.error(str(e).split(". Line:")[0], node) from None
@@ -152,7 +166,7 @@ def analyze_select(
         for j in select.args.get("joins") or []
     ]
     shape = shape_of(tree, names, columns, joins, stmt)
-    return SelectAnalysis(sources, columns, aggregate, group_by, joins, shape)
+    return SelectAnalysis(sources, columns, aggregate, group_by, joins, shape, select)
 
 
 NONDETERMINISTIC = (

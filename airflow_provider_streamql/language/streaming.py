@@ -12,6 +12,7 @@ from sqlglot import exp
 
 from .analyzer import WINDOW_BOUNDS, SelectAnalysis
 from .dialect import DIALECT
+from .outputs import output_projections
 from .statements import Column, Statement
 
 # WINDOW kind -> Spark SQL function building the window column from (time column, spec)
@@ -94,6 +95,9 @@ def plan_streaming(
 
 
 def _expand_stars(tree: exp.Select, schemas: dict[str, list[Column]]) -> None:
+    """The SELECT list under its output names (:func:`output_projections`: ``*`` expanded,
+    made-up names as aliases). A ``*`` over a subquery is expanded from the tables inside."""
+    tree.set("expressions", output_projections(tree, schemas))
     tables = [t for t in tree.find_all(exp.Table) if t.name.upper() in schemas]
     projections = []
     for projection in tree.expressions:

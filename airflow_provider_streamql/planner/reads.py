@@ -81,7 +81,7 @@ class Reads(PlannerBase):
             # query that fails fails the script, and nothing of it is applied
             from ..storage.pull import run_pull_query
 
-            result.columns, result.rows = run_pull_query(stmt.select, sources, analysis)
+            result.columns, result.rows = run_pull_query(analysis.named or stmt.select, sources, analysis)
 
         return Step(result, files=read)
 

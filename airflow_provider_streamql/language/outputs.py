@@ -1,0 +1,140 @@
+"""The names of a query's output columns, as ksqlDB gives them: ``*`` over a join as
+``<ALIAS>_<COLUMN>`` with the join key once, colliding qualified columns the same way, and
+``KSQL_COL_<n>`` for expressions without ``AS``. The analyzer and the streaming plan both
+take the SELECT list from :func:`output_projections`, so the sink's columns, the Spark SQL
+and the upgrade validator's shape agree."""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from .statements import Column
+
+#: the names ksqlDB gives unaliased expressions, numbered in SELECT order: KSQL_COL_0, ...
+GENERATED_NAME = "KSQL_COL_{}"
+
+
+def output_projections(select: exp.Select, schemas: dict[str, list[Column]]) -> list[exp.Expression]:
+    """The SELECT list of ``select`` under the names ksqlDB gives its output (new nodes; a
+    name made up here is an alias on its projection, so Spark, DuckDB and the sink agree).
+
+    - ``*`` is expanded to the sources' columns as they are now. Over a join every column is
+      named ``<ALIAS>_<COLUMN>`` (``O_OID``), and a column the ON clause equates with one of
+      an earlier source (the join key) is left out: the key appears once, from the left side
+      of an INNER or LEFT join, from the right side of a RIGHT join (a FULL join keeps both).
+      ``o.*`` over a join gives all of ``o``'s columns, named the same way.
+    - A qualified column of a join whose name more than one of the joined sources has is
+      named ``<ALIAS>_<COLUMN>``; any other column keeps its own name (ksqlDB's rule).
+    - An expression without ``AS`` is named ``KSQL_COL_<n>``, ``n`` counting from 0 in
+      SELECT order and skipping names the sources' columns or the other outputs have.
+
+    When the FROM clause is not plain sources (a subquery), ``*`` is left as written.
+    """
+    tables = joined_tables(select, schemas)
+    columns = {i: schemas[t.name.upper()] for i, t in enumerate(tables or [])}
+    join = tables is not None and len(tables) > 1
+    owners: dict[str, int] = {}
+    for cols in columns.values():
+        for c in {c.name.lower() for c in cols}:
+            owners[c] = owners.get(c, 0) + 1
+    keys = _equated_keys(select, tables, columns) if join else set()
+    named: list[tuple[exp.Expression, str | None]] = []  # (projection, its name; None: to make up)
+    for projection in select.expressions:
+        star = isinstance(projection, exp.Star) or (
+            isinstance(projection, exp.Column) and isinstance(projection.this, exp.Star)
+        )
+        if star and tables is not None:
+            chosen = [
+                i
+                for i, t in enumerate(tables)
+                if isinstance(projection, exp.Star) or t.alias_or_name.lower() == projection.table.lower()
+            ]
+            for i in chosen:
+                label = tables[i].alias_or_name
+                for c in columns[i]:
+                    if not join:
+                        named.append((exp.column(c.name, quoted=True), c.name))
+                    elif not (isinstance(projection, exp.Star) and (i, c.name.lower()) in keys):
+                        name = f"{label}_{c.name}".upper()
+                        column = exp.column(c.name, table=label, quoted=True)
+                        named.append((exp.alias_(column, name, quoted=True), name))
+            if chosen:
+                continue
+        if star:
+            named.append((projection.copy(), "*"))
+        elif isinstance(projection, exp.Alias):
+            named.append((projection.copy(), projection.alias))
+        elif isinstance(projection, exp.Column):
+            if join and projection.table and owners.get(projection.name.lower(), 0) > 1:
+                name = f"{projection.table}_{projection.name}".upper()
+                named.append((exp.alias_(projection.copy(), name, quoted=True), name))
+            else:
+                named.append((projection.copy(), projection.name))
+        else:
+            named.append((projection.copy(), None))
+    used = {c.name.upper() for cols in columns.values() for c in cols}
+    used |= {name.upper() for _, name in named if name}
+    result, n = [], 0
+    for projection, name in named:
+        if name is None:
+            while GENERATED_NAME.format(n) in used:
+                n += 1
+            projection = exp.alias_(projection, GENERATED_NAME.format(n), quoted=True)
+            used.add(GENERATED_NAME.format(n))
+        result.append(projection)
+    return result
+
+
+def joined_tables(select: exp.Select, schemas: dict[str, list[Column]]) -> list[exp.Table] | None:
+    """The sources of the FROM clause and its JOINs in order, or None when one of them is
+    not a plain source (a subquery, a name that is not a stream or table)."""
+    first = select.args.get("from_") or select.args.get("from")
+    items = [first.this if first else None] + [j.this for j in select.args.get("joins") or []]
+    if all(isinstance(t, exp.Table) and t.name.upper() in schemas for t in items):
+        return items
+    return None
+
+
+def _equated_keys(select: exp.Select, tables: list[exp.Table], columns: dict) -> set[tuple[int, str]]:
+    """(source index, lower-case column) of the join keys ``*`` leaves out: in each JOIN's
+    ``ON a = b`` (or USING) between a column of the joined source and one of an earlier
+    source, the joined source's column (INNER, LEFT), the earlier one's (RIGHT), none (FULL)."""
+    labels = [t.alias_or_name.lower() for t in tables]
+
+    def owner(column: exp.Column) -> int | None:
+        if column.table:
+            return labels.index(column.table.lower()) if column.table.lower() in labels else None
+        having = [i for i, cols in columns.items() if column.name.lower() in {c.name.lower() for c in cols}]
+        return having[0] if len(having) == 1 else None
+
+    keys = set()
+    for joined, join in enumerate(select.args.get("joins") or [], start=1):
+        side = (join.args.get("side") or "").upper()
+        if side == "FULL" or (join.args.get("kind") or "").upper() == "CROSS":
+            continue
+        pairs = []
+        for condition in _conjuncts(join.args.get("on")):
+            a, b = (condition.this, condition.expression) if isinstance(condition, exp.EQ) else (None, None)
+            if isinstance(a, exp.Column) and isinstance(b, exp.Column):
+                sides = {owner(a): a, owner(b): b}
+                earlier = [i for i in sides if i is not None and i < joined]
+                if joined in sides and len(earlier) == 1:
+                    pairs.append(((joined, sides[joined].name), (earlier[0], sides[earlier[0]].name)))
+        for using in join.args.get("using") or []:
+            earlier = [i for i in range(joined) if using.name.lower() in {c.name.lower() for c in columns[i]}]
+            if earlier:
+                pairs.append(((joined, using.name), (earlier[0], using.name)))
+        for right, left in pairs:
+            index, name = left if side == "RIGHT" else right
+            keys.add((index, name.lower()))
+    return keys
+
+
+def _conjuncts(condition: exp.Expression | None):
+    if isinstance(condition, exp.Paren):
+        yield from _conjuncts(condition.this)
+    elif isinstance(condition, exp.And):
+        yield from _conjuncts(condition.left)
+        yield from _conjuncts(condition.right)
+    elif condition is not None:
+        yield condition
