@@ -117,6 +117,24 @@ def test_validation_gate_fails_with_the_findings_and_changes_nothing(running, ca
     assert branch.xcom("task", "query_id") == "CTAS_STATS_2" and branch.xcom("task", "version") == 1
 
 
+def test_validation_of_a_source_change(airflow, capfd):
+    """CREATE OR REPLACE STREAM s (...) of a declared source: the verdict with its findings,
+    no query ID or version; a refused change fails the gate and changes nothing."""
+    engine = airflow
+    engine.execute(PIPELINE)
+    appended = "CREATE OR REPLACE STREAM purchases (id INT KEY, user STRING, cost DOUBLE, note STRING)"
+    branch = run_dag("t_validate_branch", capfd, sql=appended)
+    assert branch.states == {"task": "success"} and branch.xcom("task") == "IN_PLACE"
+    report = branch.xcom("task", "report")
+    assert (report["source"], report["findings"][0]["code"]) == ("PURCHASES", "SOURCE_COLUMN_APPENDED")
+    assert branch.xcom("task", "query_id") is None and branch.xcom("task", "version") is None
+    removed = "CREATE OR REPLACE STREAM purchases (id INT KEY, user STRING)"
+    gate = run_dag("t_validate_gate", capfd, sql=removed)
+    assert gate.states == {"task": "failed"}
+    assert "PURCHASES: REJECTED" in gate.log and "SOURCE_COLUMN_REMOVED" in gate.log, gate.log[-3000:]
+    assert [c.name for c in engine.catalog.source("PURCHASES").columns] == ["id", "user", "cost"]
+
+
 def test_validation_dry_run_asks_spark(running, capfd):
     ok = "CREATE OR REPLACE STREAM valid AS SELECT * FROM purchases WHERE cost > 1"
     run = run_dag("t_validate_branch", capfd, sql=ok, dry_run=True)

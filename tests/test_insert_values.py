@@ -27,7 +27,7 @@ STORED = [
     ("INSERT INTO s (id) VALUES (LENGTH('abc'))", {"id": 3}),
     ("INSERT INTO s (name) VALUES ('a' || 'b')", {"name": "ab"}),
     ("INSERT INTO s (name) VALUES (CONCAT('a', 'b', 'c'))", {"name": "abc"}),
-    ("INSERT INTO s (name) VALUES (CONCAT('a', NULL))", {"name": None}),  # Spark's CONCAT: NULL in, NULL out
+    ("INSERT INTO s (name) VALUES ('a' || NULL)", {"name": None}),  # Spark's ||: NULL in, NULL out
     ("INSERT INTO s (name) VALUES (UPPER('x'))", {"name": "X"}),
     ("INSERT INTO s (name) VALUES (LCASE(TRIM('  X  ')))", {"name": "x"}),
     ("INSERT INTO s (name) VALUES (SUBSTR('hello', 2, 3))", {"name": "ell"}),
