@@ -29,8 +29,8 @@ CHANGES = [
      ["SOURCE_COLUMN_WIDENED", "SOURCE_READER_UPGRADED"], "PURCHASES.cost INT -> BIGINT: every record reads the same"),
     ("CREATE OR REPLACE STREAM lonely (a DOUBLE, b STRING)", "IN_PLACE", ["SOURCE_COLUMN_WIDENED"], "LONELY.a INT -> DOUBLE"),
     ("CREATE OR REPLACE STREAM purchases (id INT KEY, user STRING, ts TIMESTAMP)", "REJECTED",
-     ["SOURCE_COLUMN_REMOVED"], "column cost INT removed: records already in PURCHASES hold it and queries reading "
-     "PURCHASES: CSAS_BIG_1 were planned with it"),
+     ["SOURCE_COLUMN_REMOVED"], "column cost INT removed: records already in PURCHASES hold it (queries reading "
+     "PURCHASES: CSAS_BIG_1)"),
     ("CREATE OR REPLACE STREAM purchases (id INT KEY, user STRING, cost STRING, ts TIMESTAMP)", "REJECTED",
      ["SOURCE_COLUMN_TYPE_CHANGED"], "column cost INT -> STRING is not a widening"),
     ("CREATE OR REPLACE STREAM lonely (a SMALLINT, b STRING)", "REJECTED", ["SOURCE_COLUMN_TYPE_CHANGED"],

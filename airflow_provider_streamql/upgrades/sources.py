@@ -68,8 +68,7 @@ class Change:
 
 def column_removed(ch: Change) -> list[str]:
     return [
-        f"column {c.name} {c.type} removed: records already in {ch.name} hold it and "
-        f"{ch.reading} were planned with it; {REDECLARE}"
+        f"column {c.name} {c.type} removed: records already in {ch.name} hold it ({ch.reading}); {REDECLARE}"
         for c in ch.removed
     ]
 
@@ -106,8 +105,8 @@ def columns_reordered(ch: Change) -> list[str]:
         return []
     return [
         f"columns ({', '.join(c.name for c in ch.new)}) are not ({', '.join(c.name for c in ch.old)}) "
-        f"followed by new ones: records are read by position (CSV) and {ch.reading} were planned "
-        f"with the old order; columns may only be appended at the end"
+        f"followed by new ones: records are read by position (CSV) and the readers were planned "
+        f"with the old order ({ch.reading}); columns may only be appended at the end"
     ]
 
 
