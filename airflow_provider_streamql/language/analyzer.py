@@ -215,7 +215,14 @@ def shape_of(
         "joins": [list(j) for j in joins],
         "join_on": [_norm(j.args.get("on")) for j in tree.args.get("joins") or []],
         "window": None if stmt.window is None else vars(stmt.window).copy(),
-        "within": None if stmt.within is None else vars(stmt.within).copy(),
+        # one join: its WITHIN (as before several joins were planned); several: one per join
+        "within": (
+            None
+            if stmt.within is None
+            else [None if w is None else vars(w).copy() for w in stmt.withins]
+            if len(stmt.withins) > 1
+            else vars(stmt.within).copy()
+        ),
         "emit": getattr(stmt, "emit", None),
         "subqueries": any(isinstance(n, (exp.Subquery, exp.CTE)) for n in tree.walk()),
         "nondeterministic": sorted(functions & set(NONDETERMINISTIC)),

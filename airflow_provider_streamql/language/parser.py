@@ -235,7 +235,8 @@ class _StatementParser:
         self.i = 0
         self.start, self.end = tokens[0].start, tokens[-1].end + 1
         self.window: WindowSpec | None = None
-        self.within: Within | None = None
+        #: the WITHIN of each JOIN of the SELECT (outside subqueries), in order
+        self.withins: list[Within | None] = []
 
     # -- token helpers -------------------------------------------------------
     def peek(self, ahead: int = 0) -> Token | None:
@@ -327,7 +328,7 @@ class _StatementParser:
             col=start_col(first),
             select_at=select_at,
             window=self.window,
-            within=self.within,
+            withins=tuple(self.withins),
         )
 
     # -- statements ------------------------------------------------------------
@@ -496,7 +497,8 @@ class _StatementParser:
     # -- ksqlDB clauses inside a SELECT -------------------------------------------------
     def take_clauses(self, first: Token, last: int) -> str:
         """The SELECT text with its WINDOW and WITHIN clauses parsed into ``self.window`` /
-        ``self.within`` and blanked out (same length, so positions stay right)."""
+        ``self.withins`` and blanked out (same length, so positions stay right). A WITHIN
+        belongs to the JOIN before it (``a JOIN b WITHIN 1 MINUTE ON ... JOIN c WITHIN ...``)."""
         text = list(self.script[first.start : self.tokens[last - 1].end + 1])
         depth, j = 0, self.i
         while j < last:
@@ -504,15 +506,26 @@ class _StatementParser:
             depth += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(token.token_type, 0)
             word = token.text.upper()
             nxt = self.tokens[j + 1].text.upper() if j + 1 < last else ""
+            if depth == 0 and token.token_type == TokenType.JOIN:
+                self.withins.append(None)
+                j += 1
+                continue
             if depth == 0 and word == "WINDOW" and nxt in WINDOW_KINDS:
-                clause, parse_clause = "window", self.window_clause
+                if self.window is not None:
+                    self.fail("only one WINDOW clause is allowed", token)
+                parse_clause = self.window_clause
             elif depth == 0 and word == "WITHIN":
-                clause, parse_clause = "within", self.within_clause
+                if not self.withins:
+                    self.fail(
+                        "WITHIN belongs to a JOIN: write it after the joined stream (JOIN s WITHIN 1 MINUTE ON ...)",
+                        token,
+                    )
+                if self.withins[-1] is not None:
+                    self.fail("only one WITHIN clause per JOIN is allowed", token)
+                parse_clause = self.within_clause
             else:
                 j += 1
                 continue
-            if getattr(self, clause) is not None:
-                self.fail(f"only one {word} clause is allowed", token)
             self.i = j + 1
             parse_clause()
             end = self.tokens[self.i - 1].end
@@ -556,7 +569,7 @@ class _StatementParser:
             self.expect_type(TokenType.R_PAREN, ")")
         else:
             before = after = self.duration("WITHIN", allow_zero=True)
-        self.within = Within(before, after, self.grace_period(comma=False))
+        self.withins[-1] = Within(before, after, self.grace_period(comma=False))
 
     def grace_period(self, *, comma: bool) -> float | None:
         if comma and not (self.at(",", "GRACE") and self.accept_type(TokenType.COMMA)):

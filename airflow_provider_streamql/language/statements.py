@@ -57,10 +57,16 @@ class Statement:
     #: ksqlDB clauses taken out of an embedded SELECT before Spark SQL parses it (its
     #: ``select_sql`` keeps their place as blanks, so positions in it stay right).
     window: WindowSpec | None = field(default=None, kw_only=True)
-    within: Within | None = field(default=None, kw_only=True)
+    #: one entry per JOIN of the SELECT (outside subqueries), in order: its WITHIN or None
+    withins: tuple[Within | None, ...] = field(default=(), kw_only=True)
 
     #: True for statements that change the catalog (as opposed to SHOW, DESCRIBE, ...).
     writes = True
+
+    @property
+    def within(self) -> Within | None:
+        """The first WITHIN of the SELECT (the only one of a query with one join), or None."""
+        return next((w for w in self.withins if w is not None), None)
 
 
 @dataclass

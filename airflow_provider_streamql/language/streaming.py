@@ -67,25 +67,33 @@ def plan_streaming(
                 table.set("alias", exp.TableAlias(this=exp.to_identifier(table.name)))
             table.set("this", exp.to_identifier(views[name]))
     watermarks: dict[str, list[Any]] = {}
+    joins = tree.args.get("joins") or []
+    first = (tree.args.get("from_") or tree.args.get("from")).this
     if stmt.window is not None:
         source = analysis.sources[0]
         ts = timestamps[source]
-        window_sql = WINDOW_FUNCTIONS[stmt.window.kind](_quote(ts), stmt.window)
+        # over a join the window is on the FROM stream's event time (the feasibility rules
+        # accept it only where that is the join's time, as in ksqlDB)
+        time = f"{_quote(first.alias_or_name)}.{_quote(ts)}" if joins else _quote(ts)
+        window_sql = WINDOW_FUNCTIONS[stmt.window.kind](time, stmt.window)
         _bind_window_bounds(tree, window_sql)
         watermarks[source] = [ts, _grace(stmt.window.grace)]
-    if stmt.within is not None:
-        join = tree.args["joins"][0]
-        left, right = (tree.args.get("from_") or tree.args.get("from")).this, join.this
-        left_ts = f"{_quote(left.alias_or_name)}.{_quote(timestamps[analysis.sources[0]])}"
-        right_ts = f"{_quote(right.alias_or_name)}.{_quote(timestamps[analysis.joins[0][1]])}"
-        bound = sqlglot.parse_one(
-            f"{right_ts} >= {left_ts} - {_interval_literal(stmt.within.before)} AND "
-            f"{right_ts} <= {left_ts} + {_interval_literal(stmt.within.after)}",
-            dialect=DIALECT,
+    for (_kind, joined), join, within in zip(analysis.joins, joins, stmt.withins, strict=False):
+        if within is None:
+            continue
+        left_ts = _time_column(first, timestamps[analysis.sources[0]])
+        right_ts = _time_column(join.this, timestamps[joined])
+        earliest = exp.Sub(this=left_ts.copy(), expression=_bound_interval(within.before))
+        latest = exp.Add(this=left_ts.copy(), expression=_bound_interval(within.after))
+        bound = exp.and_(
+            exp.GTE(this=right_ts.copy(), expression=earliest), exp.LTE(this=right_ts.copy(), expression=latest)
         )
         join.set("on", exp.and_(join.args["on"], bound))
-        for name in analysis.sources:
-            watermarks[name] = [timestamps[name], _grace(stmt.within.grace)]
+        for name in (analysis.sources[0], joined):
+            grace = _grace(within.grace)
+            if name in watermarks:  # a stream in two stateful operators: the longer grace
+                grace = max(watermarks[name][1], grace)
+            watermarks[name] = [timestamps[name], grace]
     if kind == "CTAS":
         mode = "append" if stmt.window is not None and getattr(stmt, "emit", None) == "FINAL" else "update"
     else:
@@ -146,8 +154,14 @@ def _interval(seconds: float) -> str:
     return f"'{int(round(seconds * 1000))} milliseconds'"
 
 
-def _interval_literal(seconds: float) -> str:
-    return f"INTERVAL {int(round(seconds * 1000))} MILLISECONDS"
+def _bound_interval(seconds: float) -> exp.Interval:
+    """``INTERVAL '<ms>' MILLISECONDS``: a join's time bound."""
+    return exp.Interval(this=exp.Literal.string(str(int(round(seconds * 1000)))), unit=exp.var("MILLISECONDS"))
+
+
+def _time_column(table: exp.Expression, column: str) -> exp.Column:
+    """The event-time ``column`` of a source of the FROM clause, qualified by its alias."""
+    return exp.column(column, table=table.alias_or_name, quoted=True)
 
 
 def _quote(name: str) -> str:

@@ -4,7 +4,13 @@ A row is (name, one-line description, check, each_join). ``check(query)`` yields
 sentence per problem; the rules run in the table's order and the planner reports the first
 sentence as the statement's error. A run of ``each_join`` rows is applied to each join of the
 query in turn (every such rule for its first join, then for its second, ...), with
-``query.join_kind`` and ``query.joined`` set to that join's type and joined source.
+``query.join_kind``, ``query.joined`` and ``query.within`` set to that join's type, joined
+source and WITHIN.
+
+Joins, as Spark runs them: a join between streams is one stateful operator of the streaming
+plan (symmetric hash join, bounded by WITHIN and the watermarks); a join with a TABLE runs on
+each micro-batch of the stream against the table as it is then (foreachBatch, see
+``runtime.connectors._JoinAsOfBatch``), after the streaming plan.
 """
 
 from __future__ import annotations
@@ -28,9 +34,10 @@ class Query:
     analysis: SelectAnalysis
     sources: dict[str, SourceInfo]
     settings: dict[str, str]
-    #: with an ``each_join`` rule: the join it checks (its type and the joined source)
+    #: with an ``each_join`` rule: the join it checks (its type, the joined source, its WITHIN)
     join_kind: str = ""
     joined: str = ""
+    within: st.Within | None = None
 
     @property
     def first(self) -> str:
@@ -43,6 +50,16 @@ class Query:
 
     def kind(self, name: str) -> str:
         return self.sources[name].kind
+
+    @property
+    def stream_joins(self) -> list[tuple[str, str]]:
+        """(type, joined source) of each join with a STREAM."""
+        return [(kind, name) for kind, name in self.analysis.joins if self.kind(name) == "STREAM"]
+
+    @property
+    def table_joins(self) -> list[tuple[str, str]]:
+        """(type, joined source) of each join with a TABLE."""
+        return [(kind, name) for kind, name in self.analysis.joins if self.kind(name) != "STREAM"]
 
 
 def _no_event_time(query: Query, name: str, needed_by: str) -> Iterator[str]:
@@ -58,14 +75,38 @@ def stream_first(query: Query) -> Iterator[str]:
         yield (f"a persistent query reads a STREAM first; {query.first} is a TABLE (join it to a stream instead)")
 
 
+STREAM_JOIN_TYPES = ("INNER", "LEFT", "RIGHT", "FULL")
+TABLE_JOIN_TYPES = ("INNER", "LEFT")
+
+
 def join_type(query: Query) -> Iterator[str]:
-    if query.join_kind not in ("INNER", "LEFT"):
-        yield f"{query.join_kind} JOIN is not supported; use INNER or LEFT"
+    if query.kind(query.joined) == "STREAM":
+        if query.join_kind not in STREAM_JOIN_TYPES:
+            yield f"{query.join_kind} JOIN is not supported; use INNER, LEFT, RIGHT or FULL OUTER"
+    elif query.join_kind not in TABLE_JOIN_TYPES:
+        yield (
+            f"{query.join_kind} JOIN with TABLE {query.joined} is not supported: a stream-table join "
+            f"looks each stream record up in the table, so a table row no record looks up has nothing "
+            f"to emit (ksqlDB joins a stream to a table with INNER or LEFT only); use INNER or LEFT"
+        )
+
+
+def join_modifier(query: Query) -> Iterator[str]:
+    joins = query.stmt.select.args.get("joins") or []
+    for join, (_, name) in zip(joins, query.analysis.joins, strict=False):
+        modifier = (join.args.get("kind") or "").upper()
+        if modifier in ("SEMI", "ANTI", "CROSS"):
+            yield f"{modifier} JOIN is not supported; use INNER, LEFT, RIGHT or FULL OUTER with ON"
+        elif join.args.get("on") is None and query.kind(name) == "STREAM":
+            yield (
+                f"the join with stream {name} needs ON <condition> (not USING or NATURAL): its "
+                f"WITHIN bound is added to the ON condition"
+            )
 
 
 def stream_join_within(query: Query) -> Iterator[str]:
     name = query.joined
-    if query.kind(name) == "STREAM" and query.stmt.within is None:
+    if query.kind(name) == "STREAM" and query.within is None:
         yield (
             f"a join between streams {query.first} and {name} needs WITHIN (e.g. JOIN {name} "
             f"WITHIN 5 MINUTES ON ...) so its state can be bounded by event time"
@@ -81,18 +122,72 @@ def stream_join_event_time(query: Query) -> Iterator[str]:
 
 def table_join_within(query: Query) -> Iterator[str]:
     name = query.joined
-    if query.kind(name) != "STREAM" and query.stmt.within is not None:
+    if query.kind(name) != "STREAM" and query.within is not None:
         yield f"WITHIN is for joins between streams; {name} is a TABLE"
 
 
-def one_join(query: Query) -> Iterator[str]:
-    if len(query.analysis.joins) > 1:
-        yield "one JOIN per query is supported; chain queries for more"
+def one_stream_join(query: Query) -> Iterator[str]:
+    if len(query.stream_joins) > 1:
+        names = ", ".join([query.first] + [name for _, name in query.stream_joins])
+        yield (
+            f"a query joins at most two streams ({names} are {len(query.stream_joins) + 1}): Spark "
+            f"allows one event-time column in each input of a stream-stream join, and the result of "
+            f"a join carries both streams' timestamps (MULTIPLE_EVENT_TIME_COLUMNS); write the first "
+            f"join to a stream and join that stream"
+        )
 
 
-def join_not_aggregated(query: Query) -> Iterator[str]:
-    if query.analysis.joins and query.analysis.aggregate:
-        yield ("aggregating the result of a join is not supported yet; write the join to a stream and aggregate that")
+def streams_or_tables(query: Query) -> Iterator[str]:
+    if query.stream_joins and query.table_joins:
+        yield (
+            f"a query joins either another stream or tables, not both ({query.stream_joins[0][1]} "
+            f"is a STREAM, {query.table_joins[0][1]} a TABLE): tables are joined per micro-batch "
+            f"(foreachBatch) after the streaming plan that runs the stream-stream join; write the "
+            f"stream-stream join to a stream and join that stream to the tables"
+        )
+
+
+def table_join_not_aggregated(query: Query) -> Iterator[str]:
+    if query.table_joins and query.analysis.aggregate:
+        yield (
+            "aggregating the result of a stream-table join is not supported: the table is joined "
+            "to each micro-batch as it is then (foreachBatch), after Spark's stateful operators, "
+            "so nothing can keep the aggregate's state; write the join to a stream and aggregate that"
+        )
+
+
+def outer_join_aggregated(query: Query) -> Iterator[str]:
+    outer = [kind for kind, _ in query.stream_joins if kind != "INNER"]
+    if outer and query.analysis.aggregate and query.emit != "FINAL":
+        yield (
+            f"an aggregation over a {outer[0]} stream-stream join needs WINDOW ... EMIT FINAL: Spark "
+            f"runs an outer join between streams in append output mode only, and an aggregate "
+            f"emitted as it changes needs update mode; add a WINDOW and EMIT FINAL, or write the "
+            f"join to a stream and aggregate that"
+        )
+
+
+def join_window_time(query: Query) -> Iterator[str]:
+    if query.stmt.window is None or not query.stream_joins:
+        return
+    kind, name = query.stream_joins[0]
+    if kind in ("RIGHT", "FULL"):
+        yield (
+            f"a WINDOW over a {kind} join is not supported: it windows by {query.first}'s event "
+            f"time, and the rows of {name} without a match have none"
+        )
+    within = query.stmt.within
+    if within is not None and within.after > 0:
+        yield (
+            f"a WINDOW over a stream-stream join groups rows by the join's time, which ksqlDB takes "
+            f"as the later of the two records' times; Spark can window only by a stream's own "
+            f"event-time column (a computed time has no watermark), so {name} must never be later "
+            f"than {query.first}: write WITHIN ({_seconds(within.before)}, 0 SECONDS)"
+        )
+
+
+def _seconds(seconds: float) -> str:
+    return f"{seconds:g} SECONDS"
 
 
 def window_aggregates(query: Query) -> Iterator[str]:
@@ -133,7 +228,13 @@ class Rule(NamedTuple):
 
 RULES: tuple[Rule, ...] = (
     Rule("stream_first", "a persistent query reads a STREAM; a TABLE is only joined to it", stream_first),
-    Rule("join_type", "joins are INNER or LEFT", join_type, each_join=True),
+    Rule("join_modifier", "joins have ON (not SEMI, ANTI, CROSS; a stream joined ON, not USING)", join_modifier),
+    Rule(
+        "join_type",
+        "joins between streams are INNER, LEFT, RIGHT or FULL; joins with a TABLE are INNER or LEFT",
+        join_type,
+        each_join=True,
+    ),
     Rule(
         "stream_join_within",
         "a join between streams has WITHIN, which bounds its state",
@@ -152,8 +253,23 @@ RULES: tuple[Rule, ...] = (
         table_join_within,
         each_join=True,
     ),
-    Rule("one_join", "a query has at most one JOIN", one_join),
-    Rule("join_not_aggregated", "the result of a join is not aggregated in the same query", join_not_aggregated),
+    Rule("one_stream_join", "a query joins at most two streams (one event-time column per input)", one_stream_join),
+    Rule("streams_or_tables", "a query joins another stream or tables, not both", streams_or_tables),
+    Rule(
+        "table_join_not_aggregated",
+        "the result of a stream-table join (joined per micro-batch) is not aggregated in the same query",
+        table_join_not_aggregated,
+    ),
+    Rule(
+        "outer_join_aggregated",
+        "an aggregation over an outer stream-stream join is windowed with EMIT FINAL (append mode)",
+        outer_join_aggregated,
+    ),
+    Rule(
+        "join_window_time",
+        "a WINDOW over a stream-stream join windows by the FROM stream's time, which must be the join's time",
+        join_window_time,
+    ),
     Rule("window_aggregates", "a WINDOW comes with an aggregation", window_aggregates),
     Rule("window_event_time", "a windowed query's stream has a timestamp column", window_event_time),
     Rule("session_emit_final", "session windows EMIT FINAL (Spark has no update mode for them)", session_emit_final),
@@ -171,13 +287,22 @@ def problems(query: Query) -> Iterator[str]:
     for each_join, run in groupby(RULES, key=lambda rule: rule.each_join):
         rules = list(run)
         subjects = (
-            [replace(query, join_kind=kind, joined=name) for kind, name in query.analysis.joins]
+            [
+                replace(query, join_kind=kind, joined=name, within=within)
+                for (kind, name), within in zip(query.analysis.joins, _withins(query), strict=True)
+            ]
             if each_join
             else [query]
         )
         for subject in subjects:
             for rule in rules:
                 yield from rule.check(subject)
+
+
+def _withins(query: Query) -> list[st.Within | None]:
+    """The WITHIN of each join (the parser gives one per JOIN outside subqueries)."""
+    withins = list(query.stmt.withins)
+    return (withins + [None] * len(query.analysis.joins))[: len(query.analysis.joins)]
 
 
 def first_problem(query: Query) -> str | None:

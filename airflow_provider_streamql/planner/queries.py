@@ -173,6 +173,9 @@ class PersistentQueries(PlannerBase):
         return sink
 
     def _insert_select(self, stmt: st.InsertSelect) -> Step:
+        written = self.snapshot.sources.get(stmt.target)
+        if written is not None and written.writer_query and written.kind == "STREAM" and not written.kafka_topic:
+            raise self._error(_query_output_refusal(written), stmt)
         target = self._declared(stmt.target, "STREAM", stmt, "INSERT INTO")
         analysis = self._analyze(stmt, stmt.select)
         if analysis.aggregate:
@@ -248,6 +251,20 @@ class PersistentQueries(PlannerBase):
             self.snapshot.queries[query_id] = query
             self.snapshot.next_seq += 1
         return query
+
+
+def _query_output_refusal(target: SourceInfo) -> str:
+    """Why INSERT INTO ... SELECT cannot write the output of a CREATE STREAM AS SELECT, and
+    how to merge streams instead (several INSERT queries into one declared stream)."""
+    columns = ", ".join(f"{c.name} {c.type}" for c in target.columns)
+    return (
+        f"INSERT INTO {target.name} ... SELECT: {target.name} is the output of query "
+        f"{target.writer_query}, a Spark file sink whose readers see only the files listed in its "
+        f"_spark_metadata log, which that query alone writes; another query's rows would never be "
+        f"read. To merge streams, declare the stream and write it with one INSERT INTO ... SELECT "
+        f"per input: CREATE STREAM <merged> ({columns}) WITH (...); INSERT INTO <merged> SELECT ... "
+        f"FROM <each input>"
+    )
 
 
 def _same_query(current: QueryInfo, old_sink: SourceInfo, new: QueryInfo, sink: SourceInfo) -> bool:
