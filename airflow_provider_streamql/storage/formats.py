@@ -8,8 +8,11 @@ source (:data:`TEXT_FORMATS`), which holds no nested values.
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 from collections.abc import Iterable
-from typing import Any
+from typing import IO, Any
 
 from ..language.statements import Column
 
@@ -21,6 +24,8 @@ FORMATS = {
     "DELIMITED": ("csv", ".csv"),
     "PARQUET": ("parquet", ".parquet"),
 }
+INT_TYPES = ("TINYINT", "SMALLINT", "INT", "BIGINT")
+FLOAT_TYPES = ("FLOAT", "DOUBLE")
 #: formats read and written by Spark's CSV source: positional fields, text values
 TEXT_FORMATS = ("CSV", "DELIMITED")
 #: ksqlDB's names for value_delimiter characters that are awkward to quote
@@ -55,3 +60,46 @@ def format_problem(fmt: str, columns: Iterable[Column]) -> str | None:
                 f"no STRUCT, ARRAY or MAP fields, and no base64 BYTES (use value_format='JSON')"
             )
     return None
+
+
+def read_text(f: IO[str], fmt: str, columns: list[Column], delimiter: str = ",") -> list[dict[str, Any]]:
+    """The records of a JSON, CSV or DELIMITED file as dicts (CSV and DELIMITED fields are
+    positional, as Spark reads them; a CSV file's header line is skipped)."""
+    if fmt == "JSON":
+        return [json.loads(line) for line in f if line.strip()]
+    reader = csv.reader(f, delimiter=delimiter if fmt == "DELIMITED" else ",")
+    if fmt == "CSV":
+        next(reader, None)
+    return [{c.name: _from_text(v, c.type) for c, v in zip(columns, record, strict=False)} for record in reader]
+
+
+def write_text(rows: Iterable[dict[str, Any]], fmt: str, columns: list[Column], delimiter: str = ",") -> str:
+    """``rows`` as the text of a JSON, CSV (with a header line) or DELIMITED file."""
+    buffer = io.StringIO()
+    if fmt == "JSON":
+        for row in rows:
+            buffer.write(json.dumps(row) + "\n")
+        return buffer.getvalue()
+    writer = csv.writer(buffer, delimiter=delimiter if fmt == "DELIMITED" else ",")
+    if fmt == "CSV":
+        writer.writerow([c.name for c in columns])
+    for row in rows:
+        writer.writerow(["" if row.get(c.name) is None else _to_text(row[c.name]) for c in columns])
+    return buffer.getvalue()
+
+
+def _to_text(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _from_text(text: str, spark_type: str) -> Any:
+    t = spark_type.upper()
+    if text == "":
+        return None
+    if t in INT_TYPES:
+        return int(text)
+    if t in FLOAT_TYPES or t.startswith("DECIMAL"):
+        return float(text)
+    if t == "BOOLEAN":
+        return text.lower() == "true"
+    return text

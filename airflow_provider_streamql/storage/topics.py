@@ -11,11 +11,9 @@ key wins. A key whose latest change is a tombstone (a row of a tombstone file, s
 
 from __future__ import annotations
 
-import csv
 import datetime
 import decimal
 import functools
-import io
 import json
 import math
 import os
@@ -28,10 +26,17 @@ from urllib.parse import unquote, urlparse
 
 from ..errors import ValidationError
 from ..language.statements import Column
-from .formats import FORMATS, TEXT_FORMATS, delimiter_problem, format_problem, value_delimiter  # noqa: F401
+from .formats import (  # noqa: F401 (the format table and helpers, as topics.* for callers)
+    FLOAT_TYPES,
+    FORMATS,
+    TEXT_FORMATS,
+    delimiter_problem,
+    format_problem,
+    read_text,
+    value_delimiter,
+    write_text,
+)
 
-INT_TYPES = ("TINYINT", "SMALLINT", "INT", "BIGINT")
-FLOAT_TYPES = ("FLOAT", "DOUBLE")
 SINK_LOG = "_spark_metadata"
 
 
@@ -131,15 +136,7 @@ def read_file(path: str, fmt: str, columns: list[Column], *, delimiter: str = ",
         rows = pq.read_table(path).to_pylist()
     else:
         with open(path, encoding="utf-8", newline="") as f:
-            if fmt == "JSON":
-                rows = [json.loads(line) for line in f if line.strip()]
-            else:
-                reader = csv.reader(f, delimiter=delimiter if fmt == "DELIMITED" else ",")
-                if fmt == "CSV":
-                    next(reader, None)  # header; columns are positional, as Spark reads them
-                rows = [
-                    {c.name: _from_text(v, c.type) for c, v in zip(columns, record, strict=False)} for record in reader
-                ]
+            rows = read_text(f, fmt, columns, delimiter)
     by_lower = {c.name.lower(): c.name for c in columns}
     return [{c.name: None for c in columns} | {by_lower.get(k.lower(), k): v for k, v in row.items()} for row in rows]
 
@@ -354,39 +351,12 @@ def append(
         schema = pa.schema([(c.name, _arrow_type(c.type)) for c in columns])
         pq.write_table(pa.Table.from_pylist(rows, schema=schema), tmp)
     else:
-        buffer = io.StringIO()
-        if fmt == "JSON":
-            for row in rows:
-                buffer.write(json.dumps(row) + "\n")
-        else:
-            writer = csv.writer(buffer, delimiter=delimiter if fmt == "DELIMITED" else ",")
-            if fmt == "CSV":
-                writer.writerow([c.name for c in columns])
-            for row in rows:
-                writer.writerow(["" if row.get(c.name) is None else _to_text(row[c.name]) for c in columns])
         with open(tmp, "w", encoding="utf-8", newline="") as f:
-            f.write(buffer.getvalue())
+            f.write(write_text(rows, fmt, columns, delimiter))
             f.flush()
             os.fsync(f.fileno())
     os.rename(tmp, os.path.join(path, name))
     return os.path.join(path, name)
-
-
-def _to_text(value: Any) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
-
-
-def _from_text(text: str, spark_type: str) -> Any:
-    t = spark_type.upper()
-    if text == "":
-        return None
-    if t in INT_TYPES:
-        return int(text)
-    if t in FLOAT_TYPES or t.startswith("DECIMAL"):
-        return float(text)
-    if t == "BOOLEAN":
-        return text.lower() == "true"
-    return text
 
 
 def _arrow_type(spark_type: str):
