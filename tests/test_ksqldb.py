@@ -5,12 +5,14 @@ capability; all queries of a module run in one runtime (see :mod:`tests.ksqldb.h
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 import time
 
 import pytest
 
 from airflow_provider_streamql.engine import Engine
+from airflow_provider_streamql.storage.topics import FORMATS
 
 from . import ksqldb
 from .conftest import RuntimeThreads
@@ -28,6 +30,16 @@ PARAMS = [
 ]
 
 
+def produce(engine: Engine, source: str, lines: list[str]) -> None:
+    """Records as a producer writes them (a value INSERT VALUES cannot spell: a STRUCT, an
+    ARRAY, raw text): one whole file of ``lines`` in ``source``'s topic."""
+    path = engine.catalog.source(source.upper()).path
+    suffix = FORMATS[engine.catalog.source(source.upper()).format][1]
+    with open(f"{path}/.records{suffix}.tmp", "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+    os.rename(f"{path}/.records{suffix}.tmp", f"{path}/records{suffix}")
+
+
 class World:
     """One case module's sources, input and queries in one engine served by one runtime."""
 
@@ -37,6 +49,8 @@ class World:
         self.engine = Engine(f"sqlite:///{path}/catalog.db", home=str(home), issuer="test")
         self.outcomes: dict[str, Exception | None] = {}
         self.engine.execute(module.SOURCES)
+        for source, lines in getattr(module, "RECORDS", {}).items():
+            produce(self.engine, source, lines)
         for statement in getattr(module, "INPUTS", []):
             self.engine.execute(statement)
         query_ids = []

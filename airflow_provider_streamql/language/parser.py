@@ -21,8 +21,9 @@ from sqlglot.errors import TokenError
 from sqlglot.tokens import Token, TokenType
 
 from ..errors import ParseError
-from .dialect import DIALECT
+from .dialect import DIALECT, StreamQL
 from .names import PLAIN_NAME, name_problem
+from .shapes import mark_subscripts, name_fields
 from .statements import (
     AlterSource,
     Column,
@@ -237,6 +238,7 @@ class _StatementParser:
         self.window: WindowSpec | None = None
         #: the WITHIN of each JOIN of the SELECT (outside subqueries), in order
         self.withins: list[Within | None] = []
+        self.partition_by: list[str] = []
 
     # -- token helpers -------------------------------------------------------
     def peek(self, ahead: int = 0) -> Token | None:
@@ -320,6 +322,20 @@ class _StatementParser:
 
     def make(self, cls: type[Statement], **fields: Any) -> Statement:
         first = self.tokens[0]
+        if self.partition_by and not (cls is CreateAsSelect and fields.get("kind") == "STREAM"):
+            raise ParseError(
+                "PARTITION BY re-keys the stream a CREATE STREAM ... AS SELECT writes; "
+                + (
+                    "a TABLE is keyed by its GROUP BY"
+                    if cls is CreateAsSelect
+                    else "INSERT INTO keeps its target's declared key"
+                    if cls is InsertSelect
+                    else "a pull query has no output to key"
+                ),
+                line=first.line,
+                col=start_col(first),
+                text=self.text[:120],
+            )
         select_at = getattr(self, "select_at", (first.line, start_col(first)))
         return cls(
             **fields,
@@ -329,6 +345,7 @@ class _StatementParser:
             select_at=select_at,
             window=self.window,
             withins=tuple(self.withins),
+            partition_by=tuple(self.partition_by),
         )
 
     # -- statements ------------------------------------------------------------
@@ -412,7 +429,7 @@ class _StatementParser:
             self.fail(f"expected a type for column {name!r}")
         type_text = self.script[start.start : self.tokens[self.i - 1].end + 1]
         try:
-            data_type = exp.DataType.build(type_text, dialect=DIALECT).sql(dialect=DIALECT)
+            data_type = column_type(type_text, name)
         except (SqlglotParseError, ValueError):
             raise ParseError(
                 f"unknown type {type_text!r} for column {name!r}",
@@ -420,6 +437,8 @@ class _StatementParser:
                 col=start_col(start),
                 text=self.line_of(start),
             ) from None
+        except ParseError as e:
+            raise ParseError(e.message, line=start.line, col=start_col(start), text=self.line_of(start)) from None
         key = False
         if self.at_primary_key():
             self.accept("PRIMARY KEY") or self.accept("PRIMARY", "KEY")
@@ -514,6 +533,10 @@ class _StatementParser:
                 if self.window is not None:
                     self.fail("only one WINDOW clause is allowed", token)
                 parse_clause = self.window_clause
+            elif depth == 0 and (word == "PARTITION BY" or (word == "PARTITION" and nxt == "BY")):
+                if self.partition_by:
+                    self.fail("only one PARTITION BY clause is allowed", token)
+                parse_clause = lambda: self.partition_clause(last)  # noqa: E731
             elif depth == 0 and word == "WITHIN":
                 if not self.withins:
                     self.fail(
@@ -534,6 +557,17 @@ class _StatementParser:
                     text[k - first.start] = " "
             j = self.i
         return "".join(text)
+
+    def partition_clause(self, last: int) -> None:
+        """``PARTITION BY col[, col ...]`` (ksqlDB's re-keying of a stream): names of output
+        columns, which become the output's KEY columns. It comes last, before HAVING or EMIT."""
+        if self.tokens[self.i - 1].text.upper() == "PARTITION":
+            self.expect("BY")
+        self.partition_by.append(self.name("a column name after PARTITION BY"))
+        while self.i < last and self.accept_type(TokenType.COMMA):
+            self.partition_by.append(self.name("a column name after PARTITION BY"))
+        if self.i < last and not self.at("HAVING"):
+            self.fail("PARTITION BY takes names of output columns (alias an expression in the SELECT list)")
 
     def window_clause(self) -> None:
         kind = self.tokens[self.i].text.upper()
@@ -685,7 +719,14 @@ class _StatementParser:
         return tree
 
     def select(self) -> Statement:
-        select, sql, _emit = self.select_body()
+        select, sql, emit = self.select_body()
+        if emit is not None:
+            self.fail(
+                f"SELECT ... EMIT {emit} is a push query, which streams rows to a connected client; "
+                f"streamql has none: create a persistent query (CREATE STREAM <name> AS SELECT ...) "
+                f"and read its output, or leave out EMIT {emit} for a pull query",
+                self.tokens[-2],
+            )
         return self.make(PullQuery, select=select, select_sql=sql)
 
     def control(self) -> Statement:
@@ -768,8 +809,36 @@ class _StatementParser:
     }
 
 
+class _DeclaredTypes(StreamQL):
+    """Spark's type names, and ksqlDB's ``BYTES`` (Spark's BINARY), for declared columns."""
+
+    class Tokenizer(StreamQL.Tokenizer):
+        KEYWORDS = {**StreamQL.Tokenizer.KEYWORDS, "BYTES": TokenType.VARBINARY}
+
+
+_DECLARED_TYPES = _DeclaredTypes()
+#: types Spark cannot hold in a stream, and why (sqlglot would turn TIME into TIMESTAMP)
+UNSUPPORTED_TYPES = {
+    exp.DataType.Type.TIME: "Spark 4.3 does not support the TIME type (UNSUPPORTED_TIME_TYPE)",
+    exp.DataType.Type.TIMETZ: "Spark has no TIME WITH TIME ZONE type",
+}
+#: what to declare instead
+TIME_INSTEAD = "declare the column INT (milliseconds since midnight, as ksqlDB writes TIME in JSON) or STRING"
+
+
+def column_type(type_text: str, name: str) -> str:
+    """A declared column's type as Spark SQL spells it (``BYTES`` -> ``BINARY``,
+    ``STRUCT<a INT>`` -> ``STRUCT<a: INT>``); ParseError for a type Spark cannot hold."""
+    data_type = exp.DataType.build(type_text, dialect=_DECLARED_TYPES)
+    for node in data_type.find_all(exp.DataType):
+        if node.this in UNSUPPORTED_TYPES:
+            raise ParseError(f"column {name!r} of type {type_text!r}: {UNSUPPORTED_TYPES[node.this]}; {TIME_INSTEAD}")
+    return data_type.sql(dialect=DIALECT)
+
+
 def parse_select(sql: str, first: Token) -> exp.Expression:
     """Parse a Spark SQL SELECT; errors are re-based onto the whole script's lines."""
+    check_double_quotes(sql, first)
     try:
         tree = sqlglot.parse_one(sql, dialect=DIALECT)
     except SqlglotParseError as e:
@@ -786,6 +855,16 @@ def parse_select(sql: str, first: Token) -> exp.Expression:
         ) from None
     if not isinstance(tree, exp.Select):
         raise ParseError("expected a single SELECT", line=first.line, col=start_col(first), text=sql[:60])
+    mark_subscripts(tree)  # ksqlDB's a[1], m['k'] and s->f (see .shapes)
+    name_fields(tree)
+    for data_type in tree.find_all(exp.DataType):
+        if data_type.this in UNSUPPORTED_TYPES:
+            raise ParseError(
+                f"type {data_type.this.value} is not supported: {UNSUPPORTED_TYPES[data_type.this]}",
+                line=first.line,
+                col=start_col(first),
+                text=sql[:60],
+            )
     # a unit word (EXTRACT(YEAR ...), DATE_TRUNC, TIMESTAMPADD, ...) is written back into the
     # generated SQL as it stands: only a plain word may be one, never quoted text
     bad = next((v for v in tree.find_all(exp.Var) if not PLAIN_NAME.fullmatch(v.name)), None)
@@ -797,3 +876,20 @@ def parse_select(sql: str, first: Token) -> exp.Expression:
             text=sql[:60],
         )
     return tree
+
+
+def check_double_quotes(sql: str, first: Token) -> None:
+    """``"x"`` in a SELECT is a quoted name in ksqlDB but a string in Spark SQL: a pasted
+    ksqlDB statement would silently read the text "x" instead of the column x. Refused,
+    saying how to write either."""
+    for token in DIALECT.tokenize(sql):
+        if token.token_type == TokenType.STRING and sql[token.start] == '"':
+            line = first.line + token.line - 1
+            col = start_col(token) + (start_col(first) - 1 if token.line == 1 else 0)
+            raise ParseError(
+                f'"{token.text}" is ambiguous: a quoted name in ksqlDB, a string in Spark SQL; write '
+                f"`{token.text}` for a column or '{token.text}' for a string",
+                line=line,
+                col=col,
+                text=sql[token.start : token.end + 1][:60],
+            )

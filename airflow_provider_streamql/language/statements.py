@@ -59,6 +59,9 @@ class Statement:
     window: WindowSpec | None = field(default=None, kw_only=True)
     #: one entry per JOIN of the SELECT (outside subqueries), in order: its WITHIN or None
     withins: tuple[Within | None, ...] = field(default=(), kw_only=True)
+    #: ``PARTITION BY col, ...`` of a CREATE STREAM ... AS SELECT: the output columns that
+    #: become its KEY (ksqlDB's re-keying)
+    partition_by: tuple[str, ...] = field(default=(), kw_only=True)
 
     #: True for statements that change the catalog (as opposed to SHOW, DESCRIBE, ...).
     writes = True

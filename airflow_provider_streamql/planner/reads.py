@@ -60,7 +60,9 @@ class Reads(PlannerBase):
                 raise self._error(f"primary key column {key!r} of {src.name} cannot be NULL", stmt)
 
         def files() -> Callable[[], None]:
-            written = topics.append(src.path, src.format, src.columns, [record])
+            written = topics.append(
+                src.path, src.format, src.columns, [record], delimiter=topics.value_delimiter(src.properties)
+            )
             return lambda: remove_files([written])
 
         return Step(Result(stmt.text, f"Inserted 1 record into {src.name}"), files=files)

@@ -38,7 +38,7 @@ class SourceStatements(PersistentQueries):
         names = [c.name.lower() for c in stmt.columns]
         dup = next((n for n in names if names.count(n) > 1), None)
         if dup:
-            raise self._error(f"column {dup!r} is declared twice", stmt)
+            raise self._error(declared_twice(dup, stmt.columns), stmt)
         if stmt.kind == "TABLE" and not any(c.key for c in stmt.columns):
             raise self._error(f"table {stmt.name} needs a PRIMARY KEY column", stmt)
         src = self._source(stmt, stmt.columns, writer=None)
@@ -59,7 +59,7 @@ class SourceStatements(PersistentQueries):
         names = [c.name.lower() for c in stmt.columns]
         dup = next((n for n in names if names.count(n) > 1), None)
         if dup:
-            raise self._error(f"column {dup!r} is declared twice", stmt)
+            raise self._error(declared_twice(dup, stmt.columns), stmt)
         readers = self._readers(old.name)
         change = Change(old.name, old.columns, stmt.columns, old.properties, stmt.properties, [q.id for q in readers])
         report = source_report(change, source_findings(change))
@@ -268,3 +268,15 @@ class SourceStatements(PersistentQueries):
             existing.path,
             existing.format,
         )
+
+
+def declared_twice(name: str, columns: list[st.Column]) -> str:
+    """Why a declaration with two columns named ``name`` (in any letter case) is refused."""
+    spellings = list(dict.fromkeys(c.name for c in columns if c.name.lower() == name))
+    if len(spellings) < 2:
+        return f"column {name!r} is declared twice"
+    return (
+        f"column {name!r} is declared twice ({' and '.join(map(repr, spellings))}): names are matched "
+        f"case-insensitively, as Spark resolves columns, so ksqlDB's quoted names that differ only in "
+        f"case are one name here"
+    )

@@ -3,6 +3,8 @@
 A case module (``tests/ksqldb/cases_<area>.py``) defines:
 
 - ``SOURCES``: the declarations its cases read (names unique across modules: prefix them),
+- ``RECORDS`` (optional): source name -> lines of one file written into its topic as a
+  producer would (for values INSERT VALUES cannot spell: STRUCT, ARRAY, MAP, raw text),
 - ``INPUTS``: the statements that feed them (``INSERT INTO ... VALUES``), run before any
   query starts, so every query sees the whole input,
 - ``CASES``: one :class:`Case` per ksqlDB statement, with the output it must give.
