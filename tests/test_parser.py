@@ -67,6 +67,7 @@ ERRORS = [
     ("SELECT * FROM s EMIT CHANGES", "EMIT CHANGES is a push query", 1, 17),
     # ksqlDB statements streamql refuses, each with its reason
     ("CREATE TYPE addr AS STRUCT<street STRING>", "CREATE TYPE is not supported", 1, 1),
+    ("CREATE SOURCE TABLE t (id INT PRIMARY KEY)", "CREATE SOURCE TABLE (a read-only table) is not supported", 1, 1),
     ("CREATE SINK CONNECTOR c WITH ('a' = 'b')", "Kafka Connect connectors are outside streamql", 1, 1),
     ("SHOW CONNECTORS", "Kafka Connect connectors are outside streamql", 1, 1),
     ("PRINT 'pageviews' FROM BEGINNING", "PRINT is not supported", 1, 1),

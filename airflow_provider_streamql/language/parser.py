@@ -54,6 +54,15 @@ REFUSED_STATEMENTS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("CREATE", "TYPE"), "CREATE TYPE is not supported: write the STRUCT<...> type on each column"),
     (("DROP", "TYPE"), "DROP TYPE is not supported: streamql has no named types (see CREATE TYPE)"),
     (("SHOW", "TYPES"), "SHOW TYPES is not supported: streamql has no named types (see CREATE TYPE)"),
+    (
+        ("CREATE", "SOURCE", "STREAM"),
+        "CREATE SOURCE STREAM (a read-only stream) is not supported yet: declare it with CREATE STREAM",
+    ),
+    (
+        ("CREATE", "SOURCE", "TABLE"),
+        "CREATE SOURCE TABLE (a read-only table) is not supported yet: declare it with CREATE TABLE "
+        "(every table answers pull queries)",
+    ),
     (("CREATE", "SOURCE", "CONNECTOR"), "Kafka Connect connectors are outside streamql: run them in Kafka Connect"),
     (("CREATE", "SINK", "CONNECTOR"), "Kafka Connect connectors are outside streamql: run them in Kafka Connect"),
     (("CREATE", "CONNECTOR"), "Kafka Connect connectors are outside streamql: run them in Kafka Connect"),
