@@ -16,6 +16,7 @@ from ..catalog.derived import derive_query
 from ..errors import StateError, ValidationError
 from ..language import statements as st
 from ..language.analyzer import SelectAnalysis
+from ..language.partition import keyed_select, rekey
 from ..results import Result
 from ..upgrades import Finding, Report, validate_upgrade
 from .base import PlannerBase, Step, column_tuples
@@ -146,11 +147,17 @@ class PersistentQueries(PlannerBase):
         )
 
     def _analyze_as_select(self, stmt: st.CreateAsSelect) -> SelectAnalysis:
+        if stmt.partition_by:  # the key columns first, in the plan as in the output
+            schemas = {name: src.columns for name, src in self.snapshot.sources.items()}
+            stmt.select = keyed_select(stmt.select, stmt.partition_by, schemas)
         analysis = self._analyze(stmt, stmt.select)
         if stmt.kind == "STREAM" and analysis.aggregate:
             raise self._error("an aggregation makes a TABLE: use CREATE TABLE ... AS SELECT", stmt)
         if stmt.kind == "TABLE" and not analysis.group_by:
             raise self._error("CREATE TABLE ... AS SELECT needs a GROUP BY", stmt)
+        problem = rekey(analysis, stmt.partition_by) if stmt.partition_by else None
+        if problem:
+            raise self._error(problem, stmt)
         return analysis
 
     def _sink(

@@ -23,7 +23,16 @@ from ..storage.layout import dead_letter_checkpoint
 from ..storage.topics import FORMATS, TOMBSTONE_NAME, changelog_files, is_data_name
 from . import kafka
 from .badrecords import RecordGuard, dead_letters
-from .schemas import CHECKED_FORMATS, CORRUPT, FILE, FORMAT_OPTIONS, checked, ddl_schema, parse_options, reader_options
+from .schemas import (
+    CHECKED_FORMATS,
+    CORRUPT,
+    FILE,
+    checked,
+    ddl_schema,
+    format_options,
+    parse_options,
+    reader_options,
+)
 
 
 def source_stream(spark: SparkSession, src: SourceInfo, *, checked: bool, starting: str = "earliest") -> DataFrame:
@@ -169,7 +178,7 @@ def sink_writer(
         os.makedirs(sink.path, exist_ok=True)
         return (
             writer.format(FORMATS[sink.format][0])
-            .options(**FORMAT_OPTIONS[sink.format])
+            .options(**format_options(sink))
             .option("path", sink.path)
             .outputMode("append")
         )
@@ -239,7 +248,7 @@ class BatchWriter:
         (
             df.coalesce(1)
             .write.format(FORMATS[self.sink.format][0])
-            .options(**FORMAT_OPTIONS[self.sink.format])
+            .options(**format_options(self.sink))
             .mode("overwrite")
             .save(tmp)
         )
