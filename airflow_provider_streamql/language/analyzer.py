@@ -13,8 +13,10 @@ from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 
 from ..errors import ValidationError
+from . import functions
 from .dialect import DIALECT
 from .outputs import joined_tables, output_projections
+from .pseudocolumns import resolve_pseudo_columns
 from .statements import Column, Statement
 
 T = exp.DataType.Type
@@ -84,9 +86,18 @@ WINDOW_BOUNDS = ("WINDOWSTART", "WINDOWEND")
 
 
 def analyze_select(
-    select: exp.Select, schemas: dict[str, list[Column]], stmt: Statement, *, persistent: bool
+    select: exp.Select,
+    schemas: dict[str, list[Column]],
+    stmt: Statement,
+    *,
+    persistent: bool,
+    timestamps: dict[str, str | None] | None = None,
 ) -> SelectAnalysis:
     """Check ``select`` against ``schemas`` (upper-case source name -> columns).
+
+    With ``timestamps`` (source -> its event-time column), ksqlDB's ROWTIME and ROWKEY are
+    first resolved in ``select`` itself (see :mod:`.pseudocolumns`), so the streaming plan
+    built from it afterwards reads the same columns.
 
     Raises :class:`ValidationError` for unknown sources or columns, type errors, unnamed
     expressions and clauses a streaming query cannot run.
@@ -110,6 +121,9 @@ def analyze_select(
         for arg, message in UNSUPPORTED_IN_PERSISTENT:
             if select.args.get(arg):
                 raise where.error(message, select.args[arg])
+    if timestamps is not None:
+        resolve_pseudo_columns(select, schemas, timestamps, where.error)
+    _check_functions(select, where)
     select = select.copy()
     select.set("expressions", output_projections(select, schemas))
     if stmt.window is not None:  # window bounds are columns of the windowed source
@@ -156,7 +170,7 @@ def analyze_select(
             raise where.error(f"column {name!r} appears twice in the output", select)
         seen.add(name.lower())
         if projection.type is None or projection.type.this in LOOSE:
-            raise where.error(f"cannot tell the type of column {name!r}; add a CAST", select)
+            raise where.error(_untyped(name, projection), select)
         columns.append(Column(name, projection.type.sql(dialect=DIALECT), key=name in group_by))
     for bound in WINDOW_BOUNDS if stmt.window is not None else ():
         if bound.lower() not in seen:  # a windowed table is keyed by its window too
@@ -247,6 +261,27 @@ def _grouping_keys(tree: exp.Select, names: list[str], where: _Locator, select: 
                 expression,
             )
     return keys
+
+
+def _check_functions(select: exp.Expression, where: _Locator) -> None:
+    """A ksqlDB function call the table of :mod:`.functions` cannot take (refused, wrong
+    number of arguments, a value that must be a literal) is an error that says why."""
+    for call in select.find_all(exp.Anonymous):
+        reason = functions.problem(call.name, call.expressions)
+        if reason:
+            raise where.error(reason, call)
+
+
+def _untyped(name: str, projection: exp.Expression) -> str:
+    """Why column ``name`` has no type: the function call whose type is unknown, if any."""
+    calls = [c for c in projection.find_all(exp.Anonymous) if c.type is None or c.type.this in LOOSE]
+    if calls:
+        call = calls[-1].name
+        return (
+            f"cannot tell the type of column {name!r}: {call}() is not a Spark or ksqlDB function "
+            f"StreamQL knows the result type of; if Spark has it, add a CAST(... AS <type>)"
+        )
+    return f"cannot tell the type of column {name!r}; add a CAST"
 
 
 def _check_types(tree: exp.Expression, where: _Locator) -> None:

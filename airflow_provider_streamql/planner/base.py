@@ -142,7 +142,8 @@ class PlannerBase:
         schemas = {name: src.columns for name, src in self.snapshot.sources.items()}
         if not persistent and (stmt.window or stmt.within):
             raise self._error("WINDOW and WITHIN belong in persistent queries, not pull queries", stmt)
-        analysis = analyze_select(select, schemas, stmt, persistent=persistent)
+        timestamps = {name: src.timestamp_column for name, src in self.snapshot.sources.items()}
+        analysis = analyze_select(select, schemas, stmt, persistent=persistent, timestamps=timestamps)
         if persistent:
             problem = feasibility.first_problem(feasibility.Query(stmt, analysis, self.snapshot.sources, self.settings))
             if problem:
