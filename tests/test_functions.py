@@ -246,3 +246,51 @@ def test_spark_gives_each_planned_call_its_type(planned, spark):
         if got.replace(",", ", ").upper() != column_type:
             wrong.append((call, column_type, got))
     assert wrong == [], "\n".join(map(str, wrong))
+
+
+# statement -> (Spark SQL fragment, output columns) or an error fragment
+PSEUDO = [
+    ("CREATE STREAM ps_1 AS SELECT ROWTIME, s FROM fn_src WHERE ROWTIME > 0",
+     ("SELECT UNIX_MILLIS(`ts`) AS ROWTIME, s FROM", [("ROWTIME", "BIGINT"), ("s", "STRING")])),
+    ("CREATE STREAM ps_2 AS SELECT ROWKEY AS key_copy, ROWTIME AS at FROM fn_src",
+     ("SELECT `k` AS key_copy, UNIX_MILLIS(`ts`) AS at FROM", [("key_copy", "STRING"), ("at", "BIGINT")])),
+    ("CREATE TABLE ps_3 AS SELECT k, MAX(ROWTIME) AS last_ms FROM fn_src GROUP BY k",
+     ("MAX(UNIX_MILLIS(`ts`)) AS last_ms", [("k", "STRING"), ("last_ms", "BIGINT")])),
+    ("CREATE TABLE ps_4 AS SELECT k, COUNT(*) AS n, WINDOWSTART, WINDOWEND FROM fn_src "
+     "WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY k HAVING WINDOWEND > '2024-01-01'",
+     ("HAVING WINDOW(`ts`, '60000 milliseconds').end > '2024-01-01'", [("k", "STRING"), ("n", "BIGINT"), ("WINDOWSTART", "TIMESTAMP"),
+                             ("WINDOWEND", "TIMESTAMP")])),
+    ("CREATE STREAM ps_5 AS SELECT ROWTIME FROM fn_plain", "FN_PLAIN has no timestamp column"),
+    ("CREATE STREAM ps_6 AS SELECT ROWKEY FROM fn_plain", "ROWKEY is the single KEY column of the source, and it has"),
+    ("CREATE STREAM ps_7 AS SELECT ROWKEY AS r FROM fn_src a JOIN fn_keyed b ON a.k = b.id",
+     "ROWKEY is ambiguous in a join: qualify it"),
+    ("CREATE STREAM ps_8 AS SELECT a.ROWKEY AS r, b.ROWKEY AS r2 FROM fn_src a JOIN fn_keyed b ON a.k = b.id",
+     ("SELECT `a`.`k` AS r, `b`.`id` AS r2 FROM", [("r", "STRING"), ("r2", "STRING")])),
+    ("CREATE STREAM ps_9 AS SELECT WINDOWSTART FROM fn_src", "WINDOWSTART is defined only in a query with a WINDOW"),
+]
+
+
+@pytest.mark.parametrize("sql, expected", PSEUDO, ids=[s.split(" AS ")[0] for s, _ in PSEUDO])
+def test_pseudo_columns_are_the_columns_they_stand_for(planned, sql, expected):
+    engine, _ = planned
+    engine.execute("CREATE STREAM IF NOT EXISTS fn_plain (id INT, v STRING);"
+                   "CREATE TABLE IF NOT EXISTS fn_keyed (id STRING PRIMARY KEY, name STRING);")
+    if isinstance(expected, str):
+        with pytest.raises(ValidationError, match=expected):
+            engine.execute(sql)
+        return
+    fragment, columns = expected
+    [result] = engine.execute(sql)
+    query = engine.catalog.query(result.query_id)
+    assert fragment in query.plan.spark_sql
+    assert [(c.name, c.type) for c in engine.catalog.source(sql.split()[2].upper()).columns] == columns
+
+
+def test_a_pull_query_reads_rowkey_and_the_window_bounds(planned):
+    engine, _ = planned
+    engine.execute("CREATE TABLE IF NOT EXISTS fn_keyed (id STRING PRIMARY KEY, name STRING);"
+                   "CREATE TABLE ps_win AS SELECT k, COUNT(*) AS n FROM fn_src WINDOW TUMBLING (SIZE 1 MINUTE) "
+                   "GROUP BY k")
+    assert engine.execute("SELECT ROWKEY AS id, name FROM fn_keyed")[0].columns == ["id", "name"]
+    result = engine.execute("SELECT k, n, WINDOWSTART, WINDOWEND FROM ps_win WHERE WINDOWSTART >= '2024-01-01'")[0]
+    assert result.columns == ["k", "n", "WINDOWSTART", "WINDOWEND"]
