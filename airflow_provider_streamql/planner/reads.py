@@ -51,7 +51,10 @@ class Reads(PlannerBase):
                 try:
                     # Spark's reader applies the source's timestampFormat to its TIMESTAMP columns
                     record[column.name] = stored(
-                        evaluator.value(tree, column.name), column, tree, timestamp_format=src.properties.get("timestamp_format")
+                        evaluator.value(tree, column.name),
+                        column,
+                        tree,
+                        timestamp_format=src.properties.get("timestamp_format"),
                     )
                 except ValidationError as e:
                     raise self._error(e.message, stmt) from None
