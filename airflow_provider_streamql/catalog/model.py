@@ -26,6 +26,11 @@ OBSERVED_STATES = (
 ACTIVE_STATES = ("STARTING", "RUNNING", "PAUSING", "UPGRADING", "ROLLING_BACK")
 # WITH (on_error=...) of a persistent query: what a record it cannot read does
 ERROR_POLICIES = ("FAIL", "LOG_AND_CONTINUE", "PAUSE")
+#: Internal property the planner sets on a CREATE STREAM ... AS SELECT file output created
+#: since several writers became possible (never accepted in a WITH clause): every writer
+#: commits each batch as one whole renamed file, so readers see every writer's files. An
+#: output without it keeps Spark's file sink and its ``_spark_metadata`` log (one writer).
+BATCH_FILES = "batch_files"
 
 
 @dataclass
@@ -49,6 +54,11 @@ class SourceInfo:
     def kafka_topic(self) -> str | None:
         """The Kafka topic it lives on (``WITH (kafka_topic=...)``); None for file topics."""
         return self.properties.get("kafka_topic")
+
+    @property
+    def batch_files(self) -> bool:
+        """Written as whole renamed files, one per batch and writer (see :data:`BATCH_FILES`)."""
+        return self.properties.get(BATCH_FILES) is True
 
     @property
     def key_columns(self) -> list[str]:

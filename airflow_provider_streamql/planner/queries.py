@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import replace
 
@@ -13,11 +14,13 @@ from sqlalchemy import Connection
 
 from ..catalog import ERROR_POLICIES, QueryInfo, SourceInfo
 from ..catalog.derived import derive_query
+from ..catalog.model import BATCH_FILES
 from ..errors import StateError, ValidationError
 from ..language import statements as st
 from ..language.analyzer import SelectAnalysis
 from ..language.partition import keyed_select, rekey
 from ..results import Result
+from ..storage import topics
 from ..upgrades import Finding, Report, validate_upgrade
 from .base import PlannerBase, Step, column_tuples
 
@@ -106,7 +109,10 @@ class PersistentQueries(PlannerBase):
                     "unsupported",
                     "REJECTED",
                     f"{sink.name} is also written by {', '.join(writers)}; replacing one writer of a "
-                    f"shared output is not supported",
+                    f"shared output is not supported (as in ksqlDB, whose CREATE OR REPLACE refuses a "
+                    f"sink INSERT INTO queries write: their SELECTs would no longer match a changed "
+                    f"output); TERMINATE them first, or declare the stream and write it only with "
+                    f"INSERT INTO ... SELECT",
                 )
             )
         return current, report, new, sink
@@ -165,11 +171,21 @@ class PersistentQueries(PlannerBase):
     ) -> SourceInfo:
         """The output a query writes. A replacement keeps the old sink's WITH properties unless
         it restates them."""
-        if replacing is not None:
-            stmt = replace(stmt, properties={**replacing.properties, **stmt.properties})
+        if replacing is not None:  # BATCH_FILES is the planner's: kept below, never restated
+            kept = {k: v for k, v in replacing.properties.items() if k != BATCH_FILES}
+            stmt = replace(stmt, properties={**kept, **stmt.properties})
         # on_error belongs to the query, not to its output
         stmt = replace(stmt, properties={k: v for k, v in stmt.properties.items() if k != "on_error"})
         sink = self._source(stmt, analysis.columns, writer=query_id, replacing=replacing)
+        if replacing is not None and replacing.batch_files:
+            sink.properties[BATCH_FILES] = True  # how an output is written never changes
+        elif (
+            replacing is None
+            and sink.kind == "STREAM"
+            and not sink.kafka_topic
+            and not os.path.isdir(os.path.join(sink.path, topics.SINK_LOG))  # a dropped sink's log: Spark's sink
+        ):
+            sink.properties[BATCH_FILES] = True  # whole renamed files: INSERT INTO ... SELECT may write it too
         inherited = self.snapshot.sources[analysis.sources[0]].timestamp_column
         if (
             "timestamp" not in sink.properties
@@ -181,9 +197,12 @@ class PersistentQueries(PlannerBase):
 
     def _insert_select(self, stmt: st.InsertSelect) -> Step:
         written = self.snapshot.sources.get(stmt.target)
-        if written is not None and written.writer_query and written.kind == "STREAM" and not written.kafka_topic:
+        if written is not None and written.writer_query and written.kind == "STREAM" and written.batch_files:
+            target = written  # a CREATE STREAM AS SELECT output written as whole files: several writers
+        elif written is not None and written.writer_query and written.kind == "STREAM" and not written.kafka_topic:
             raise self._error(_query_output_refusal(written), stmt)
-        target = self._declared(stmt.target, "STREAM", stmt, "INSERT INTO")
+        else:
+            target = self._declared(stmt.target, "STREAM", stmt, "INSERT INTO")
         analysis = self._analyze(stmt, stmt.select)
         if analysis.aggregate:
             raise self._error("INSERT INTO ... SELECT cannot aggregate; write a TABLE instead", stmt)
@@ -261,14 +280,16 @@ class PersistentQueries(PlannerBase):
 
 
 def _query_output_refusal(target: SourceInfo) -> str:
-    """Why INSERT INTO ... SELECT cannot write the output of a CREATE STREAM AS SELECT, and
-    how to merge streams instead (several INSERT queries into one declared stream)."""
+    """Why INSERT INTO ... SELECT cannot write the output of a CREATE STREAM AS SELECT created
+    before several writers were possible (no :data:`BATCH_FILES`), and what to do instead."""
     columns = ", ".join(f"{c.name} {c.type}" for c in target.columns)
     return (
         f"INSERT INTO {target.name} ... SELECT: {target.name} is the output of query "
-        f"{target.writer_query}, a Spark file sink whose readers see only the files listed in its "
-        f"_spark_metadata log, which that query alone writes; another query's rows would never be "
-        f"read. To merge streams, declare the stream and write it with one INSERT INTO ... SELECT "
+        f"{target.writer_query}, created before several writers were possible: a Spark file sink "
+        f"whose readers see only the files listed in its _spark_metadata log, which that query alone "
+        f"writes; another query's rows would never be read. Create it again (DROP STREAM "
+        f"{target.name} DELETE TOPIC, then CREATE STREAM {target.name} AS SELECT ...: a new output "
+        f"takes several writers), or declare the stream and write it with one INSERT INTO ... SELECT "
         f"per input: CREATE STREAM <merged> ({columns}) WITH (...); INSERT INTO <merged> SELECT ... "
         f"FROM <each input>"
     )

@@ -1,8 +1,9 @@
 """The file connector on the Spark side: read a topic as a stream or a table snapshot, and
 build a query's writer.
 
-STREAM outputs go through Spark's file sink (exactly-once via its ``_spark_metadata``
-log). TABLE outputs, INSERT INTO ... SELECT and stream-table joins go through foreachBatch
+STREAM outputs created before several writers were possible go through Spark's file sink
+(exactly-once via its ``_spark_metadata`` log); newer ones (``SourceInfo.batch_files``),
+TABLE outputs, INSERT INTO ... SELECT and stream-table joins go through foreachBatch
 writers that are idempotent per batch id: each batch is written to a hidden directory and
 renamed into place, and a batch that already has its entry (re-run after a crash) is skipped.
 """
@@ -176,16 +177,18 @@ def sink_writer(
     writer = df.writeStream.queryName(query.id).option("checkpointLocation", query.checkpoint)
     if query.kind == "CSAS":
         os.makedirs(sink.path, exist_ok=True)
-        return (
-            writer.format(FORMATS[sink.format][0])
-            .options(**format_options(sink))
-            .option("path", sink.path)
-            .outputMode("append")
-        )
+        if not sink.batch_files:  # an output from before several writers: Spark's file sink, as ever
+            return (
+                writer.format(FORMATS[sink.format][0])
+                .options(**format_options(sink))
+                .option("path", sink.path)
+                .outputMode("append")
+            )
     if query.kind == "CTAS":
         return writer.outputMode(plan.output_mode).foreachBatch(
             BatchWriter(sink, f"v{query.version:04d}", before_commit, as_directory=True)
         )
+    # INSERT queries and new CSAS outputs: whole renamed files named by query, version and batch
     return writer.outputMode("append").foreachBatch(
         BatchWriter(sink, f"{query.id}-v{query.version:04d}", before_commit, as_directory=False)
     )
