@@ -10,6 +10,7 @@ renamed into place, and a batch that already has its entry (re-run after a crash
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 from collections.abc import Callable
@@ -242,7 +243,7 @@ class BatchWriter:
         name = f"{self.prefix}-b{batch_id:012d}"
         suffix = FORMATS[self.sink.format][1]
         final = os.path.join(self.sink.path, name if self.as_directory else name + suffix)
-        if os.path.exists(final):
+        if os.path.exists(final) or self._written_by_another_version(batch_id, suffix):
             return  # committed before a restart; the re-run batch has the same input
         if self.compute is not None:
             df = self.compute(df)
@@ -263,3 +264,15 @@ class BatchWriter:
         if parts:
             os.rename(os.path.join(tmp, parts[0]), final)
         shutil.rmtree(tmp, ignore_errors=True)
+
+    def _written_by_another_version(self, batch_id: int, suffix: str) -> bool:
+        """A stream's batch file from an earlier version of the same query (its prefix is
+        ``<query>-v<version>``): a swap that stopped it between the rename and the checkpoint
+        commit; the new version re-runs that batch, which was written once already (as
+        Spark's file sink skips a batch its log has). A rolled-back version's files are gone
+        before the old version re-runs (runtime/rollout.py discard_output)."""
+        if self.as_directory:
+            return False
+        query = self.prefix.rpartition("-v")[0]
+        pattern = f"{glob.escape(query)}-v[0-9][0-9][0-9][0-9]-b{batch_id:012d}{glob.escape(suffix)}"
+        return bool(glob.glob(os.path.join(glob.escape(self.sink.path), pattern)))

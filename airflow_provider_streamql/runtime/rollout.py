@@ -128,7 +128,7 @@ class Rollout:
         restore_snapshot(query.checkpoint, pending.snapshot)
         sink = self.catalog.source(query.sink)
         if sink is not None:
-            discard_output(sink.path, failed)
+            discard_output(sink.path, query.id, failed)
         self.catalog.roll_back(query.id, pending.previous_version, failed, error)
         restored = self.catalog.query(query.id)
         restored.observed_state = "ROLLING_BACK"
@@ -169,13 +169,14 @@ def restore_snapshot(checkpoint: str, snapshot: str) -> None:
     shutil.copytree(snapshot, checkpoint)
 
 
-def discard_output(sink_path: str, version: int) -> None:
-    """Remove what a rolled-back version renamed into its sink (changelog entries and batch
-    files are named with ``v<version>-b<batch>``); the old version re-runs those batches."""
-    marker = f"v{version:04d}-b"
+def discard_output(sink_path: str, query_id: str, version: int) -> None:
+    """Remove what a rolled-back version renamed into its sink (a table's changelog entries
+    are named ``v<version>-b<batch>``, a stream's batch files ``<query>-v<version>-b<batch>``:
+    never another writer's files); the old version re-runs those batches."""
+    own = (f"v{version:04d}-b", f"{query_id}-v{version:04d}-b")
     if not os.path.isdir(sink_path):
         return
     for name in os.listdir(sink_path):
-        if marker in name:
+        if name.startswith(own):
             path = os.path.join(sink_path, name)
             shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
