@@ -33,6 +33,12 @@ class StreamingPlan:
     output_mode: str  # append | update
     watermarks: dict[str, list[Any]] = field(default_factory=dict)  # source -> [column, seconds]
     static_tables: list[str] = field(default_factory=list)  # read as of each micro-batch
+    #: a query over tables (its FROM source is a TABLE): "changes" (each changed key of the
+    #: table filtered and projected on its own) or "recompute" (aggregations and joins: from
+    #: the tables' snapshots); "" for a query over a stream
+    table_query: str = ""
+    #: with ``table_query`` "changes": the FROM table's key columns -> the output's columns
+    table_keys: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -134,12 +140,18 @@ def _bind_window_bounds(tree: exp.Select, window_sql: str) -> None:
         if isinstance(projection, exp.Column) and projection.name.upper() in WINDOW_BOUNDS:
             projected.add(projection.name.upper())
             tree.expressions[i] = exp.alias_(bound[projection.name.upper()].copy(), projection.name)
+    having = tree.args.get("having")
+    in_having = set()  # HAVING reads the output columns: Spark cannot resolve window(ts, ...) there
     for column in list(tree.find_all(exp.Column)):
         if column.name.upper() in WINDOW_BOUNDS:
+            if having is not None and column.find_ancestor(exp.Having) is having:
+                in_having.add(column.name.upper())
+                continue
             projected.add(column.name.upper())
             column.replace(bound[column.name.upper()].copy())
+    outputs = {p.alias_or_name.upper() for p in tree.expressions}
     for name in WINDOW_BOUNDS:
-        if name not in projected:
+        if name not in projected or (name in in_having and name not in outputs):
             tree.append("expressions", exp.alias_(bound[name].copy(), name))
     group = tree.args.get("group") or exp.Group(expressions=[])
     group.append("expressions", window.copy())
