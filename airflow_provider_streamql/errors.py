@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 
 class StreamQLError(Exception):
     """Base of all streamql errors. ``line``/``col`` point into the statement text when known."""
@@ -26,9 +28,23 @@ SPARK_ERROR_LIMIT = 2000
 def first_line(error: BaseException | object, limit: int | None = None) -> str:
     """The first line of an error's message (its type's name when it has none): what a
     one-line report of a library's error shows. A Py4J/Spark error's own message is its
-    ``desc`` (its text adds the JVM stack); ``limit`` caps the line's length."""
+    ``desc`` (its text adds the JVM stack); an error a foreachBatch writer raised is the
+    exception its traceback names, not Py4J's heading; ``limit`` caps the line's length."""
     text = str(getattr(error, "desc", None) or error).strip()
-    return text.splitlines()[0][:limit] if text else type(error).__name__
+    if not text:
+        return type(error).__name__
+    lines = text.splitlines()
+    if lines[0].startswith(PYTHON_PROXY):  # a foreachBatch writer failed: its exception is the report
+        raised = next((m.group(1) for m in map(RAISED.match, lines[1:]) if m), None)
+        if raised:
+            return raised[:limit]
+    return lines[0][:limit]
+
+
+#: how Py4J reports an exception raised in Python code Spark called (a foreachBatch function)
+PYTHON_PROXY = "An exception was raised by the Python Proxy"
+#: the line of a Python traceback that names the exception raised: "module.Type: message"
+RAISED = re.compile(r"^(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit): (.+)$")
 
 
 class ParseError(StreamQLError):

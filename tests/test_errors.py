@@ -9,7 +9,7 @@ from sqlalchemy import select
 
 from airflow_provider_streamql.catalog import schema
 from airflow_provider_streamql.cli import EXIT_USAGE, main
-from airflow_provider_streamql.errors import ValidationError
+from airflow_provider_streamql.errors import ValidationError, first_line
 from airflow_provider_streamql.language.statements import Column
 from airflow_provider_streamql.storage import topics
 
@@ -164,3 +164,26 @@ def test_coerce_checks_ranges_and_formats(value, type_, timestamp_format, expect
         assert "'c'" in info.value.message or "pattern letters" in info.value.message
     else:
         assert topics.coerce(value, column, timestamp_format=timestamp_format) == expected
+
+
+PROXY_ERROR = (
+    "An exception was raised by the Python Proxy. Return Message: Traceback (most recent call last):\n"
+    '  File "/venv/py4j/clientserver.py", line 644, in _call_proxy\n'
+    "    return_value = getattr(self.pool[obj_id], method)(*params)\n"
+    "pyspark.errors.exceptions.captured.NumberFormatException: [CAST_INVALID_INPUT] The value 'bob' of the "
+    'type "STRING" cannot be cast to "INT" because it is malformed.\n'
+    "== SQL (line 1, position 12) =="
+)
+
+
+@pytest.mark.parametrize("message, shown", [
+    ("[CAST_INVALID_INPUT] The value 'bob' cannot be cast\n\tat org.apache.spark...",
+     "[CAST_INVALID_INPUT] The value 'bob' cannot be cast"),
+    (PROXY_ERROR, "[CAST_INVALID_INPUT] The value 'bob' of the type \"STRING\" cannot be cast to \"INT\" "
+                  "because it is malformed."),
+    ("An exception was raised by the Python Proxy. Return Message: nothing more",
+     "An exception was raised by the Python Proxy. Return Message: nothing more"),
+    ("", "RuntimeError"),
+])
+def test_a_query_error_is_reported_by_its_own_first_line(message, shown):
+    assert first_line(RuntimeError(message)) == shown
