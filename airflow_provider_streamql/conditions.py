@@ -309,7 +309,13 @@ def _input_files(engine: QueryView, query, as_of: float) -> set[str]:
     for name in (n for n in query.sources if n not in static):
         src = engine.catalog.source(name)
         if src is not None:
-            wanted.update(f for f in topics.committed_files(src.path) if _mtime(f) <= as_of)
+            # a query over tables reads their changelogs' files (runtime/tables.py)
+            files = (
+                [os.path.realpath(f) for f in topics.changelog_files(src.path)]
+                if src.kind == "TABLE"
+                else topics.committed_files(src.path)
+            )
+            wanted.update(f for f in files if _mtime(f) <= as_of)
     return wanted
 
 

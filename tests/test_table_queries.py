@@ -10,7 +10,7 @@ import pytest
 
 from airflow_provider_streamql.storage import topics
 
-from .support import DELETED, changelog, table, wait_until
+from .support import DELETED, changelog, table
 
 FORMATS = ["JSON", "CSV", "PARQUET"]
 
@@ -61,3 +61,58 @@ def test_a_pull_query_after_every_key_is_deleted(engine):
     assert engine.execute("SELECT * FROM t")[0].rows == []
     assert engine.execute("SELECT COUNT(*) AS n FROM t")[0].rows == [[0]]
     assert table(engine, "t") == {}
+
+
+QUERIES = """
+CREATE TABLE users (id STRING PRIMARY KEY, name STRING, region STRING, age INT);
+CREATE TABLE regions (code STRING PRIMARY KEY, label STRING);
+CREATE TABLE eu AS SELECT id, name FROM users WHERE region = 'eu';
+CREATE TABLE per_region AS SELECT region, COUNT(*) AS n, SUM(age) AS total FROM users GROUP BY region;
+CREATE TABLE labeled AS SELECT u.id AS id, r.label AS label FROM users u LEFT JOIN regions r ON u.region = r.code;
+"""
+IDS = ["CTAS_EU_1", "CTAS_PER_REGION_2", "CTAS_LABELED_3"]
+
+
+def caught_up(engine) -> None:
+    for query_id in IDS:
+        engine.wait_caught_up(query_id, timeout=120)
+
+
+def multiset(rows: list[dict]) -> list[tuple]:
+    return sorted(tuple(sorted((k, str(v)) for k, v in row.items())) for row in rows)
+
+
+@pytest.mark.slow
+def test_changes_of_a_table_update_and_delete_across_a_restart(sqlite_engine, runtimes):
+    """Each change of a table updates the queries over it, an update that no longer passes
+    the filter (or empties a group) deletes the key; changes made while the runtime is
+    stopped are taken in once it is back, none lost or doubled."""
+    engine = sqlite_engine
+    engine.execute(QUERIES)
+    runtime = runtimes.start(engine)
+    for query_id in IDS:
+        engine.wait_for_state(query_id, "RUNNING", timeout=120)
+    engine.execute("INSERT INTO users VALUES ('a', 'ann', 'eu', 30); INSERT INTO regions VALUES ('eu', 'Europe')")
+    caught_up(engine)
+    assert table(engine, "eu") == {"a": ("ann",)}
+    assert table(engine, "per_region") == {"eu": (1, 30)}
+    engine.execute("INSERT INTO users VALUES ('a', 'ann', 'us', 31)")  # leaves 'eu' and its group
+    caught_up(engine)
+    assert table(engine, "eu") == {}
+    assert table(engine, "per_region") == {"us": (1, 31)}
+    assert table(engine, "labeled") == {"a": (None,)}
+
+    runtimes.stop(runtime)
+    engine.execute("INSERT INTO users VALUES ('b', 'bob', 'eu', 20); INSERT INTO users VALUES ('a', 'ann', 'eu', 32);"
+                   "INSERT INTO regions VALUES ('us', 'United States')")
+    runtimes.start(engine)
+    caught_up(engine)
+    assert table(engine, "eu") == {"a": ("ann",), "b": ("bob",)}
+    assert table(engine, "per_region") == {"eu": (2, 52)}
+    assert table(engine, "labeled") == {"a": ("Europe",), "b": ("Europe",)}
+    assert engine.execute("SELECT COUNT(*) AS n FROM eu WHERE name = 'ann'")[0].rows == [[1]]
+    # every change once: ann in, ann deleted, then bob and ann again (in one batch or two)
+    assert multiset(changelog(engine, "eu")) == multiset([
+        {"id": "a", "name": "ann"}, {"id": "a", DELETED: True}, {"id": "b", "name": "bob"}, {"id": "a", "name": "ann"}])
+    emitted = changelog(engine, "per_region")
+    assert {"region": "eu", DELETED: True} in emitted and {"region": "us", DELETED: True} in emitted

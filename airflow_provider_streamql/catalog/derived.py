@@ -9,6 +9,7 @@ from typing import Any
 
 from ..language.analyzer import SelectAnalysis
 from ..language.streaming import StreamingPlan, plan_streaming
+from ..language.tables import passed_keys
 from .model import SourceInfo
 
 
@@ -16,7 +17,10 @@ def derive_query(
     stmt, analysis: SelectAnalysis, query_id: str, kind: str, sources: dict[str, SourceInfo], sink: SourceInfo
 ) -> tuple[StreamingPlan, dict[str, Any]]:
     """(plan, shape) of ``stmt`` (its SELECT analysed as ``analysis``) run as ``query_id``."""
-    static = {n for n in analysis.sources if sources[n].kind == "TABLE"}
+    # a query over tables reads each one's changelog as a stream; a stream's query joins
+    # tables as they are at each micro-batch
+    over_tables = sources[analysis.sources[0]].kind == "TABLE"
+    static = set() if over_tables else {n for n in analysis.sources if sources[n].kind == "TABLE"}
     plan = plan_streaming(
         stmt.select,
         stmt,
@@ -27,6 +31,10 @@ def derive_query(
         tables=static,
         schemas={n: sources[n].columns for n in analysis.sources},
     )
+    if over_tables:
+        plan.table_query = "recompute" if analysis.aggregate or analysis.joins else "changes"
+        if plan.table_query == "changes":
+            plan.table_keys = passed_keys(analysis, sources[analysis.sources[0]].key_columns)
     writer = ("kafka sink" if sink.kafka_topic else "file sink") if kind == "CSAS" and not static else "batch files"
     shape = {
         **analysis.shape,

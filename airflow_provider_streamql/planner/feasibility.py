@@ -23,6 +23,7 @@ from typing import NamedTuple
 from ..catalog import SourceInfo
 from ..language import statements as st
 from ..language.analyzer import SelectAnalysis
+from ..language.tables import passed_keys, unmatched_keys
 
 
 @dataclass(frozen=True)
@@ -70,9 +71,73 @@ def _no_event_time(query: Query, name: str, needed_by: str) -> Iterator[str]:
         )
 
 
-def stream_first(query: Query) -> Iterator[str]:
-    if query.kind(query.first) == "TABLE":
-        yield (f"a persistent query reads a STREAM first; {query.first} is a TABLE (join it to a stream instead)")
+def _over_table(query: Query) -> bool:
+    """A query over tables: its FROM source is a TABLE (a changelog in, a changelog out)."""
+    return query.kind(query.first) == "TABLE"
+
+
+def table_query_makes_table(query: Query) -> Iterator[str]:
+    stmt = query.stmt
+    if _over_table(query) and not (isinstance(stmt, st.CreateAsSelect) and stmt.kind == "TABLE"):
+        yield (
+            f"{query.first} is a TABLE: a query over a table makes a TABLE (CREATE TABLE ... AS SELECT), "
+            f"its changes being updates and deletes of keys, which a stream cannot hold; to enrich a "
+            f"stream with it, join it to the stream (FROM <stream> JOIN {query.first})"
+        )
+
+
+def table_query_tables_only(query: Query) -> Iterator[str]:
+    if _over_table(query):
+        for name in [name for _, name in query.analysis.joins if query.kind(name) == "STREAM"]:
+            yield (
+                f"TABLE {query.first} is joined to STREAM {name}: put the stream first "
+                f"(FROM {name} JOIN {query.first}); a table-stream join is not supported, as in ksqlDB"
+            )
+
+
+def table_query_window(query: Query) -> Iterator[str]:
+    if _over_table(query) and query.stmt.window is not None:
+        yield f"WINDOW needs a STREAM: {query.first} is a TABLE, whose rows have no event time to window"
+
+
+def table_query_files(query: Query) -> Iterator[str]:
+    if not _over_table(query):
+        return
+    for name in query.analysis.sources:
+        if query.sources[name].kafka_topic:
+            yield (
+                f"TABLE {name} is the Kafka topic {query.sources[name].kafka_topic!r}: a query over "
+                f"tables reads their file changelogs (its tombstones and order), not Kafka topics yet"
+            )
+    if "kafka_topic" in getattr(query.stmt, "properties", {}):
+        yield "a query over tables writes a file changelog (upserts and tombstone files), not a Kafka topic yet"
+
+
+def table_query_key(query: Query) -> Iterator[str]:
+    if not _over_table(query) or query.analysis.aggregate:
+        return
+    keys = query.sources[query.first].key_columns
+    missing = [k for k in keys if k not in passed_keys(query.analysis, keys)]
+    if missing:
+        yield (
+            f"a query over TABLE {query.first} without GROUP BY selects its PRIMARY KEY "
+            f"({', '.join(missing)} is missing, as a plain column): it is the output's key, as in ksqlDB"
+        )
+
+
+def table_join_key(query: Query) -> Iterator[str]:
+    if not _over_table(query):
+        return
+    select = query.analysis.named if query.analysis.named is not None else query.stmt.select
+    for join, (_, name) in zip(select.args.get("joins") or [], query.analysis.joins, strict=False):
+        keys = query.sources[name].key_columns
+        missing = unmatched_keys(select, join, keys)
+        if missing:
+            yield (
+                f"a table-table join matches each row of {query.first} with at most one row of {name}: "
+                f"ON must equate {name}'s PRIMARY KEY ({', '.join(keys)}) with columns of the other "
+                f"tables, qualified by their names or aliases ({', '.join(missing)} is not)"
+            )
 
 
 STREAM_JOIN_TYPES = ("INNER", "LEFT", "RIGHT", "FULL")
@@ -148,7 +213,7 @@ def streams_or_tables(query: Query) -> Iterator[str]:
 
 
 def table_join_not_aggregated(query: Query) -> Iterator[str]:
-    if query.table_joins and query.analysis.aggregate:
+    if query.table_joins and query.analysis.aggregate and not _over_table(query):
         yield (
             "aggregating the result of a stream-table join is not supported: the table is joined "
             "to each micro-batch as it is then (foreachBatch), after Spark's stateful operators, "
@@ -227,7 +292,20 @@ class Rule(NamedTuple):
 
 
 RULES: tuple[Rule, ...] = (
-    Rule("stream_first", "a persistent query reads a STREAM; a TABLE is only joined to it", stream_first),
+    Rule(
+        "table_query_makes_table",
+        "a query over a TABLE (its FROM source) is a CREATE TABLE ... AS SELECT: its changes are updates and deletes",
+        table_query_makes_table,
+    ),
+    Rule("table_query_tables_only", "a query over a TABLE joins only tables", table_query_tables_only),
+    Rule("table_query_window", "a query over a TABLE has no WINDOW (its rows have no event time)", table_query_window),
+    Rule("table_query_files", "a query over tables reads and writes file changelogs, not Kafka", table_query_files),
+    Rule("table_query_key", "a query over a TABLE without GROUP BY selects the TABLE's PRIMARY KEY", table_query_key),
+    Rule(
+        "table_join_key",
+        "a table-table join equates the joined table's PRIMARY KEY: one joined row per row at most",
+        table_join_key,
+    ),
     Rule("join_modifier", "joins have ON (not SEMI, ANTI, CROSS; a stream joined ON, not USING)", join_modifier),
     Rule(
         "join_type",

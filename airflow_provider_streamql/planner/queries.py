@@ -19,6 +19,7 @@ from ..errors import StateError, ValidationError
 from ..language import statements as st
 from ..language.analyzer import SelectAnalysis
 from ..language.partition import keyed_select, rekey
+from ..language.tables import keyed_by, passed_keys
 from ..results import Result
 from ..storage import topics
 from ..upgrades import Finding, Report, validate_upgrade
@@ -159,7 +160,11 @@ class PersistentQueries(PlannerBase):
         analysis = self._analyze(stmt, stmt.select)
         if stmt.kind == "STREAM" and analysis.aggregate:
             raise self._error("an aggregation makes a TABLE: use CREATE TABLE ... AS SELECT", stmt)
-        if stmt.kind == "TABLE" and not analysis.group_by:
+        over = self.snapshot.sources[analysis.sources[0]]
+        if stmt.kind == "TABLE" and over.kind == "TABLE" and not analysis.aggregate:
+            # a changelog in, a changelog out: keyed as its input (language/tables.py)
+            analysis = keyed_by(analysis, list(passed_keys(analysis, over.key_columns).values()))
+        elif stmt.kind == "TABLE" and not analysis.group_by:
             raise self._error("CREATE TABLE ... AS SELECT needs a GROUP BY", stmt)
         problem = rekey(analysis, stmt.partition_by) if stmt.partition_by else None
         if problem:

@@ -15,14 +15,14 @@ import os
 import shutil
 from collections.abc import Callable
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from ..catalog import QueryInfo, SourceInfo
 from ..language.streaming import StreamingPlan
 from ..storage.layout import dead_letter_checkpoint
-from ..storage.topics import FORMATS, TOMBSTONE_NAME, changelog_files, is_data_name
+from ..storage.topics import FORMATS, TOMBSTONES, is_data_name
 from . import kafka
 from .badrecords import RecordGuard, dead_letters
 from .schemas import (
@@ -35,6 +35,7 @@ from .schemas import (
     parse_options,
     reader_options,
 )
+from .tables import Changes, read_table_snapshot, table_query_frame
 
 
 def source_stream(spark: SparkSession, src: SourceInfo, *, checked: bool, starting: str = "earliest") -> DataFrame:
@@ -66,29 +67,6 @@ def read_stream(
         column, seconds = watermark
         df = df.withWatermark(column, f"{int(round(seconds * 1000))} milliseconds")
     return df
-
-
-def read_table_snapshot(spark: SparkSession, src: SourceInfo) -> DataFrame:
-    """A TABLE as it is now: the latest changelog row per key, unless that is a tombstone (a
-    batch DataFrame over the files there now, so every action on it sees the same rows)."""
-    files = changelog_files(src.path)
-    if not files:
-        return spark.createDataFrame([], ddl_schema(src.columns))
-    df = (
-        spark.read.format(FORMATS[src.format][0])
-        .schema(ddl_schema(src.columns))
-        .options(**reader_options(src))
-        .load(files)
-        .withColumn("__entry", F.col("_metadata.file_path"))
-        .withColumn("__deleted", F.col("_metadata.file_name").rlike(TOMBSTONE_NAME))
-    )
-    # a row without its key is no row of the table (as in ksqlDB)
-    for key in src.key_columns:
-        df = df.where(F.col(f"`{key}`").isNotNull())
-    # entry names sort oldest first, so the greatest path per key is its latest row
-    latest = Window.partitionBy(*[F.col(f"`{k}`") for k in src.key_columns]).orderBy(F.col("__entry").desc())
-    latest_rows = df.withColumn("__rank", F.row_number().over(latest)).where("__rank = 1 AND NOT __deleted")
-    return latest_rows.drop("__entry", "__rank", "__deleted")
 
 
 def streaming_frame(
@@ -124,6 +102,12 @@ def start_query(
     record_guard: RecordGuard | None = None,
 ) -> StreamingQuery:
     """Build and start a query's streaming plan."""
+    if plan.table_query:  # a changelog in, a changelog out (runtime/tables.py)
+        changes, compute = table_query_frame(spark, query, plan, sources, sink)
+        writer = changes.writeStream.foreachBatch(
+            BatchWriter(sink, f"v{query.version:04d}", before_commit, as_directory=True, compute=compute)
+        )
+        return writer.queryName(query.id).option("checkpointLocation", query.checkpoint).start()
     df, compute = streaming_frame(spark, query, plan, sources, record_guard)
     if compute is not None:
         writer = df.writeStream.foreachBatch(
@@ -146,7 +130,7 @@ def start_dead_letter_query(
     frames = [
         dead_letters(source_stream(spark, sources[n], checked=True, starting=starting), sources[n])
         for n in query.sources
-        if n not in plan.static_tables and checked(sources[n])
+        if n not in plan.static_tables and checked(sources[n]) and not plan.table_query  # changelogs: no dead letters
     ]
     if not frames:
         return None
@@ -245,8 +229,11 @@ class BatchWriter:
         final = os.path.join(self.sink.path, name if self.as_directory else name + suffix)
         if os.path.exists(final) or self._written_by_another_version(batch_id, suffix):
             return  # committed before a restart; the re-run batch has the same input
+        deleted = None
         if self.compute is not None:
             df = self.compute(df)
+            if isinstance(df, Changes):  # a query over tables: upserts and deleted keys
+                df, deleted = df.rows, df.deleted
         tmp = os.path.join(self.sink.path, f".tmp-{name}")
         shutil.rmtree(tmp, ignore_errors=True)
         (
@@ -256,6 +243,8 @@ class BatchWriter:
             .mode("overwrite")
             .save(tmp)
         )
+        if deleted is not None:
+            self._write_tombstones(deleted, tmp)
         self.before_commit()
         if self.as_directory:
             os.rename(tmp, final)
@@ -276,3 +265,28 @@ class BatchWriter:
         query = self.prefix.rpartition("-v")[0]
         pattern = f"{glob.escape(query)}-v[0-9][0-9][0-9][0-9]-b{batch_id:012d}{glob.escape(suffix)}"
         return bool(glob.glob(os.path.join(glob.escape(self.sink.path), pattern)))
+
+    def _write_tombstones(self, keys: DataFrame, entry: str) -> None:
+        """``keys`` as the tombstone file of the (hidden, not yet renamed) entry directory
+        ``entry`` (see ``storage.topics.TOMBSTONES``): the sink's columns, non-key ones NULL."""
+        key_columns = set(self.sink.key_columns)
+        rows = keys.select(
+            *[
+                F.col(f"`{c.name}`") if c.name in key_columns else F.lit(None).cast(c.type).alias(c.name)
+                for c in self.sink.columns
+            ]
+        )
+        staging = entry + TOMBSTONES
+        shutil.rmtree(staging, ignore_errors=True)
+        (
+            rows.coalesce(1)
+            .write.format(FORMATS[self.sink.format][0])
+            .options(**format_options(self.sink))
+            .mode("overwrite")
+            .save(staging)
+        )
+        parts = [n for n in os.listdir(staging) if is_data_name(n) and os.path.getsize(os.path.join(staging, n))]
+        if parts:
+            name = "deleted" + TOMBSTONES + FORMATS[self.sink.format][1]
+            os.rename(os.path.join(staging, parts[0]), os.path.join(entry, name))
+        shutil.rmtree(staging, ignore_errors=True)
