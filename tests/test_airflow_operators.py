@@ -129,7 +129,7 @@ def test_validation_of_a_source_change(airflow, capfd):
     assert (report["source"], report["findings"][0]["code"]) == ("PURCHASES", "SOURCE_COLUMN_APPENDED")
     assert branch.xcom("task", "query_id") is None and branch.xcom("task", "version") is None
     removed = "CREATE OR REPLACE STREAM purchases (id INT KEY, user STRING)"
-    gate = run_dag("t_validate_gate", capfd, sql=removed)
+    gate = run_dag("t_validate_gate", capfd, sql=removed, query_id="")  # no query: a source change
     assert gate.states == {"task": "failed"}
     assert "PURCHASES: REJECTED" in gate.log and "SOURCE_COLUMN_REMOVED" in gate.log, gate.log[-3000:]
     assert [c.name for c in engine.catalog.source("PURCHASES").columns] == ["id", "user", "cost"]
