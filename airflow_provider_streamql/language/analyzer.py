@@ -103,6 +103,10 @@ def analyze_select(
     expressions and clauses a streaming query cannot run.
     """
     where = _Locator(stmt)
+    for call in select.find_all(exp.Func):
+        name = (call.name if isinstance(call, exp.Anonymous) else call.sql_name()).lower()
+        if name in CODE_FUNCTIONS:
+            raise where.error(f"{name}() is refused: {CODE_FUNCTIONS[name]}; a statement never runs code", call)
     sources = []
     cte_names = {cte.alias_or_name.upper() for cte in select.find_all(exp.CTE)}
     for table in select.find_all(exp.Table):
@@ -182,6 +186,13 @@ def analyze_select(
     shape = shape_of(tree, names, columns, joins, stmt)
     return SelectAnalysis(sources, columns, aggregate, group_by, joins, shape, select)
 
+
+#: Spark functions that run code of the JVM a statement names: never planned, in any query
+CODE_FUNCTIONS = {
+    "reflect": "it calls a Java method by name",
+    "java_method": "it calls a Java method by name",
+    "try_reflect": "it calls a Java method by name",
+}
 
 NONDETERMINISTIC = (
     "rand",
