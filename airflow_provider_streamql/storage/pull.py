@@ -2,8 +2,8 @@
 
 Each pull query gets a fresh in-memory DuckDB. The committed files of every source the
 SELECT reads are loaded into tables first (a stream: its rows; a table: the latest row per
-key, see :mod:`.topics`); then the connection is locked (no file or network access, no
-extensions, no configuration changes) and only then does the SELECT run, transpiled by
+key, see :mod:`.topics`); then the connection is locked (:mod:`.sandbox`: no file or
+network access, no extensions, no configuration changes) and only then does the SELECT run, transpiled by
 sqlglot from Spark SQL. Nothing is generated as code from user text, and file paths reach
 DuckDB only as parameters.
 """
@@ -26,7 +26,7 @@ from ..catalog import SourceInfo
 from ..errors import ValidationError
 from ..language.analyzer import SelectAnalysis
 from ..language.dialect import DIALECT
-from . import topics
+from . import sandbox, topics
 
 Answer = tuple[list[str], list[list[Any]]]  # column names, rows
 
@@ -74,17 +74,6 @@ class PullQuery:
     #: Spark types that are instants: text with an offset ('...+02:00') is converted to UTC
     #: (read as text, then through TIMESTAMPTZ), as Spark reads it with session time zone UTC.
     INSTANTS = ("TIMESTAMP", "TIMESTAMP_LTZ")
-    #: Set when the connection opens, so not even loading can fetch or load an extension.
-    CONFIG = {
-        "autoload_known_extensions": False,
-        "autoinstall_known_extensions": False,
-        "allow_community_extensions": False,
-    }
-    #: Before loading: text without an offset is UTC (Spark's session time zone), whatever
-    #: the host's zone is.
-    SESSION = ("SET TimeZone = 'UTC'",)
-    #: After loading and before any user SQL, in this order; the last one freezes them all.
-    LOCKDOWN = ("SET enable_external_access = false", "SET lock_configuration = true")
     #: How each format's files are read (file list and column types are parameters).
     READERS = {
         "JSON": "read_json(?, format='newline_delimited', auto_detect=false, columns=?)",
@@ -103,16 +92,13 @@ class PullQuery:
 
     def __init__(self, sources):
         self.sources = list(sources)
-        self.con = duckdb.connect(":memory:", config=dict(self.CONFIG))
-        for statement in self.SESSION:
-            self.con.execute(statement)
+        self.con = sandbox.connect()
 
     def __enter__(self) -> PullQuery:
         try:
             for src in self.sources:
                 self._load(src)
-            for statement in self.LOCKDOWN:
-                self.con.execute(statement)
+            sandbox.lock(self.con)
         except BaseException:
             self.con.close()
             raise
@@ -130,8 +116,7 @@ class PullQuery:
         except SqlglotError as e:
             raise ValidationError(f"pull query failed: {_one_line(str(e))}") from None
         try:
-            statements = self.con.extract_statements(sql)
-            if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
+            if not sandbox.one_select(self.con, sql):
                 raise ValidationError(f"pull query failed: not one SELECT: {sql!r}")
             relation = self.con.sql(sql)
             types = [str(t) for t in relation.types]

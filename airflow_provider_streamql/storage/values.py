@@ -29,7 +29,7 @@ from ..errors import ValidationError
 from ..language.dialect import DIALECT
 from ..language.statements import Column
 from ..language.values import check_value, literal_value
-from . import topics
+from . import sandbox, topics
 
 
 class Interval:
@@ -41,20 +41,6 @@ class Interval:
 
 class ValueEvaluator:
     """One statement's values, evaluated in a private, locked DuckDB opened on first use."""
-
-    #: set when the connection opens: no extension is ever fetched or loaded
-    CONFIG = {
-        "autoload_known_extensions": False,
-        "autoinstall_known_extensions": False,
-        "allow_community_extensions": False,
-    }
-    #: before any value: Spark's session time zone is UTC, and so is a TIMESTAMP literal's;
-    #: then no file or network access, and the configuration frozen
-    SETUP = (
-        "SET TimeZone = 'UTC'",
-        "SET enable_external_access = false",
-        "SET lock_configuration = true",
-    )
 
     def __init__(self) -> None:
         self.con: duckdb.DuckDBPyConnection | None = None
@@ -82,8 +68,7 @@ class ValueEvaluator:
             raise ValidationError(f"cannot evaluate {shown}: {_one_line(str(e))}") from None
         try:
             con = self._connection()
-            statements = con.extract_statements(sql)
-            if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
+            if not sandbox.one_select(con, sql):
                 raise ValidationError(f"cannot evaluate {shown}: not one value")
             table = con.sql(sql).to_arrow_table()
         except duckdb.Error as e:
@@ -94,10 +79,9 @@ class ValueEvaluator:
         return result.to_pylist()[0]
 
     def _connection(self) -> duckdb.DuckDBPyConnection:
-        if self.con is None:
-            self.con = duckdb.connect(":memory:", config=dict(self.CONFIG))
-            for statement in self.SETUP:
-                self.con.execute(statement)
+        if self.con is None:  # nothing to load: locked before the first value
+            self.con = sandbox.connect()
+            sandbox.lock(self.con)
         return self.con
 
 
