@@ -235,14 +235,7 @@ class BatchWriter:
             if isinstance(df, Changes):  # a query over tables: upserts and deleted keys
                 df, deleted = df.rows, df.deleted
         tmp = os.path.join(self.sink.path, f".tmp-{name}")
-        shutil.rmtree(tmp, ignore_errors=True)
-        (
-            df.coalesce(1)
-            .write.format(FORMATS[self.sink.format][0])
-            .options(**format_options(self.sink))
-            .mode("overwrite")
-            .save(tmp)
-        )
+        self._save(df, tmp)
         if deleted is not None:
             self._write_tombstones(deleted, tmp)
         self.before_commit()
@@ -253,6 +246,12 @@ class BatchWriter:
         if parts:
             os.rename(os.path.join(tmp, parts[0]), final)
         shutil.rmtree(tmp, ignore_errors=True)
+
+    def _save(self, df: DataFrame, directory: str) -> None:
+        """``df`` as one data file in the sink's format, in a fresh hidden ``directory``."""
+        shutil.rmtree(directory, ignore_errors=True)
+        writer = df.coalesce(1).write.format(FORMATS[self.sink.format][0]).options(**format_options(self.sink))
+        writer.mode("overwrite").save(directory)
 
     def _written_by_another_version(self, batch_id: int, suffix: str) -> bool:
         """A stream's batch file from an earlier version of the same query (its prefix is
@@ -277,14 +276,7 @@ class BatchWriter:
             ]
         )
         staging = entry + TOMBSTONES
-        shutil.rmtree(staging, ignore_errors=True)
-        (
-            rows.coalesce(1)
-            .write.format(FORMATS[self.sink.format][0])
-            .options(**format_options(self.sink))
-            .mode("overwrite")
-            .save(staging)
-        )
+        self._save(rows, staging)
         parts = [n for n in os.listdir(staging) if is_data_name(n) and os.path.getsize(os.path.join(staging, n))]
         if parts:
             name = "deleted" + TOMBSTONES + FORMATS[self.sink.format][1]
