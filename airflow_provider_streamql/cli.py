@@ -73,6 +73,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--interval", type=float, default=0.5, help="reconcile interval, seconds")
     p.add_argument("--lease-ttl", type=float, default=10.0, help="query lease lifetime, seconds")
     p.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=8,
+        help="queries started, stopped or swapped at once in a reconcile pass (default 8)",
+    )
+    p.add_argument(
         "--on-error",
         default="FAIL",
         type=str.upper,
@@ -196,6 +202,12 @@ def _read(path: str) -> str:
             file=sys.stderr,
         )
         raise _Unreadable(path) from None
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"a whole number of at least 1, not {text!r}")
+    return int(text)
 
 
 def _exec(args: argparse.Namespace) -> int:
@@ -348,6 +360,7 @@ def _runtime(args: argparse.Namespace) -> int:
         lease_ttl=args.lease_ttl,
         readiness_window=args.readiness_window,
         on_error=args.on_error,
+        workers=args.workers,
     )
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: runtime.stop())

@@ -147,6 +147,20 @@ def test_lease_is_exclusive_and_fenced_by_epoch(catalog_url):
     assert catalog.acquire_lease("Q", "r1", 5.0) == 1
 
 
+def test_leases_renewed_together_report_the_lost_ones(catalog_url):
+    catalog = Catalog(catalog_url)
+    for q in ("KEPT", "TAKEN", "RELEASED", "OLD"):
+        assert catalog.acquire_lease(q, "r1", 0.5) == 1
+    time.sleep(0.6)
+    assert catalog.acquire_lease("TAKEN", "r2", 5.0) == 2  # expired and taken by r2
+    catalog.release_lease("RELEASED", "r1")
+    held = {"KEPT": 1, "TAKEN": 1, "RELEASED": 1, "OLD": 0, "NEVER": 1}  # OLD: a stale epoch
+    assert catalog.renew_leases("r1", held, 5.0) == {"TAKEN": 1, "RELEASED": 1, "OLD": 0, "NEVER": 1}
+    assert catalog.acquire_lease("KEPT", "r2", 5.0) is None  # renewed, though it had expired
+    assert catalog.leases()["TAKEN"]["runtime_id"] == "r2"  # r1's renewal left it alone
+    assert catalog.renew_leases("r1", {}, 5.0) == {}
+
+
 def test_heartbeats_and_runtime_stop(catalog_url):
     catalog = Catalog(catalog_url)
     catalog.heartbeat("rt-1", "p", "host", 42)

@@ -126,6 +126,21 @@ class ObservedState:
                 ).rowcount
             )
 
+    def renew_leases(self, runtime_id: str, epochs: dict[str, int], ttl: float) -> dict[str, int]:
+        """Extend every lease in ``epochs`` (query id -> epoch held) in one transaction.
+        Returns the ones that were lost (expired and taken, or released), with their epoch."""
+        if not epochs:
+            return {}
+        with write_connection(self.engine) as conn:
+            renewed = conn.execute(
+                update(s.leases)
+                .where(s.leases.c.runtime_id == runtime_id, s.leases.c.query_id.in_(sorted(epochs)))
+                .values(expires_at=time.time() + ttl)
+                .returning(s.leases.c.query_id, s.leases.c.epoch)
+            )
+            held = {r.query_id for r in renewed if epochs[r.query_id] == r.epoch}
+        return {q: e for q, e in epochs.items() if q not in held}
+
     def release_lease(self, query_id: str, runtime_id: str) -> None:
         with write_connection(self.engine) as conn:
             conn.execute(delete(s.leases).where(s.leases.c.query_id == query_id, s.leases.c.runtime_id == runtime_id))

@@ -19,6 +19,7 @@ import socket
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
@@ -45,6 +46,10 @@ class Runtime:
         and be rolled back automatically; it is ready earlier once it commits a batch.
     :param on_error: the pipeline's error policy for records a query cannot read (FAIL,
         LOG_AND_CONTINUE or PAUSE), for queries whose statement sets none.
+    :param workers: how many queries a pass reconciles at once. Queries are independent,
+        and starting or stopping one is mostly waiting on Spark, so a pass that starts,
+        stops or swaps many queries (PAUSE ALL, RESUME ALL, a new pipeline) takes about as
+        long as its slowest query, not the sum of them.
     """
 
     def __init__(
@@ -58,7 +63,10 @@ class Runtime:
         runtime_id: str | None = None,
         readiness_window: float = 30.0,
         on_error: str = "FAIL",
+        workers: int = 8,
     ):
+        if workers < 1:
+            raise ValueError(f"workers must be at least 1, not {workers!r}")
         if on_error.upper() not in ERROR_POLICIES:
             raise ValueError(f"on_error must be one of {', '.join(ERROR_POLICIES)}, not {on_error!r}")
         self.on_error = on_error.upper()
@@ -88,6 +96,9 @@ class Runtime:
         self.pending = self.rollout.pending  # query id -> new version in its readiness window
         self.retried = self.holds.retried  # query id -> last batch whose bad records are retried
         self.stopping = threading.Event()
+        self.workers = ThreadPoolExecutor(workers, thread_name_prefix=f"streamql-{pipeline}")
+        #: query id -> epoch of a lease found lost between passes (by the lease keeper)
+        self.lost: dict[str, int] = {}
         context = spark.sparkContext  # recorded with the first heartbeat, for links to it
         self.spark_info = {
             "spark_app_id": context.applicationId,
@@ -103,6 +114,8 @@ class Runtime:
     def run(self) -> None:
         """Reconcile until :meth:`stop` is called (or SIGTERM in the CLI), then shut down."""
         log.info("runtime %s serving pipeline %r", self.id, self.pipeline)
+        keeper = threading.Thread(target=self._keep_leases, name=f"streamql-leases-{self.pipeline}", daemon=True)
+        keeper.start()
         try:
             while not self.stopping.is_set():
                 started = time.monotonic()
@@ -118,19 +131,31 @@ class Runtime:
         self.stopping.set()
 
     def tick(self) -> None:
-        """One reconcile pass over the pipeline's queries."""
+        """One reconcile pass over the pipeline's queries: heartbeat and renew every lease
+        held (one write each), then reconcile the queries, up to ``workers`` at once."""
         self.catalog.heartbeat(self.id, self.pipeline, self.host, self.pid, **self.spark_info)
-        for query in self.catalog.queries(self.pipeline):
-            if self.stopping.is_set():
-                return
+        self._renew_leases()
+        queries = self.catalog.queries(self.pipeline)
+        self._each(self._reconcile_one, queries)
+
+    def _reconcile_one(self, query: QueryInfo) -> None:
+        if not self.stopping.is_set():
             self.reconciler.reconcile(query)
+
+    def _each(self, action, items) -> None:
+        """``action`` on every item on the worker threads; one failing is logged and does
+        not keep the others from their turn."""
+        for item, future in [(item, self.workers.submit(action, item)) for item in items]:
+            try:
+                future.result()
+            except Exception:
+                log.exception("reconciling %s failed; retrying next pass", getattr(item, "id", item))
 
     def shutdown(self) -> None:
         """Stop every query after its in-flight batch, mark running ones UNASSIGNED (their
         checkpoints are kept; the next runtime resumes them) and release all leases."""
-        for query_id in list(self.active):
-            epoch = self.stop_query(query_id)
-            self.catalog.set_observed(query_id, "UNASSIGNED", runtime_id=self.id, epoch=epoch)
+        self._each(self._unassign, list(self.active))
+        self.workers.shutdown()
         self.catalog.runtime_stopped(self.id)
         try:
             self.spark.streams.removeListener(self.listener)
@@ -138,10 +163,40 @@ class Runtime:
             pass
         log.info("runtime %s stopped", self.id)
 
+    def _unassign(self, query_id: str) -> None:
+        epoch = self.stop_query(query_id)
+        self.catalog.set_observed(query_id, "UNASSIGNED", runtime_id=self.id, epoch=epoch)
+
     # -- leases ----------------------------------------------------------------------------
+    def _keep_leases(self) -> None:
+        """Renew the leases held every quarter TTL while the runtime runs, apart from the
+        reconcile passes: a pass that starts many queries on a busy machine may outlast the
+        TTL, and a lease must not expire (and its query start elsewhere) while it runs here.
+        Lost leases are handled by the next pass."""
+        while not self.stopping.wait(self.lease_ttl / 4):
+            try:
+                self.lost.update(self.catalog.renew_leases(self.id, dict(self.epochs), self.lease_ttl))
+            except Exception:
+                log.exception("renewing leases failed; retrying")
+
+    def _renew_leases(self) -> None:
+        """Renew every lease held in one write; stop the queries whose lease was lost."""
+        found, self.lost = self.lost, {}  # swapped, not cleared: the keeper may add meanwhile
+        lost = {**found, **self.catalog.renew_leases(self.id, dict(self.epochs), self.lease_ttl)}
+        for query_id, epoch in lost.items():
+            if self.epochs.get(query_id) != epoch:
+                continue  # released or taken anew since
+            if query_id in self.active:
+                log.warning("lost the lease on %s; stopping it", query_id)
+                self.stop_query(query_id)
+            self.epochs.pop(query_id, None)
+
     def take_lease(self, query: QueryInfo) -> int | None:
-        """Acquire or renew the query's lease: its epoch, or None if another runtime holds it.
-        A query running here under a lost lease, or an older epoch, is stopped first."""
+        """The query's lease: its epoch, or None if another runtime holds it. Leases held
+        were renewed at the start of the pass; others are acquired here. A query running
+        here under a lost lease, or an older epoch, is stopped first."""
+        if query.id in self.epochs:
+            return self.epochs[query.id]
         epoch = self.catalog.acquire_lease(query.id, self.id, self.lease_ttl)
         if epoch is None:  # another runtime holds it: never run it here
             if query.id in self.active:
