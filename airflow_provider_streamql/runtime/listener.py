@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable
+from typing import Any
 
 from pyspark.sql.streaming import StreamingQueryListener
 
@@ -18,37 +20,60 @@ class ProgressListener(StreamingQueryListener):
 
     ``owns(name)`` says whether a query (by name, which is its query id) belongs to this
     runtime: several runtimes may share one SparkSession (tests, embedded use).
+
+    Each progress event reaches Python as one JSON document (:class:`_ProgressJson`):
+    pyspark's own wrapper builds its event object field by field, some forty calls into
+    the JVM per batch, which a runtime serving many queries paid on Spark's listener thread
+    for every batch of every query.
     """
 
     def __init__(self, catalog: Catalog, owns: Callable[[str], bool]):
         self.catalog = catalog
         self.owns = owns
 
+    @property
+    def _jlistener(self):
+        if not hasattr(self, "_jlistenerobj"):
+            from pyspark import SparkContext
+
+            self._jlistenerobj = SparkContext._jvm.PythonStreamingQueryListenerWrapper(_ProgressJson(self))
+        return self._jlistenerobj
+
     def onQueryStarted(self, event) -> None:
         pass
 
-    def onQueryProgress(self, event) -> None:
-        p = event.progress
-        if not p.name or not self.owns(p.name):
+    def onQueryProgress(self, event) -> None:  # not called: see _ProgressJson
+        pass
+
+    def onQueryIdle(self, event) -> None:
+        pass
+
+    def onQueryTerminated(self, event) -> None:
+        pass
+
+    def record(self, p: dict[str, Any]) -> None:
+        """Store one progress report (Spark's ``StreamingQueryProgress.json``) of a query
+        of this runtime."""
+        if not p.get("name") or not self.owns(p["name"]):
             return
         operators = [
             {
-                "operator": op.operatorName,
-                "rows": op.numRowsTotal,
-                "memory_bytes": op.memoryUsedBytes,
-                "dropped_by_watermark": op.numRowsDroppedByWatermark,
+                "operator": op["operatorName"],
+                "rows": op["numRowsTotal"],
+                "memory_bytes": op["memoryUsedBytes"],
+                "dropped_by_watermark": op.get("numRowsDroppedByWatermark", 0),
             }
-            for op in p.stateOperators
+            for op in p.get("stateOperators", [])
         ]
         try:
             self.catalog.record_progress(
                 Progress(
-                    query_id=p.name,
-                    batch_id=p.batchId,
-                    input_rows=p.numInputRows,
-                    total_input_rows=p.numInputRows,
-                    rows_per_second=p.processedRowsPerSecond or 0.0,
-                    source_offsets=[s.endOffset for s in p.sources],
+                    query_id=p["name"],
+                    batch_id=p["batchId"],
+                    input_rows=p["numInputRows"],
+                    total_input_rows=p["numInputRows"],
+                    rows_per_second=_number(p.get("processedRowsPerSecond")),
+                    source_offsets=[_offset(s.get("endOffset")) for s in p.get("sources", [])],
                     last_batch_at=time.time(),
                     late_rows=sum(op["dropped_by_watermark"] for op in operators),
                     state_rows=sum(op["rows"] for op in operators),
@@ -57,10 +82,44 @@ class ProgressListener(StreamingQueryListener):
                 )
             )
         except Exception:  # a listener must never kill Spark's listener bus
-            log.exception("could not record progress of %s", p.name)
+            log.exception("could not record progress of %s", p["name"])
 
-    def onQueryIdle(self, event) -> None:
+
+class _ProgressJson:
+    """The Java listener interface pyspark's wrapper calls, handing each progress event to
+    :meth:`ProgressListener.record` as parsed JSON (two calls into the JVM per batch)."""
+
+    def __init__(self, listener: ProgressListener):
+        self.listener = listener
+
+    def onQueryStarted(self, jevent) -> None:
         pass
 
-    def onQueryTerminated(self, event) -> None:
+    def onQueryProgress(self, jevent) -> None:
+        try:
+            self.listener.record(json.loads(jevent.progress().json()))
+        except Exception:  # a listener must never kill Spark's listener bus
+            log.exception("could not read a progress event")
+
+    def onQueryIdle(self, jevent) -> None:
         pass
+
+    def onQueryTerminated(self, jevent) -> None:
+        pass
+
+    class Java:
+        implements = ["org.apache.spark.sql.streaming.PythonStreamingQueryListener"]
+
+
+def _offset(value: Any) -> str | None:
+    """An offset as Spark's SourceProgress gives it: its JSON text."""
+    return value if value is None or isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+
+
+def _number(value: Any) -> float:
+    """Spark writes NaN and infinite rates as JSON strings ("NaN"); those count as 0."""
+    try:
+        number = float(value or 0.0)
+    except (TypeError, ValueError):
+        return 0.0
+    return number if number == number and abs(number) != float("inf") else 0.0
