@@ -10,6 +10,18 @@ DEFAULT_CONF = {
     # micro-batch of a small aggregation schedule 200 tasks.
     "spark.sql.shuffle.partitions": "4",
     "spark.sql.streaming.stopGracefullyOnShutdown": "true",
+    # An idle query looks for new input this often (Spark's default, 10 ms, makes every
+    # idle query of a runtime list its source 100 times a second). While input keeps
+    # coming, batches follow each other without this wait.
+    "spark.sql.streaming.pollingDelay": "250ms",
+    # Checkpoint logs (offsets, commits, sources) through the FileSystem API: streamql's
+    # checkpoints are local (or mounted) paths, where its rename is atomic, and Spark's
+    # default FileContext manager makes Hadoop start a `readlink` or `chmod` process for
+    # most checkpoint writes when Hadoop's native library is absent (as with pip's
+    # pyspark): about 30 processes per micro-batch, the largest fixed cost of a batch.
+    "spark.sql.streaming.checkpointFileManagerClass": (
+        "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+    ),
     # Event times and window bounds in output files are UTC, whatever the host's zone.
     "spark.sql.session.timeZone": "UTC",
 }
