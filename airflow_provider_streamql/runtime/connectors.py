@@ -193,12 +193,23 @@ class _JoinAsOfBatch:
         return spark.sql(self.plan.spark_sql)
 
 
+#: Hadoop committer settings for a batch's write into its own hidden directory, which is
+#: renamed into place afterwards (the atomic step): task output moved once, not twice, and
+#: no ``_SUCCESS`` marker. Each file or directory Hadoop's local file system creates costs a
+#: ``chmod`` process without Hadoop's native library.
+QUICK_COMMIT = {
+    "mapreduce.fileoutputcommitter.algorithm.version": "2",
+    "mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
+}
+
+
 class BatchWriter:
     """foreachBatch function writing each batch once, atomically, under a name made of
     ``prefix`` and the batch id.
 
     ``as_directory``: the batch becomes a changelog entry directory (tables); otherwise its
-    single data file is moved into the stream directory. ``compute`` turns the micro-batch
+    data files (one per task) are moved into the stream directory, the one named after the
+    batch last. ``compute`` turns the micro-batch
     into the rows to write (stream-table joins). ``before_commit`` runs just before the
     rename; it raises if this runtime lost the query's lease, so a fenced-off runtime never
     commits.
@@ -235,23 +246,30 @@ class BatchWriter:
             if isinstance(df, Changes):  # a query over tables: upserts and deleted keys
                 df, deleted = df.rows, df.deleted
         tmp = os.path.join(self.sink.path, f".tmp-{name}")
-        self._save(df, tmp)
+        self._save(df, tmp, one_file=self.as_directory)
         if deleted is not None:
             self._write_tombstones(deleted, tmp)
         self.before_commit()
         if self.as_directory:
             os.rename(tmp, final)
             return
-        parts = [n for n in os.listdir(tmp) if is_data_name(n)]
-        if parts:
-            os.rename(os.path.join(tmp, parts[0]), final)
+        # A stream's batch is written in parallel, one file per task. The first file is
+        # renamed last under the batch's own name: its presence says the batch is complete.
+        # (A crash before that re-runs the batch, whose files get the same names again.)
+        first, *others = _data_files(tmp) or [None]
+        for i, part in enumerate(others, start=1):
+            os.rename(os.path.join(tmp, part), os.path.join(self.sink.path, f"{name}-p{i:05d}{suffix}"))
+        if first is not None:
+            os.rename(os.path.join(tmp, first), final)
         shutil.rmtree(tmp, ignore_errors=True)
 
-    def _save(self, df: DataFrame, directory: str) -> None:
-        """``df`` as one data file in the sink's format, in a fresh hidden ``directory``."""
+    def _save(self, df: DataFrame, directory: str, *, one_file: bool = True) -> None:
+        """``df`` in the sink's format in a fresh hidden ``directory``: as one data file, or
+        (``one_file=False``) one per partition, written in parallel."""
         shutil.rmtree(directory, ignore_errors=True)
-        writer = df.coalesce(1).write.format(FORMATS[self.sink.format][0]).options(**format_options(self.sink))
-        writer.mode("overwrite").save(directory)
+        df = df.coalesce(1) if one_file else df
+        writer = df.write.format(FORMATS[self.sink.format][0]).options(**format_options(self.sink))
+        writer.options(**QUICK_COMMIT).mode("overwrite").save(directory)
 
     def _written_by_another_version(self, batch_id: int, suffix: str) -> bool:
         """A stream's batch file from an earlier version of the same query (its prefix is
@@ -277,8 +295,13 @@ class BatchWriter:
         )
         staging = entry + TOMBSTONES
         self._save(rows, staging)
-        parts = [n for n in os.listdir(staging) if is_data_name(n) and os.path.getsize(os.path.join(staging, n))]
+        parts = _data_files(staging)
         if parts:
             name = "deleted" + TOMBSTONES + FORMATS[self.sink.format][1]
             os.rename(os.path.join(staging, parts[0]), os.path.join(entry, name))
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _data_files(directory: str) -> list[str]:
+    """The non-empty data files Spark wrote into ``directory``, in name order."""
+    return sorted(n for n in os.listdir(directory) if is_data_name(n) and os.path.getsize(os.path.join(directory, n)))
