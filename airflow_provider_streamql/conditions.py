@@ -18,7 +18,7 @@ from .catalog import Catalog, Progress, QueryInfo
 from .errors import ValidationError
 from .planner.introspection import shown_state
 from .storage import topics
-from .storage.checkpoints import processed_files
+from .storage.checkpoints import last_committed_batch, processed_files
 
 
 class QueryView(Protocol):
@@ -235,6 +235,7 @@ class CaughtUp(Condition):
     def __post_init__(self) -> None:
         self.as_of = self.as_of or time.time()
         self._wanted: set[str] | None = None
+        self._committed, self._missing = -2, set()  # -2: no look at the checkpoint yet
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "query_id": self.query_id, "as_of": self.as_of}
@@ -253,7 +254,11 @@ class CaughtUp(Condition):
                 )
             self._query_id, self._checkpoint = query.id, query.checkpoint
             self._wanted = _input_files(engine, query, self.as_of)
-        missing = self._wanted - processed_files(self._checkpoint)
+        # the checkpoint's logs are parsed again only when a new batch has committed
+        committed = last_committed_batch(self._checkpoint)
+        if committed != self._committed:
+            self._committed, self._missing = committed, self._wanted - processed_files(self._checkpoint)
+        missing = self._missing
         details = {"query_id": self._query_id, "input_files": len(self._wanted), "missing": len(missing)}
         if not missing:
             return Check(

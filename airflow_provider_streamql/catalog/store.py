@@ -241,6 +241,12 @@ class Catalog(ObservedState):
             row = conn.execute(select(s.sources).where(s.sources.c.name == name)).first()
         return SourceInfo.from_row(row) if row else None
 
+    def last_command(self) -> int:
+        """The sequence number of the newest statement logged (0 if none): it changes
+        whenever a statement changes desired state, which a runtime watches to act at once."""
+        with self._reading(None) as conn:
+            return conn.execute(select(func.max(s.commands.c.seq))).scalar() or 0
+
     def commands(self, conn: Connection | None = None) -> list[dict[str, Any]]:
         with self._reading(conn) as conn:
             return [dict(r._mapping) for r in conn.execute(select(s.commands).order_by(s.commands.c.seq))]
