@@ -175,7 +175,11 @@ def submit_apps(k: int) -> dict:
     base = tempfile.mkdtemp(prefix="bench-submit-")
     src = os.path.join(base, "src")
     os.makedirs(src)
+    import pyspark
+
     spark_submit = os.path.join(os.path.dirname(sys.executable), "spark-submit")
+    home = os.path.dirname(pyspark.__file__)  # pip's pyspark is a Spark distribution
+    env = {**os.environ, "SPARK_HOME": home, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     procs, outputs, ready = [], [], []
     t0 = time.monotonic()
     for i in range(k):
@@ -184,7 +188,7 @@ def submit_apps(k: int) -> dict:
         ready.append(out + ".started")
         cmd = [spark_submit, "--master", "local[2]", "--conf", "spark.ui.enabled=false"]
         cmd += [os.path.join(HERE, "submit_query.py"), src, out, str(k), str(i)]
-        procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
+        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     while not all(os.path.exists(r) for r in ready):
         if any(p.poll() is not None for p in procs):
             raise RuntimeError("a spark-submit application exited")

@@ -187,3 +187,11 @@ PROXY_ERROR = (
 ])
 def test_a_query_error_is_reported_by_its_own_first_line(message, shown):
     assert first_line(RuntimeError(message)) == shown
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "x", "2.5"])
+def test_runtime_workers_must_be_a_whole_number_of_at_least_one(capsys, value):
+    with pytest.raises(SystemExit) as stopped:
+        main(["runtime", "--workers", value])
+    assert stopped.value.code == 2
+    assert f"--workers: a whole number of at least 1, not {value!r}" in capsys.readouterr().err
