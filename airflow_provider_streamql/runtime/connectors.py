@@ -256,11 +256,11 @@ class BatchWriter:
         # A stream's batch is written in parallel, one file per task. The first file is
         # renamed last under the batch's own name: its presence says the batch is complete.
         # (A crash before that re-runs the batch, whose files get the same names again.)
-        first, *others = _data_files(tmp) or [None]
-        for i, part in enumerate(others, start=1):
+        files = _data_files(tmp)
+        for i, part in enumerate(files[1:], start=1):
             os.rename(os.path.join(tmp, part), os.path.join(self.sink.path, f"{name}-p{i:05d}{suffix}"))
-        if first is not None:
-            os.rename(os.path.join(tmp, first), final)
+        if files:
+            os.rename(os.path.join(tmp, files[0]), final)
         shutil.rmtree(tmp, ignore_errors=True)
 
     def _save(self, df: DataFrame, directory: str, *, one_file: bool = True) -> None:
