@@ -237,7 +237,10 @@ def main() -> None:
     if one:
         print("\nratio to N=1 (goal: <= 8 at N=40)")
         for row in rows:
-            ratios = {k: round(row[k] / max(one[k], 1e-9), 1) for k in ("create_s", "catch_up_s", "pause_all_s", "resume_all_s")}
+            ratios = {
+                k: round(row[k] / max(one[k], 1e-9), 1)
+                for k in ("create_s", "catch_up_s", "pause_all_s", "resume_all_s")
+            }
             print(f"N={row['n']:>4}  {json.dumps(ratios)}")
     if args.submit:
         k = args.submit
