@@ -155,26 +155,25 @@ class Runtime:
         held (one write each), then reconcile the queries, up to ``workers`` at once."""
         self.catalog.heartbeat(self.id, self.pipeline, self.host, self.pid, **self.spark_info)
         self._renew_leases()
-        queries = self.catalog.queries(self.pipeline)
-        self._each(self._reconcile_one, queries)
+        self._each("reconciling", self._reconcile_one, self.catalog.queries(self.pipeline))
 
     def _reconcile_one(self, query: QueryInfo) -> None:
         if not self.stopping.is_set():
             self.reconciler.reconcile(query)
 
-    def _each(self, action, items) -> None:
-        """``action`` on every item on the worker threads; one failing is logged and does
-        not keep the others from their turn."""
+    def _each(self, what: str, action, items) -> None:
+        """``action`` on every item (a query or query id) on the worker threads; one failing
+        is logged and does not keep the others from their turn."""
         for item, future in [(item, self.workers.submit(action, item)) for item in items]:
             try:
                 future.result()
             except Exception:
-                log.exception("reconciling %s failed; retrying next pass", getattr(item, "id", item))
+                log.exception("%s %s failed", what, getattr(item, "id", item))
 
     def shutdown(self) -> None:
         """Stop every query after its in-flight batch, mark running ones UNASSIGNED (their
         checkpoints are kept; the next runtime resumes them) and release all leases."""
-        self._each(self._unassign, list(self.active))
+        self._each("stopping", self._unassign, list(self.active))
         self.workers.shutdown()
         self.catalog.runtime_stopped(self.id)
         try:
@@ -195,14 +194,19 @@ class Runtime:
         Lost leases are handled by the next pass."""
         while not self.stopping.wait(self.lease_ttl / 4):
             try:
-                self.lost.update(self.catalog.renew_leases(self.id, dict(self.epochs), self.lease_ttl))
+                self.lost.update(self._renew_all())
             except Exception:
                 log.exception("renewing leases failed; retrying")
 
+    def _renew_all(self) -> dict[str, int]:
+        """Renew every lease held, in one write; returns the lost ones with their epoch."""
+        return self.catalog.renew_leases(self.id, dict(self.epochs), self.lease_ttl)
+
     def _renew_leases(self) -> None:
-        """Renew every lease held in one write; stop the queries whose lease was lost."""
+        """Renew every lease held; stop the queries whose lease was lost (now or found lost
+        by the keeper since the last pass)."""
         found, self.lost = self.lost, {}  # swapped, not cleared: the keeper may add meanwhile
-        lost = {**found, **self.catalog.renew_leases(self.id, dict(self.epochs), self.lease_ttl)}
+        lost = {**found, **self._renew_all()}
         for query_id, epoch in lost.items():
             if self.epochs.get(query_id) != epoch:
                 continue  # released or taken anew since
@@ -213,21 +217,14 @@ class Runtime:
 
     def take_lease(self, query: QueryInfo) -> int | None:
         """The query's lease: its epoch, or None if another runtime holds it. Leases held
-        were renewed at the start of the pass; others are acquired here. A query running
-        here under a lost lease, or an older epoch, is stopped first."""
-        if query.id in self.epochs:
-            return self.epochs[query.id]
-        epoch = self.catalog.acquire_lease(query.id, self.id, self.lease_ttl)
-        if epoch is None:  # another runtime holds it: never run it here
-            if query.id in self.active:
-                log.warning("lost the lease on %s; stopping it", query.id)
-                self.stop_query(query.id)
-            self.epochs.pop(query.id, None)
-            return None
-        if self.epochs.get(query.id) != epoch and query.id in self.active:
-            self.stop_query(query.id)  # fenced by a newer epoch
-        self.epochs[query.id] = epoch
-        return epoch
+        were renewed at the start of the pass, where a query whose lease was lost (expired
+        and taken, or fenced by a newer epoch) is stopped; others are acquired here."""
+        if query.id not in self.epochs:
+            epoch = self.catalog.acquire_lease(query.id, self.id, self.lease_ttl)
+            if epoch is None:  # another runtime holds it: never run it here
+                return None
+            self.epochs[query.id] = epoch
+        return self.epochs[query.id]
 
     def release_lease(self, query_id: str) -> None:
         self.catalog.release_lease(query_id, self.id)

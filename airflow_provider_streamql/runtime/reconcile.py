@@ -51,8 +51,8 @@ class Driver(Protocol):
     def running(self, query_id: str) -> Running | None: ...
 
     def take_lease(self, query: QueryInfo) -> int | None:
-        """Acquire or renew the query's lease: its epoch, or None if another runtime holds
-        it (a query running here under a lost or older lease is stopped first)."""
+        """The query's lease, held or acquired: its epoch, or None if another runtime holds
+        it (a query whose lease was lost is stopped before the pass reconciles it)."""
 
     def release_lease(self, query_id: str) -> None: ...
 
