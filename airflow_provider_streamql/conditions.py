@@ -235,7 +235,8 @@ class CaughtUp(Condition):
     def __post_init__(self) -> None:
         self.as_of = self.as_of or time.time()
         self._wanted: set[str] | None = None
-        self._committed, self._missing = -2, set()  # -2: no look at the checkpoint yet
+        self._committed: int | None = None  # the last committed batch looked at
+        self._missing: set[str] = set()
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "query_id": self.query_id, "as_of": self.as_of}

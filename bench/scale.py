@@ -82,7 +82,6 @@ def child(n: int, idle: float, through: bool) -> dict:
     thread.start()
     time.sleep(1.0)  # the runtime is up and idle
 
-    ids = [f"CSAS_O{i}_{i + 2}" for i in range(n)]  # statement numbers: src is 1
     script = ";\n".join(f"CREATE STREAM o{i} AS SELECT * FROM src WHERE id % {n} = {i}" for i in range(n))
     t0 = time.monotonic()
     results = engine.execute(script + ";")

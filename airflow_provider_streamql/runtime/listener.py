@@ -72,7 +72,8 @@ class ProgressListener(StreamingQueryListener):
                     batch_id=p["batchId"],
                     input_rows=p["numInputRows"],
                     total_input_rows=p["numInputRows"],
-                    rows_per_second=_number(p.get("processedRowsPerSecond")),
+                    # Spark leaves a NaN or infinite rate out of the JSON
+                    rows_per_second=p.get("processedRowsPerSecond", 0.0),
                     source_offsets=[_offset(s.get("endOffset")) for s in p.get("sources", [])],
                     last_batch_at=time.time(),
                     late_rows=sum(op["dropped_by_watermark"] for op in operators),
@@ -114,12 +115,3 @@ class _ProgressJson:
 def _offset(value: Any) -> str | None:
     """An offset as Spark's SourceProgress gives it: its JSON text."""
     return value if value is None or isinstance(value, str) else json.dumps(value, separators=(",", ":"))
-
-
-def _number(value: Any) -> float:
-    """Spark writes NaN and infinite rates as JSON strings ("NaN"); those count as 0."""
-    try:
-        number = float(value or 0.0)
-    except (TypeError, ValueError):
-        return 0.0
-    return number if number == number and abs(number) != float("inf") else 0.0
