@@ -1,8 +1,8 @@
 """What already ran before issue 15: filters, projections, CASE, BETWEEN, aggregates, windows."""
 
-from .harness import Case
+from .harness import Case, minute
 
-M0, M1, M2 = (f"2024-01-01T00:0{m}:00.000Z" for m in range(3))  # window bounds as a pull query shows them
+M0, M1, M2 = map(minute, range(3))
 SOURCES = """
 CREATE STREAM b_pageviews (user STRING, page STRING, ms INT, ts TIMESTAMP) WITH (timestamp='ts');
 """

@@ -2,9 +2,9 @@
 ksqlDB gives for the same records (ROWTIME is BIGINT epoch milliseconds; 2024-01-01T00:00:00Z
 is 1704067200000)."""
 
-from .harness import Case
+from .harness import Case, minute
 
-M0, M1, M2 = (f"2024-01-01T00:0{m}:00.000Z" for m in range(3))
+M0, M1, M2 = map(minute, range(3))
 SOURCES = """
 CREATE STREAM fn_views (user STRING KEY, page STRING, ms INT, ts TIMESTAMP) WITH (timestamp='ts');
 """

@@ -1,9 +1,9 @@
 """Item 3: INSERT VALUES takes expressions over literals, typed literals and CAST, checked
 against the target column. The records the inputs write are read back by queries."""
 
-from .harness import Case
+from .harness import Case, minute
 
-M0, M1, M2 = (f"2024-01-01T00:0{m}:00.000Z" for m in range(3))  # window bounds as a pull query shows them
+M0, M1, M2 = map(minute, range(3))
 SOURCES = """
 CREATE STREAM iv_events (id INT, name STRING, amount DOUBLE, ts TIMESTAMP) WITH (timestamp='ts');
 """

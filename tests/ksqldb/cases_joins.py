@@ -7,9 +7,9 @@ without it ksqlDB keeps a join's window open 24 hours and emits an unmatched row
 The last order and shipment (09, at 00:10) move both streams' time past every other window.
 """
 
-from .harness import Case
+from .harness import Case, minute
 
-M0, M1, M5, M6 = (f"2024-01-01T00:0{m}:00.000Z" for m in (0, 1, 5, 6))
+M0, M1, M5, M6 = map(minute, (0, 1, 5, 6))
 SOURCES = """
 CREATE STREAM j_orders (oid INT, user STRING, amount DOUBLE, ts TIMESTAMP) WITH (timestamp='ts');
 CREATE STREAM j_shipments (oid INT, carrier STRING, ts TIMESTAMP) WITH (timestamp='ts');

@@ -1,10 +1,10 @@
 """Items 1 and 2: join output named like ksqlDB's (``<ALIAS>_<COLUMN>``, the join key once)
 and ``KSQL_COL_<n>`` for expressions without ``AS``."""
 
-from .harness import Case
+from .harness import Case, minute
 
 T0, T10, T20, T30, T40 = (f"2024-01-01T00:00:{s:02d}.000Z" for s in (0, 10, 20, 30, 40))
-M0, M1 = "2024-01-01T00:00:00.000Z", "2024-01-01T00:01:00.000Z"
+M0, M1 = map(minute, range(2))
 SOURCES = """
 CREATE STREAM n_orders (oid INT, user STRING, amount DOUBLE, ts TIMESTAMP) WITH (timestamp='ts');
 CREATE STREAM n_shipments (oid INT, carrier STRING, ts TIMESTAMP) WITH (timestamp='ts');

@@ -18,6 +18,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+def minute(m: int) -> str:
+    """The window bound 2024-01-01 00:0<m>, as a pull query shows it (the cases' windows)."""
+    return f"2024-01-01T00:{m:02d}:00.000Z"
+
+
 @dataclass(frozen=True)
 class Case:
     """One ksqlDB statement and what streamql must make of it.
