@@ -9,7 +9,7 @@ CREATE STREAM shipments (oid INT, carrier STRING, ts TIMESTAMP) WITH (timestamp=
 CREATE STREAM shipped AS SELECT o.oid AS oid, o.amount AS amount, s.carrier AS carrier
   FROM orders o JOIN shipments s WITHIN 1 MINUTE ON o.oid = s.oid;
 CREATE STREAM all_orders AS SELECT o.oid AS oid, o.amount AS amount, s.carrier AS carrier
-  FROM orders o LEFT JOIN shipments s WITHIN 1 MINUTE ON o.oid = s.oid;
+  FROM orders o LEFT JOIN shipments s WITHIN 1 MINUTE GRACE PERIOD 0 SECONDS ON o.oid = s.oid;
 """
 
 

@@ -14,7 +14,7 @@ JOINS = """
 CREATE STREAM orders (oid INT, amount DOUBLE, ts TIMESTAMP) WITH (timestamp='ts');
 CREATE STREAM shipments (oid INT, carrier STRING, ts TIMESTAMP) WITH (timestamp='ts');
 CREATE STREAM all_orders AS SELECT o.oid AS oid, o.amount AS amount, s.carrier AS carrier
-  FROM orders o LEFT JOIN shipments s WITHIN 1 MINUTE ON o.oid = s.oid;
+  FROM orders o LEFT JOIN shipments s WITHIN 1 MINUTE GRACE PERIOD 0 SECONDS ON o.oid = s.oid;
 CREATE STREAM shipped AS SELECT o.oid AS oid, o.amount AS amount, s.carrier AS carrier
   FROM orders o JOIN shipments s WITHIN 1 MINUTE ON o.oid = s.oid;
 CREATE TABLE users (id STRING PRIMARY KEY, name STRING);

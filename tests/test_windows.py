@@ -1,8 +1,11 @@
 """Windowed aggregations over out-of-order event time; the expected rows are worked out by
 hand from the input, with Spark's rules: a window closes when the watermark (the greatest
 event time seen, minus the grace period) reaches its end; a record for a closed window is
-late and dropped."""
+late and dropped. The cases that test late records and closed windows state GRACE PERIOD 0
+SECONDS (the default is ksqlDB's 24 hours)."""
 import pytest
+
+from airflow_provider_streamql.language import streaming
 
 from .support import changelog, hhmmss, wait_until
 
@@ -17,7 +20,7 @@ GROUPS = [
 # name -> (query, expected table {(user, WINDOWSTART, WINDOWEND): (count, sum)}, late rows)
 CASES = {
     "tumbling_final": (
-        "WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY user EMIT FINAL",
+        "WINDOW TUMBLING (SIZE 1 MINUTE, GRACE PERIOD 0 SECONDS) GROUP BY user EMIT FINAL",
         # a@00:00:30 arrives after the watermark reached 00:01:10: [00:00, 00:01) is closed.
         # c's window is still open at the end, so it is not emitted.
         {("a", "00:00:00", "00:01:00"): (2, 3), ("b", "00:01:00", "00:02:00"): (2, 6)}, 1),
@@ -27,11 +30,12 @@ CASES = {
         # (watermark 00:01:30 after the third group).
         {("a", "00:00:00", "00:01:00"): (3, 6)}, 0),
     "tumbling_changes": (
-        "WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY user EMIT CHANGES",
+        "WINDOW TUMBLING (SIZE 1 MINUTE, GRACE PERIOD 0 SECONDS) GROUP BY user EMIT CHANGES",
         {("a", "00:00:00", "00:01:00"): (2, 3), ("b", "00:01:00", "00:02:00"): (2, 6),
          ("c", "00:02:00", "00:03:00"): (1, 7)}, 1),
     "hopping_changes": (
-        "WINDOW HOPPING (SIZE 1 MINUTE, ADVANCE BY 30 SECONDS) GROUP BY user EMIT CHANGES",
+        "WINDOW HOPPING (SIZE 1 MINUTE, ADVANCE BY 30 SECONDS, GRACE PERIOD 0 SECONDS) GROUP BY user "
+        "EMIT CHANGES",
         # each record falls in two windows; a@00:00:30's [00:00, 00:01) is closed (late),
         # its [00:00:30, 00:01:30) is still open.
         {("a", "2023-12-31 23:59:30", "00:00:30"): (1, 1), ("a", "00:00:00", "00:01:00"): (2, 3),
@@ -51,7 +55,7 @@ CASES = {
         # at watermark 00:01:30 that session has closed, b's [00:01:10, 00:01:50) has not.
         {("a", "00:00:10", "00:01:20"): (3, 6)}, 0),
     "session_final": (
-        "WINDOW SESSION (30 SECONDS) GROUP BY user EMIT FINAL",
+        "WINDOW SESSION (30 SECONDS, GRACE PERIOD 0 SECONDS) GROUP BY user EMIT FINAL",
         # sessions: a [00:00:10, 00:00:40) and [00:00:50, 00:01:20); b@00:01:20 extends b's
         # session to [00:01:10, 00:01:50); a@00:00:30 is late. c's session is still open.
         {("a", "00:00:10", "00:00:40"): (1, 1), ("a", "00:00:50", "00:01:20"): (1, 2),
@@ -122,7 +126,8 @@ def test_aggregates_having_and_several_grouping_expressions(sqlite_engine, runti
         CREATE TABLE stats AS SELECT user, UPPER(user) AS shout, COUNT(*) AS c, AVG(n) AS mean,
           MIN(n) AS low, MAX(n) AS high FROM clicks GROUP BY user, UPPER(user) HAVING COUNT(*) > 1;
         CREATE TABLE busy AS SELECT user, COUNT(*) AS c, WINDOWSTART FROM clicks
-          WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY user HAVING SUM(n) >= 3 EMIT CHANGES;
+          WINDOW TUMBLING (SIZE 1 MINUTE, GRACE PERIOD 0 SECONDS) GROUP BY user HAVING SUM(n) >= 3
+          EMIT CHANGES;
     """)
     runtimes.start(engine)
     feed(engine, ["CTAS_STATS_1", "CTAS_BUSY_2"], GROUPS)
@@ -179,3 +184,60 @@ def test_bad_windowed_queries_are_rejected_before_anything_runs(engine, sql, fra
         engine.execute(sql)
     assert fragment in str(info.value)
     assert engine.queries() == [] and engine.execute("SHOW STREAMS")[0].rows == []
+
+
+JOINED = """
+CREATE STREAM orders (oid INT, user STRING, ts TIMESTAMP) WITH (timestamp='ts');
+CREATE STREAM shipments (oid INT, carrier STRING, ts TIMESTAMP) WITH (timestamp='ts');
+CREATE TABLE users (id STRING PRIMARY KEY, name STRING);
+"""
+COUNTS = "CREATE TABLE t AS SELECT user, COUNT(*) AS n FROM clicks "
+TUMBLING = COUNTS + "WINDOW TUMBLING (SIZE 1 MINUTE{}) GROUP BY user"
+JOIN = "CREATE STREAM t AS SELECT o.oid AS oid FROM orders o {} JOIN shipments s WITHIN 1 MINUTE{} ON o.oid = s.oid"
+WINDOWED_JOIN = ("CREATE TABLE t AS SELECT s.carrier AS carrier, COUNT(*) AS n FROM shipments s LEFT JOIN orders o "
+                 "WITHIN (1 MINUTE, 0 SECONDS){} ON s.oid = o.oid WINDOW TUMBLING (SIZE 1 MINUTE{}) "
+                 "GROUP BY s.carrier EMIT FINAL")
+
+# the query -> the grace period EXPLAIN (and DESCRIBE of its sink, EXTENDED) shows
+GRACE_SHOWN = [
+    (TUMBLING.format(", GRACE PERIOD 60 SECONDS"), "60 SECONDS"),
+    (TUMBLING.format(", GRACE PERIOD 0 SECONDS"), "0 SECONDS"),
+    (TUMBLING.format(", GRACE PERIOD 2 HOURS"), "2 HOURS"),
+    (TUMBLING.format(""), "24 HOURS (default)"),
+    (COUNTS + "WINDOW SESSION (30 SECONDS) GROUP BY user EMIT FINAL", "24 HOURS (default)"),
+    (JOIN.format("", ""), "24 HOURS (default)"),
+    (JOIN.format("LEFT", " GRACE PERIOD 1 MINUTE"), "60 SECONDS"),
+    (WINDOWED_JOIN.format(" GRACE PERIOD 1 MINUTE", ", GRACE PERIOD 1 MINUTE"), "60 SECONDS"),
+    (WINDOWED_JOIN.format(" GRACE PERIOD 1 MINUTE", ""), "SHIPMENTS: 24 HOURS (default), ORDERS: 60 SECONDS"),
+    (COUNTS + "GROUP BY user", None),
+    ("CREATE STREAM t AS SELECT o.oid AS oid, u.name AS name FROM orders o JOIN users u ON o.user = u.id", None),
+]
+
+
+@pytest.mark.parametrize("sql, shown", GRACE_SHOWN)
+def test_explain_and_describe_show_the_grace_period(sqlite_engine, sql, shown):
+    engine = sqlite_engine
+    [*_, created] = engine.execute(CLICKS + JOINED + sql)
+    explained = dict(map(tuple, engine.execute(f"EXPLAIN {created.query_id}")[0].rows))
+    assert explained["grace_period"] == shown
+    described = engine.execute("DESCRIBE t EXTENDED")[0].message
+    line = f"Grace period of {created.query_id}: {shown}"
+    assert (line in described) if shown else "Grace period" not in described
+
+
+def test_a_version_keeps_the_grace_period_it_was_created_with(sqlite_engine, monkeypatch):
+    """The plan, watermarks included, is stored with each version: a version created when the
+    default was 0 keeps it after the default became 24 hours; a new version gets 24 hours."""
+    engine = sqlite_engine
+    window = TUMBLING.format("").replace("CREATE TABLE", "CREATE OR REPLACE TABLE")
+    with monkeypatch.context() as patched:
+        patched.setattr(streaming, "DEFAULT_GRACE_SECONDS", 0.0)
+        engine.execute(CLICKS + window)
+    assert engine.catalog.query("CTAS_T_1").plan.watermarks == {"CLICKS": ["ts", 0.0]}
+    explained = dict(map(tuple, engine.execute("EXPLAIN CTAS_T_1")[0].rows))
+    assert explained["grace_period"] == "0 SECONDS (default when created)"
+    engine.execute(window + " HAVING COUNT(*) > 0")
+    assert engine.catalog.query("CTAS_T_1").version == 2
+    assert engine.catalog.query("CTAS_T_1").plan.watermarks == {"CLICKS": ["ts", 24 * 3600.0]}
+    explained = dict(map(tuple, engine.execute("EXPLAIN CTAS_T_1")[0].rows))
+    assert explained["grace_period"] == "24 HOURS (default)"

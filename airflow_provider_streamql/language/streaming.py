@@ -21,7 +21,9 @@ WINDOW_FUNCTIONS = {
     "HOPPING": lambda ts, w: f"window({ts}, {_interval(w.size)}, {_interval(w.advance)})",
     "SESSION": lambda ts, w: f"session_window({ts}, {_interval(w.size)})",
 }
-DEFAULT_GRACE_SECONDS = 0.0
+#: the grace period of a WINDOW or a stream-stream JOIN ... WITHIN without GRACE PERIOD:
+#: ksqlDB's default, 24 hours (a version keeps the watermark its stored plan was compiled with)
+DEFAULT_GRACE_SECONDS = 24 * 60 * 60.0
 
 
 @dataclass
@@ -159,6 +161,7 @@ def _bind_window_bounds(tree: exp.Select, window_sql: str) -> None:
 
 
 def _grace(seconds: float | None) -> float:
+    """The watermark delay of a WINDOW or WITHIN: its GRACE PERIOD, or the default."""
     return DEFAULT_GRACE_SECONDS if seconds is None else seconds
 
 

@@ -8,7 +8,10 @@ from typing import Any
 from sqlalchemy import Connection
 
 from ..catalog import ACTIVE_STATES, Catalog, QueryInfo, Snapshot
+from ..errors import StreamQLError
+from ..language import parse_one
 from ..language import statements as st
+from ..language.streaming import DEFAULT_GRACE_SECONDS
 from ..results import Result
 from ..storage.checkpoints import planned_watermark_ms
 
@@ -106,6 +109,8 @@ def describe(catalog: Catalog, conn: Connection, snapshot: Snapshot, stmt: st.De
         for writer in writers:
             lines += [f"{label} of {writer}: {text}" for label, text in version_history(catalog, writer, conn)]
             lines += [f"Bad record of {writer}: {text}" for text in bad_record_lines(catalog, writer, conn)]
+            if (grace := grace_period(snapshot.queries[writer])) is not None:
+                lines.append(f"Grace period of {writer}: {grace}")
         for row in query_rows(catalog, [snapshot.queries[i] for i in writers + readers], conn):
             lines.append(
                 f"Query {row['query_id']}: {row['state']} (desired {row['desired']}), "
@@ -143,6 +148,7 @@ def explain(catalog: Catalog, conn: Connection, snapshot: Snapshot, stmt: st.Exp
         ("late_rows", row["late_rows"]),
         ("output_mode", q.plan.output_mode),
         ("watermarks", q.plan.watermarks),
+        ("grace_period", grace_period(q)),
         ("watermark_now", _utc(planned_watermark_ms(q.checkpoint)) if q.plan.watermarks else None),
         *[
             (
@@ -166,6 +172,53 @@ def describe_query(catalog: Catalog, conn: Connection, snapshot: Snapshot, stmt:
     explained = explain(catalog, conn, snapshot, st.Explain(query_id=stmt.name, text=stmt.text))
     rows = explained.rows if stmt.extended else [r for r in explained.rows if r[0] != "bad record"]
     return Result(stmt.text, columns=explained.columns, rows=rows)
+
+
+def grace_period(q: QueryInfo) -> str | None:
+    """The grace period of a windowed or joined query as its plan was compiled (the watermark
+    delay of its sources), ``(default)`` where the statement gives no GRACE PERIOD; None for
+    a query without a watermark. Sources with different grace periods are named."""
+    if not q.plan.watermarks:
+        return None
+    given = _given_graces(q)
+    shown = {}
+    for source, (_column, seconds) in q.plan.watermarks.items():
+        text = _duration(seconds)
+        if given is not None and seconds not in given.get(source, []):
+            text += " (default)" if seconds == DEFAULT_GRACE_SECONDS else " (default when created)"
+        shown[source] = text
+    if len(set(shown.values())) == 1:
+        return next(iter(shown.values()))
+    return ", ".join(f"{source}: {text}" for source, text in shown.items())
+
+
+def _given_graces(q: QueryInfo) -> dict[str, list[float]] | None:
+    """Source -> the GRACE PERIODs the query's statement gives it (its WINDOW's and WITHINs'),
+    as the plan assigns them (a WINDOW to the FROM stream, a WITHIN to both streams it joins);
+    None when the statement no longer parses."""
+    try:
+        stmt = parse_one(q.sql)
+    except StreamQLError:
+        return None
+    first = q.sources[0]
+    given: dict[str, list[float]] = {}
+    if stmt.window is not None and stmt.window.grace is not None:
+        given.setdefault(first, []).append(stmt.window.grace)
+    select = getattr(stmt, "select", None)
+    joins = select.args.get("joins") or [] if select is not None else []
+    for join, within in zip(joins, stmt.withins, strict=False):
+        if within is not None and within.grace is not None:
+            for name in (first, join.this.name.upper()):
+                given.setdefault(name, []).append(within.grace)
+    return given
+
+
+def _duration(seconds: float) -> str:
+    """``24 HOURS``, ``1 HOUR``, ``60 SECONDS``: whole hours in hours, anything else in seconds."""
+    if seconds and seconds % 3600 == 0:
+        hours = int(seconds // 3600)
+        return f"{hours} HOUR{'S' if hours != 1 else ''}"
+    return f"{seconds:g} SECONDS"
 
 
 def bad_record_lines(catalog: Catalog, query_id: str, conn: Connection | None = None) -> list[str]:
