@@ -46,7 +46,6 @@ import time
 
 import pytest
 
-from airflow_provider_streamql.catalog import Catalog
 from airflow_provider_streamql.engine import Engine
 from airflow_provider_streamql.storage import topics
 from airflow_provider_streamql.storage.checkpoints import (
