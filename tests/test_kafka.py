@@ -12,6 +12,7 @@ import pytest
 from airflow_provider_streamql.errors import StateError, ValidationError
 from airflow_provider_streamql.runtime import kafka
 from airflow_provider_streamql.runtime.badrecords import RecordGuard
+from airflow_provider_streamql.runtime.tables import HavingDeletes
 
 ORDERS = "CREATE STREAM orders (id INT KEY, item STRING, qty INT) WITH (kafka_topic='orders');"
 
@@ -135,3 +136,17 @@ def test_a_runtime_without_the_connector_says_what_to_add(spark, sqlite_engine, 
     assert engine.query("CSAS_COPY_1").error.startswith(
         "the Kafka connector is not on this runtime's classpath: submit it with --packages "
         "org.apache.spark:spark-sql-kafka-0-10_2.13:<Spark version>")
+
+
+@pytest.mark.spark
+def test_a_group_failing_having_becomes_a_tombstone(spark, sqlite_engine):
+    """A Kafka table's changelog as ksqlDB writes it: a group an update makes fail HAVING is
+    its key with a null value."""
+    sqlite_engine.execute(ORDERS + "CREATE TABLE big WITH (kafka_topic='big') AS "
+                                   "SELECT item, SUM(qty) AS qty FROM orders GROUP BY item HAVING SUM(qty) > 5")
+    big = sqlite_engine.catalog.source("BIG")
+    column = sqlite_engine.catalog.query("CTAS_BIG_1").plan.having_column
+    batch = spark.createDataFrame([("tea", 7, True), ("pot", 2, False)], f"item STRING, qty BIGINT, {column} BOOLEAN")
+    changes = HavingDeletes(column, big.key_columns)(batch)
+    out = kafka.encode(changes.rows, big, deleted=changes.deleted)
+    assert sorted(tuple(r) for r in out.collect()) == [("pot", None), ("tea", '{"qty":7}')]

@@ -30,6 +30,7 @@ def derive_query(
         timestamps={n: sources[n].timestamp_column for n in analysis.sources},
         tables=static,
         schemas={n: sources[n].columns for n in analysis.sources},
+        over_tables=over_tables,
     )
     if over_tables:
         plan.table_query = "recompute" if analysis.aggregate or analysis.joins else "changes"

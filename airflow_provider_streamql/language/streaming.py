@@ -21,6 +21,8 @@ WINDOW_FUNCTIONS = {
     "HOPPING": lambda ts, w: f"window({ts}, {_interval(w.size)}, {_interval(w.advance)})",
     "SESSION": lambda ts, w: f"session_window({ts}, {_interval(w.size)})",
 }
+#: the output column an aggregation's HAVING becomes (see :func:`_having_as_column`)
+HAVING_COLUMN = "__streamql_having"
 #: the grace period of a WINDOW or a stream-stream JOIN ... WITHIN without GRACE PERIOD:
 #: ksqlDB's default, 24 hours (a version keeps the watermark its stored plan was compiled with)
 DEFAULT_GRACE_SECONDS = 24 * 60 * 60.0
@@ -41,6 +43,10 @@ class StreamingPlan:
     table_query: str = ""
     #: with ``table_query`` "changes": the FROM table's key columns -> the output's columns
     table_keys: dict[str, str] = field(default_factory=dict)
+    #: an aggregation's HAVING as this extra boolean output column (update mode): a group an
+    #: update makes fail it is deleted from the table, as ksqlDB's tombstone does, instead of
+    #: keeping the row it had while it passed; "" when the SQL filters (plans from before)
+    having_column: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -60,11 +66,13 @@ def plan_streaming(
     timestamps: dict[str, str | None],
     tables: set[str],
     schemas: dict[str, list[Column]],
+    over_tables: bool = False,
 ) -> StreamingPlan:
     """Rewrite ``select`` for Spark. ``timestamps`` maps each source to its event-time column,
-    ``tables`` names the sources that are TABLEs (joined as of each micro-batch), ``schemas``
-    the sources' columns now: ``*`` is expanded, so a version keeps its column list when a
-    source later gains columns (as in ksqlDB)."""
+    ``tables`` names the sources that are TABLEs (joined as of each micro-batch), ``over_tables``
+    says the FROM source is a TABLE (the query reads changelogs), ``schemas`` the sources'
+    columns now: ``*`` is expanded, so a version keeps its column list when a source later
+    gains columns (as in ksqlDB)."""
     tree = select.copy()
     _expand_stars(tree, schemas)
     views = {name: f"sq_{query_id}_{name}".lower() for name in analysis.sources}
@@ -107,7 +115,28 @@ def plan_streaming(
     else:
         mode = "append"
     static = [name for name in analysis.sources if name in tables]
-    return StreamingPlan(tree.sql(dialect=DIALECT), views, mode, watermarks, static)
+    # over a stream, Spark emits only the groups a batch changed: the writer must see those
+    # that fail HAVING to delete them (a query over tables recomputes, so it sees them anyway)
+    having = mode == "update" and tree.args.get("having") is not None and not over_tables
+    if having:
+        _having_as_column(tree)
+    plan = StreamingPlan(tree.sql(dialect=DIALECT), views, mode, watermarks, static)
+    plan.having_column = HAVING_COLUMN if having else ""
+    return plan
+
+
+def _having_as_column(tree: exp.Select) -> None:
+    """``HAVING c`` -> an output column ``COALESCE(c, FALSE) AS HAVING_COLUMN``. Names HAVING
+    reads from the SELECT list (outside aggregates) become the expressions they name. Spark
+    keeps the same aggregate functions in state (the HAVING-only ones it added anyway), so a
+    checkpoint of the filtering plan restarts under this one."""
+    condition = tree.args["having"].this.copy()
+    named = {p.alias.upper(): p.this for p in tree.expressions if isinstance(p, exp.Alias)}
+    for column in list(condition.find_all(exp.Column)):
+        if not column.table and column.name.upper() in named and column.find_ancestor(exp.AggFunc) is None:
+            column.replace(named[column.name.upper()].copy())
+    tree.set("having", None)
+    tree.append("expressions", exp.alias_(exp.func("COALESCE", condition, exp.false()), HAVING_COLUMN))
 
 
 def _expand_stars(tree: exp.Select, schemas: dict[str, list[Column]]) -> None:

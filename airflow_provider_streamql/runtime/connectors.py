@@ -35,7 +35,7 @@ from .schemas import (
     parse_options,
     reader_options,
 )
-from .tables import Changes, read_table_snapshot, table_query_frame
+from .tables import Changes, HavingDeletes, read_table_snapshot, table_query_frame
 
 
 def source_stream(spark: SparkSession, src: SourceInfo, *, checked: bool, starting: str = "earliest") -> DataFrame:
@@ -170,8 +170,9 @@ def sink_writer(
                 .outputMode("append")
             )
     if query.kind == "CTAS":
+        having = HavingDeletes(plan.having_column, sink.key_columns) if plan.having_column else None
         return writer.outputMode(plan.output_mode).foreachBatch(
-            BatchWriter(sink, f"v{query.version:04d}", before_commit, as_directory=True)
+            BatchWriter(sink, f"v{query.version:04d}", before_commit, as_directory=True, compute=having)
         )
     # INSERT queries and new CSAS outputs: whole renamed files named by query, version and batch
     return writer.outputMode("append").foreachBatch(
@@ -228,12 +229,22 @@ class BatchWriter:
         self.as_directory, self.compute = as_directory, compute
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
+        try:
+            self._write(df, batch_id)
+        finally:
+            df.unpersist()  # if ``compute`` cached it
+
+    def _write(self, df: DataFrame, batch_id: int) -> None:
         if self.sink.kafka_topic:  # a changelog topic: at least once per batch
             if self.compute is not None:
                 df = self.compute(df)
-            spec = kafka.writer_spec(self.sink, kafka.settings(df.sparkSession))
+            if isinstance(df, Changes):
+                records = kafka.encode(df.rows, self.sink, deleted=df.deleted)
+            else:
+                records = kafka.encode(df, self.sink)
+            spec = kafka.writer_spec(self.sink, kafka.settings(records.sparkSession))
             self.before_commit()
-            kafka.encode(df, self.sink).write.format(spec.format).options(**spec.options).save()
+            records.write.format(spec.format).options(**spec.options).save()
             return
         name = f"{self.prefix}-b{batch_id:012d}"
         suffix = FORMATS[self.sink.format][1]

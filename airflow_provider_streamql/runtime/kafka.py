@@ -111,16 +111,24 @@ def decode(df: DataFrame, src: SourceInfo) -> DataFrame:
     )
 
 
-def encode(df: DataFrame, sink: SourceInfo) -> DataFrame:
-    """The declared columns as Kafka records: key from the KEY columns, value as JSON."""
-    keys = [c for c in sink.columns if c.key]
-    key: SparkColumn = F.lit(None).cast("string")
-    if len(keys) == 1:
-        key = F.col(f"`{keys[0].name}`").cast("string")
-    elif keys:
-        key = F.to_json(F.struct(*[F.col(f"`{k.name}`") for k in keys]))
+def encode(df: DataFrame, sink: SourceInfo, deleted: DataFrame | None = None) -> DataFrame:
+    """The declared columns as Kafka records: key from the KEY columns, value as JSON; then
+    the keys a table ``deleted`` as tombstones (the key and a null value, as in ksqlDB)."""
     value = F.to_json(F.struct(*[F.col(f"`{c.name}`") for c in _value_columns(sink)]))
-    return df.select(key.alias("key"), value.alias("value"))
+    records = df.select(_key(sink).alias("key"), value.alias("value"))
+    if deleted is None:
+        return records
+    return records.unionByName(deleted.select(_key(sink).alias("key"), F.lit(None).cast("string").alias("value")))
+
+
+def _key(sink: SourceInfo) -> SparkColumn:
+    """A record's key: the one KEY column as text, several as a JSON object, none null."""
+    keys = [c for c in sink.columns if c.key]
+    if len(keys) == 1:
+        return F.col(f"`{keys[0].name}`").cast("string")
+    if keys:
+        return F.to_json(F.struct(*[F.col(f"`{k.name}`") for k in keys]))
+    return F.lit(None).cast("string")
 
 
 def read(spark: SparkSession, src: SourceInfo, starting: str) -> DataFrame:

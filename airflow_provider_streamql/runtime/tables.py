@@ -125,6 +125,20 @@ class ChangedKeys:
         return Changes(rows, changed.join(kept, list(keys.values()), "left_anti"))
 
 
+class HavingDeletes:
+    """An aggregation over a stream with HAVING (``plan.having_column``): of the groups a
+    micro-batch changed, those passing HAVING are upserted and those failing it deleted. A
+    deleted key the table never held is a no-op for every reader."""
+
+    def __init__(self, column: str, keys: list[str]):
+        self.column, self.keys = column, keys
+
+    def __call__(self, batch: DataFrame) -> Changes:
+        batch = batch.persist()  # two writes of one aggregation's output: compute it once
+        passed = F.col(f"`{self.column}`")
+        return Changes(batch.where(passed).drop(self.column), batch.where(~passed).select(*self.keys))
+
+
 class Recompute:
     """An aggregation or a join of tables: the SELECT over the tables as they are now,
     compared with the output as it is now."""
