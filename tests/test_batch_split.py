@@ -5,16 +5,16 @@ Every query shape of the language runs three times, over three copies of the sam
 (``ev_one``/``ev_each``/``ev_chunks``, ...), fed the same records in the same order, cut three
 ways:
 
-- ``one``: each STREAM's records in ONE file, written before the runtime starts; a TABLE's
-  records one file each (see TABLE_FILES), also all written before. The file source lists
+- ``one``: each source's records in ONE file, written before the runtime starts (a TABLE's
+  file holds several changes of some keys: the last one wins). The file source lists
   every file there at a query's first trigger and has no maxFilesPerTrigger
   (runtime/connectors.py ``source_stream``), so batch 0 reads all of them; the test checks it
   (``batch_files(checkpoint, 0)`` holds every input file of the query).
 - ``each``: one record per file, one file per round; after each round every query over that
   copy has caught up (``Engine.wait_caught_up``) before the next record is written: one
   record per micro-batch.
-- ``chunks``: chunks of 1-6 records (``random.Random(17)``), a stream's chunk one file, caught
-  up after each chunk.
+- ``chunks``: chunks of 1-6 records (``random.Random(17)``), a source's part of a chunk one
+  file, caught up after each chunk.
 
 "Every query over that copy has caught up" is waited for as: every query that consumes the
 source just written (a stream-table join reads its table whole at each batch, so it waits on
@@ -103,21 +103,12 @@ STREAM_RECORDS = [
     ("sh", ("z", "w", at("01:00:00"))),  # and sh's
 ]
 RECORDS = TABLE_RECORDS + STREAM_RECORDS
-#: TABLE_FILES: a TABLE's records are written one file per record in every split. A file
-#: holding several changes of one key is read wrong by the runtime (the oldest change wins:
-#: test_a_table_file_with_several_changes_of_a_key), which would make every table shape fail
-#: for that reason alone and hide whether the batching itself is right.
 
 SOURCES = """
 CREATE STREAM ev_{s} (k STRING, x INT, ts TIMESTAMP) WITH (timestamp='ts');
 CREATE STREAM sh_{s} (k STRING, tag STRING, ts TIMESTAMP) WITH (timestamp='ts');
 CREATE TABLE usr_{s} (id STRING PRIMARY KEY, name STRING, grp STRING, score INT);
 CREATE TABLE lvl_{s} (id STRING PRIMARY KEY, level INT);
-"""
-#: the table shape ``tflt`` over USR's records written as ONE file
-ONE_FILE_TABLE = """
-CREATE TABLE usrf (id STRING PRIMARY KEY, name STRING, grp STRING, score INT);
-CREATE TABLE usrf_flt AS SELECT id, name, score * 10 AS score10 FROM usrf WHERE score > 0;
 """
 AGG = "agg"
 WIN = "WINDOWSTART, WINDOWEND"
@@ -175,7 +166,7 @@ QUERIES = {
                        "FROM usr_{s} GROUP BY grp"),
 }
 
-# -- the shapes: (id, output, columns compared (None: all), xfail reason or None) ------------
+# -- the shapes: (id, output, columns compared (None: all)) ------------------------------------
 AGG_COLUMNS = {
     "COUNT(*)": "n_star", "COUNT(x)": "n_x", "SUM": "s_x", "AVG": "avg_x", "MIN": "min_x", "MAX": "max_x",
     "COUNT_DISTINCT": "nd_x", "COLLECT_LIST": "list_x", "ARRAY_SORT(COLLECT_LIST)": "sorted_list_x",
@@ -183,7 +174,6 @@ AGG_COLUMNS = {
     "TOPKDISTINCT": "topkd_x", "STDDEV_SAMPLE": "sd_x", "CORRELATION": "corr_x",
     "MIN_BY(x, ts)": "first_x", "MAX_BY(x, ts)": "last_x",
 }
-XFAIL: dict[str, str] = {}
 SHAPES = [
     ("filter", "flt", None), ("projection", "prj", None),
     *[(f"aggregate {name}", AGG, ["k", column]) for name, column in AGG_COLUMNS.items()],
@@ -200,26 +190,19 @@ SHAPES = [
 ]
 
 
-def _param(shape_id, output, columns):
-    marks = [pytest.mark.xfail(reason=XFAIL[shape_id], strict=True)] if shape_id in XFAIL else []
-    return pytest.param(output, columns, id=shape_id, marks=marks)
-
-
 # -- feeding ------------------------------------------------------------------------------------
 def _record(src, values) -> dict:
     return dict(zip([c.name for c in src.columns], values, strict=True))
 
 
 def _write(engine, split: str, records) -> None:
-    """``records`` [(source, values)]: a STREAM's as one file, a TABLE's one file per record
-    (see TABLE_FILES), in their order."""
+    """``records`` [(source, values)]: each source's as one file, in their order."""
     by_source: dict[str, list] = {}
     for name, values in records:
         by_source.setdefault(name, []).append(values)
     for name, rows in by_source.items():
-        src = engine.catalog.source(f"{name}_{split}".upper() if split else name.upper())
-        for part in ([[r] for r in rows] if src.kind == "TABLE" and split else [rows]):
-            topics.append(src.path, src.format, src.columns, [_record(src, r) for r in part])
+        src = engine.catalog.source(f"{name}_{split}".upper())
+        topics.append(src.path, src.format, src.columns, [_record(src, r) for r in rows])
 
 
 def _chunks(records, rng: random.Random):
@@ -261,14 +244,11 @@ def fed(spark, tmp_path_factory):
     engine = Engine(f"sqlite:///{base}/catalog.db", home=str(home), issuer="test")
     engine.execute("".join(SOURCES.format(s=s) for s in SPLITS))
     engine.execute(";".join(sql.format(s=s) for s in SPLITS for _kind, sql in QUERIES.values()))
-    engine.execute(ONE_FILE_TABLE)
     queries = {q.sink: q for q in engine.catalog.queries()}
     by_split = {s: [q.id for q in queries.values() if q.sink.endswith(f"_{s.upper()}")] for s in SPLITS}
-    by_split["one"].append(queries["USRF_FLT"].id)
 
     # one: everything in place before the runtime starts
     _write(engine, "one", RECORDS)
-    _write(engine, "", [("usrf", v) for name, v in TABLE_RECORDS if name == "usr"])  # one file
     threads = RuntimeThreads(spark)
     started = time.monotonic()
     threads.start(engine)
@@ -343,22 +323,7 @@ def test_one_file_is_one_micro_batch(fed):
             assert processed and batch_files(query.checkpoint, 0) == processed, query.id
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "runtime/tables.py _latest orders a key's changes by their file path only: the changes of "
-    "one file tie and row_number() keeps the first of them, the OLDEST (a file's rows are "
-    "read in order), so USR's records in one file give a=5 and b=Bob where one file per "
-    "record gives a deleted (score -2) and b=Bobby; the pull query (storage/pull.py, rowid "
-    "DESC) keeps the newest. Every reader on Spark goes through _latest: ChangedKeys, "
-    "read_table_snapshot (Recompute, stream-table joins)"))
-def test_a_table_file_with_several_changes_of_a_key(fed):
-    engine, _queries = fed
-    assert _rows(engine, "latest", "tflt_each", None)
-    # the source itself, as a pull query reads it, is right: the newest change of each key
-    assert _rows(engine, "latest", "usrf", None) == _rows(engine, "latest", "usr_each", None)
-    assert _rows(engine, "latest", "usrf_flt", None) == _rows(engine, "latest", "tflt_each", None)
-
-
-@pytest.mark.parametrize("output, columns", [_param(*shape) for shape in SHAPES])
+@pytest.mark.parametrize("output, columns", [pytest.param(o, c, id=i) for i, o, c in SHAPES])
 def test_same_input_same_answer(fed, output, columns):
     engine, _queries = fed
     kind = QUERIES[output][0]

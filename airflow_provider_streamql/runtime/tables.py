@@ -29,8 +29,10 @@ from ..language.streaming import StreamingPlan
 from ..storage.topics import FORMATS, TOMBSTONE_NAME, changelog_files
 from .schemas import ddl_schema, reader_options
 
-#: columns the changelog stream adds to a table's rows (dropped before the SELECT sees them)
-ENTRY, DELETED, RANK = "__streamql_file", "__streamql_deleted", "__streamql_rank"
+#: columns the changelog stream adds to a table's rows (dropped before the SELECT sees them):
+#: the file, where in it the split read starts, whether it is a tombstone file
+ENTRY, BLOCK, DELETED = "__streamql_file", "__streamql_block", "__streamql_deleted"
+RANK, ROW = "__streamql_rank", "__streamql_row"
 
 
 class Changes(NamedTuple):
@@ -49,9 +51,15 @@ def _keyed(df: DataFrame, keys: list[str]) -> DataFrame:
 
 
 def _latest(df: DataFrame, keys: list[str]) -> DataFrame:
-    """The latest change per key: entry names sort oldest first, so the greatest path wins."""
-    latest = Window.partitionBy(*[F.col(f"`{k}`") for k in keys]).orderBy(F.col(ENTRY).desc())
-    return df.withColumn(RANK, F.row_number().over(latest)).where(F.col(RANK) == 1).drop(RANK)
+    """The latest change per key: entry names sort oldest first, so the greatest path wins;
+    within a file the last row does, as in a pull query: the split that starts last, then the
+    last row of it (a task reads its split in file order, numbering rows as it goes). ``df``
+    is a batch DataFrame straight from the file scan (filters aside)."""
+    df = df.withColumn(ROW, F.monotonically_increasing_id())
+    latest = Window.partitionBy(*[F.col(f"`{k}`") for k in keys]).orderBy(
+        F.col(ENTRY).desc(), F.col(BLOCK).desc(), F.col(ROW).desc()
+    )
+    return df.withColumn(RANK, F.row_number().over(latest)).where(F.col(RANK) == 1).drop(RANK, ROW, BLOCK)
 
 
 def read_table_snapshot(spark: SparkSession, src: SourceInfo) -> DataFrame:
@@ -66,6 +74,7 @@ def read_table_snapshot(spark: SparkSession, src: SourceInfo) -> DataFrame:
         .options(**reader_options(src))
         .load(files)
         .withColumn(ENTRY, F.col("_metadata.file_path"))
+        .withColumn(BLOCK, F.col("_metadata.file_block_start"))
         .withColumn(DELETED, F.col("_metadata.file_name").rlike(TOMBSTONE_NAME))
     )
     latest = _latest(_keyed(df, src.key_columns), src.key_columns)
@@ -87,6 +96,7 @@ def changelog_stream(spark: SparkSession, src: SourceInfo) -> DataFrame:
     return df.select(
         "*",
         F.col("_metadata.file_path").alias(ENTRY),
+        F.col("_metadata.file_block_start").alias(BLOCK),
         F.col("_metadata.file_name").rlike(TOMBSTONE_NAME).alias(DELETED),
     )
 
