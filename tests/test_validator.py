@@ -54,7 +54,9 @@ PAIRS = [
     (W + " WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY user", W + " WINDOW TUMBLING (SIZE 1 MINUTE) WHERE cost > 0 GROUP BY user", "IN_PLACE", {"FILTER_CHANGED"}),
     (W + " WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY user", W + " WINDOW TUMBLING (SIZE 2 MINUTES) GROUP BY user", "REPLACING_REQUIRED", {"WINDOW_CHANGED"}),
     (W + " WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY user", W + " WINDOW HOPPING (SIZE 1 MINUTE, ADVANCE BY 30 SECONDS) GROUP BY user", "REPLACING_REQUIRED", {"WINDOW_CHANGED"}),
-    (W + " WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY user", W + " WINDOW TUMBLING (SIZE 1 MINUTE, GRACE PERIOD 1 MINUTE) GROUP BY user", "REPLACING_REQUIRED", {"WINDOW_CHANGED"}),
+    (W + " WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY user", W + " WINDOW TUMBLING (SIZE 1 MINUTE, GRACE PERIOD 1 MINUTE) GROUP BY user", "IN_PLACE", {"GRACE_CHANGED"}),
+    (W + " WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY user", W + " WINDOW TUMBLING (SIZE 1 MINUTE, GRACE PERIOD 24 HOURS) GROUP BY user", "IN_PLACE", {"UNCHANGED"}),
+    (W + " WINDOW TUMBLING (SIZE 1 MINUTE, GRACE PERIOD 1 MINUTE) GROUP BY user", W + " WINDOW TUMBLING (SIZE 2 MINUTES, GRACE PERIOD 1 MINUTE) GROUP BY user", "REPLACING_REQUIRED", {"WINDOW_CHANGED"}),
     (W + " WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY user", W + " WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY user EMIT FINAL", "REPLACING_REQUIRED", {"EMIT_CHANGED"}),
     (W + " WINDOW SESSION (30 SECONDS) GROUP BY user EMIT FINAL", W + " WINDOW SESSION (45 SECONDS) GROUP BY user EMIT FINAL", "REPLACING_REQUIRED", {"WINDOW_CHANGED"}),
     # joined
@@ -62,6 +64,7 @@ PAIRS = [
     (J + " JOIN refunds r WITHIN 1 MINUTE ON p.id = r.id", J + " JOIN refunds r WITHIN 1 MINUTE ON p.id = r.id WHERE p.cost > 5", "IN_PLACE", {"FILTER_CHANGED"}),
     (J + " JOIN refunds r WITHIN 1 MINUTE ON p.id = r.id", J + " JOIN refunds r WITHIN 5 MINUTES ON p.id = r.id", "REPLACING_REQUIRED", {"STREAM_JOIN_CHANGED"}),
     (J + " JOIN refunds r WITHIN 1 MINUTE ON p.id = r.id", J + " LEFT JOIN refunds r WITHIN 1 MINUTE ON p.id = r.id", "REPLACING_REQUIRED", {"STREAM_JOIN_CHANGED"}),
+    (J + " JOIN refunds r WITHIN 1 MINUTE ON p.id = r.id", J + " JOIN refunds r WITHIN 1 MINUTE GRACE PERIOD 2 HOURS ON p.id = r.id", "IN_PLACE", {"GRACE_CHANGED"}),
     (E + " JOIN users u ON p.user = u.id", E + " LEFT JOIN users u ON p.user = u.id", "IN_PLACE", {"TABLE_JOIN_CHANGED"}),
     (E + " JOIN users u ON p.user = u.id", "CREATE STREAM e AS SELECT p.id AS id, UPPER(u.name) AS name FROM purchases p JOIN users u ON p.user = u.id", "IN_PLACE", {"PROJECTION_CHANGED"}),
     (V, "CREATE STREAM v AS SELECT p.id AS id, p.user AS user, p.cost AS cost FROM purchases p JOIN users u ON p.user = u.id", "REJECTED", {"SINK_CHANGED", "TABLE_JOIN_CHANGED", "PROJECTION_CHANGED"}),
@@ -127,3 +130,20 @@ def test_report_add_keeps_the_worst_verdict(before, added, after):
     report.add(finding(added))
     assert report.verdict == after
     assert [f.verdict for f in report.findings] == before + [added]
+
+
+def test_grace_is_compared_as_each_version_runs_with_it(tmp_path, monkeypatch):
+    """A version planned when the default grace was 0 runs with 0: the same text now means 24
+    hours (GRACE_CHANGED, in place); GRACE PERIOD 0 SECONDS keeps what runs (UNCHANGED)."""
+    from airflow_provider_streamql.language import streaming
+    engine = Engine(f"sqlite:///{tmp_path}/c.db", home=str(tmp_path))
+    old = W + " WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY user"
+    with monkeypatch.context() as patched:
+        patched.setattr(streaming, "DEFAULT_GRACE_SECONDS", 0.0)
+        engine.execute(SOURCES + old)
+    replace = old.replace("CREATE ", "CREATE OR REPLACE ", 1)
+    report = engine.validate(replace)
+    assert (report.verdict, [f.code for f in report.findings]) == ("IN_PLACE", ["GRACE_CHANGED"]), report.render()
+    assert "from 0 SECONDS to 24 HOURS" in report.findings[0].message
+    report = engine.validate(replace.replace("(SIZE 1 MINUTE)", "(SIZE 1 MINUTE, GRACE PERIOD 0 SECONDS)"))
+    assert [f.code for f in report.findings] == ["UNCHANGED"], report.render()

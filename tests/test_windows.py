@@ -241,3 +241,26 @@ def test_a_version_keeps_the_grace_period_it_was_created_with(sqlite_engine, mon
     assert engine.catalog.query("CTAS_T_1").plan.watermarks == {"CLICKS": ["ts", 24 * 3600.0]}
     explained = dict(map(tuple, engine.execute("EXPLAIN CTAS_T_1")[0].rows))
     assert explained["grace_period"] == "24 HOURS (default)"
+
+
+def test_a_record_at_the_epoch_is_late_for_a_join_and_kept_by_a_window(sqlite_engine, runtimes):
+    """docs/language.md, "The epoch": Spark's watermark starts at 0 and a stream-stream join
+    drops a record not after it, so a record at exactly 1970-01-01T00:00:00 is late for a
+    join (counted) and kept by a window, whose lateness is its end's."""
+    engine = sqlite_engine
+    engine.execute("""
+        CREATE STREAM s (k STRING, n INT, ts TIMESTAMP) WITH (timestamp='ts');
+        CREATE STREAM r (k STRING, m INT, ts TIMESTAMP) WITH (timestamp='ts');
+        CREATE TABLE per_minute AS SELECT k, COUNT(*) AS c FROM s WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY k;
+        CREATE STREAM joined AS SELECT s.k AS k, n, m FROM s JOIN r WITHIN 1 MINUTE ON s.k = r.k;
+    """)
+    ids = [q["query_id"] for q in engine.queries()]
+    runtimes.start(engine)
+    for values in ["s VALUES ('a', 1, '1970-01-01 00:00:10')", "r VALUES ('a', 1, '1970-01-01 00:00:10')",
+                   "s VALUES ('b', 2, '1970-01-01 00:00:00')", "r VALUES ('b', 2, '1970-01-01 00:00:00')"]:
+        engine.execute(f"INSERT INTO {values}")
+        for query_id in ids:
+            engine.wait_caught_up(query_id, timeout=60)
+    assert sorted((k, c) for k, c, *_ in engine.execute("SELECT * FROM per_minute")[0].rows) == [("a", 1), ("b", 1)]
+    assert engine.execute("SELECT * FROM joined")[0].rows == [["a", 1, 1]]
+    assert engine.progress("CSAS_JOINED_2").late_rows == 2 and engine.progress("CTAS_PER_MINUTE_1").late_rows == 0

@@ -48,6 +48,11 @@ class StreamingPlan:
     #: keeping the row it had while it passed; "" when the SQL filters (plans from before)
     having_column: str = ""
 
+    def grace(self) -> dict[str, float]:
+        """Source -> the grace period its watermark runs with, seconds (the effective one: a
+        statement without GRACE PERIOD has the default of when its version was planned)."""
+        return {source: seconds for source, (_column, seconds) in self.watermarks.items()}
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -187,6 +192,14 @@ def _bind_window_bounds(tree: exp.Select, window_sql: str) -> None:
     group = tree.args.get("group") or exp.Group(expressions=[])
     group.append("expressions", window.copy())
     tree.set("group", group)
+
+
+def duration_sql(seconds: float) -> str:
+    """``24 HOURS``, ``1 HOUR``, ``60 SECONDS``: whole hours in hours, anything else in seconds."""
+    if seconds and seconds % 3600 == 0:
+        hours = int(seconds // 3600)
+        return f"{hours} HOUR{'S' if hours != 1 else ''}"
+    return f"{seconds:g} SECONDS"
 
 
 def _grace(seconds: float | None) -> float:

@@ -11,7 +11,7 @@ from ..catalog import ACTIVE_STATES, Catalog, QueryInfo, Snapshot
 from ..errors import StreamQLError
 from ..language import parse_one
 from ..language import statements as st
-from ..language.streaming import DEFAULT_GRACE_SECONDS
+from ..language.streaming import DEFAULT_GRACE_SECONDS, duration_sql
 from ..results import Result
 from ..storage.checkpoints import planned_watermark_ms
 
@@ -183,7 +183,7 @@ def grace_period(q: QueryInfo) -> str | None:
     given = _given_graces(q)
     shown = {}
     for source, (_column, seconds) in q.plan.watermarks.items():
-        text = _duration(seconds)
+        text = duration_sql(seconds)
         if given is not None and seconds not in given.get(source, []):
             text += " (default)" if seconds == DEFAULT_GRACE_SECONDS else " (default when created)"
         shown[source] = text
@@ -211,14 +211,6 @@ def _given_graces(q: QueryInfo) -> dict[str, list[float]] | None:
             for name in (first, join.this.name.upper()):
                 given.setdefault(name, []).append(within.grace)
     return given
-
-
-def _duration(seconds: float) -> str:
-    """``24 HOURS``, ``1 HOUR``, ``60 SECONDS``: whole hours in hours, anything else in seconds."""
-    if seconds and seconds % 3600 == 0:
-        hours = int(seconds // 3600)
-        return f"{hours} HOUR{'S' if hours != 1 else ''}"
-    return f"{seconds:g} SECONDS"
 
 
 def bad_record_lines(catalog: Catalog, query_id: str, conn: Connection | None = None) -> list[str]:

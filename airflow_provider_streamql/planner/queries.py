@@ -96,7 +96,9 @@ class PersistentQueries(PlannerBase):
         readers = sorted(
             q.id for q in self.snapshot.queries.values() if sink.name in q.sources and q.desired_state != "TERMINATED"
         )
-        report = validate_upgrade(current.id, current.shape, new.shape, downstream=readers)
+        # the grace the current version runs with (versions from before shapes recorded it)
+        old_shape = current.shape | {"grace": current.plan.grace()}
+        report = validate_upgrade(current.id, old_shape, new.shape, downstream=readers)
         writers = [
             q.id
             for q in self.snapshot.queries.values()

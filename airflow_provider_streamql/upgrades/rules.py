@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ..language.streaming import duration_sql
+
 Shape = dict[str, Any]
 
 
@@ -127,9 +129,31 @@ def aggregates_changed(old: Shape, new: Shape) -> Iterator[str]:
         )
 
 
+def _without_grace(spec: Any) -> Any:
+    """A WINDOW's or WITHIN's shape (or a list of WITHINs) without its grace period, which
+    decides which records are late, not what state holds (see :func:`grace_changed`)."""
+    if isinstance(spec, list):
+        return [_without_grace(s) for s in spec]
+    return spec if spec is None else {k: v for k, v in spec.items() if k != "grace"}
+
+
 def window_changed(old: Shape, new: Shape) -> Iterator[str]:
-    if old["window"] != new["window"]:
+    if _without_grace(old["window"]) != _without_grace(new["window"]):
         yield f"the window changed from {old['window']} to {new['window']}: windowed state is keyed by window"
+
+
+def grace_changed(old: Shape, new: Shape) -> Iterator[str]:
+    """The grace period each stream's watermark runs with (``shape["grace"]``, the effective
+    one: a version without GRACE PERIOD runs with the default of when it was planned)."""
+    before, after = old.get("grace") or {}, new.get("grace") or {}
+    for source in sorted(before.keys() & after.keys()):
+        if before[source] != after[source]:
+            yield (
+                f"the grace period of {source} changes from {duration_sql(before[source])} to "
+                f"{duration_sql(after[source])}: a watermark never moves back, so a longer one holds windows "
+                f"(and EMIT FINAL output) until event time passes the old watermark by it; a shorter one "
+                f"makes records late sooner"
+            )
 
 
 def emit_changed(old: Shape, new: Shape) -> Iterator[str]:
@@ -142,7 +166,8 @@ def emit_changed(old: Shape, new: Shape) -> Iterator[str]:
 
 def stream_join_changed(old: Shape, new: Shape) -> Iterator[str]:
     stateful_join = old["within"] is not None or new["within"] is not None
-    if stateful_join and (old["joins"], old["join_on"], old["within"]) != (new["joins"], new["join_on"], new["within"]):
+    before = (old["joins"], old["join_on"], _without_grace(old["within"]))
+    if stateful_join and before != (new["joins"], new["join_on"], _without_grace(new["within"])):
         yield "a stream-stream join changed (type, condition or WITHIN): its buffered state no longer matches"
 
 
@@ -199,5 +224,6 @@ RULES: tuple[tuple[str, str, str, str, Callable[[Shape, Shape], Iterator[str]]],
     ("COLUMN_APPENDED", "SELECT", "schema evolution", "IN_PLACE", column_appended),
     ("FILTER_CHANGED", "WHERE", "data selection", "IN_PLACE", filter_changed),
     ("HAVING_CHANGED", "HAVING", "data selection", "IN_PLACE", having_changed),
+    ("GRACE_CHANGED", "GRACE PERIOD", "data selection", "IN_PLACE", grace_changed),
     ("PROJECTION_CHANGED", "SELECT", "data selection", "IN_PLACE", projection_changed),
 )
