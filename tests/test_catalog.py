@@ -201,3 +201,19 @@ def test_progress_history_keeps_the_last_batches(catalog_url):
     assert catalog.progress("Q").total_input_rows == 10 * (HISTORY + 11)
     catalog.record_progress(batch(40))  # a rolled-back checkpoint runs batch 40 again
     assert [h["batch_id"] for h in catalog.progress_history("Q")] == list(range(11, 41))
+
+
+def test_a_query_recorded_before_plans_is_planned_with_the_grace_it_ran_with(tmp_path):
+    """Catalogs from before stored plans are planned by today's planner on migration, except
+    for what they ran with: a WINDOW without GRACE PERIOD had grace 0 then (24 hours now)."""
+    from airflow_provider_streamql.catalog.migrations import _plan
+    engine = Engine(f"sqlite:///{tmp_path}/c.db", home=str(tmp_path / "home"))
+    engine.execute("CREATE STREAM clicks (user STRING, ts TIMESTAMP) WITH (timestamp='ts');"
+                   "CREATE TABLE per_minute AS SELECT user, COUNT(*) AS n FROM clicks "
+                   "WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY user")
+    query = engine.catalog.query("CTAS_PER_MINUTE_1")
+    assert query.plan.watermarks == {"CLICKS": ["ts", 24 * 3600.0]}  # planned today
+    known = {name: engine.catalog.source(name) for name in ("CLICKS", "PER_MINUTE")}
+    _select, plan, shape = _plan(query, known)
+    assert plan["watermarks"] == {"CLICKS": ["ts", 0.0]} and shape["grace"] == {"CLICKS": 0.0}
+    engine.close()

@@ -14,9 +14,17 @@ from .model import SourceInfo
 
 
 def derive_query(
-    stmt, analysis: SelectAnalysis, query_id: str, kind: str, sources: dict[str, SourceInfo], sink: SourceInfo
+    stmt,
+    analysis: SelectAnalysis,
+    query_id: str,
+    kind: str,
+    sources: dict[str, SourceInfo],
+    sink: SourceInfo,
+    *,
+    default_grace: float | None = None,
 ) -> tuple[StreamingPlan, dict[str, Any]]:
-    """(plan, shape) of ``stmt`` (its SELECT analysed as ``analysis``) run as ``query_id``."""
+    """(plan, shape) of ``stmt`` (its SELECT analysed as ``analysis``) run as ``query_id``;
+    ``default_grace`` as :func:`plan_streaming` takes it."""
     # a query over tables reads each one's changelog as a stream; a stream's query joins
     # tables as they are at each micro-batch
     over_tables = sources[analysis.sources[0]].kind == "TABLE"
@@ -31,6 +39,7 @@ def derive_query(
         tables=static,
         schemas={n: sources[n].columns for n in analysis.sources},
         over_tables=over_tables,
+        default_grace=default_grace,
     )
     if over_tables:
         plan.table_query = "recompute" if analysis.aggregate or analysis.joins else "changes"

@@ -143,10 +143,12 @@ def _complete_old_catalog(conn: Connection) -> None:
 
 
 def _plan(query, known: dict[str, SourceInfo]) -> tuple[str, dict, dict]:
-    """(select_sql, plan, shape) of a recorded query, as the planner derives them now."""
+    """(select_sql, plan, shape) of a recorded query, as the planner derives them now, with
+    the grace period such a query ran with where it states none (0: the default until 24 hours
+    became it, long after plans were stored)."""
     stmt = parse_one(query.sql)
     analysis = analyze_select(stmt.select, {n: s.columns for n, s in known.items()}, stmt, persistent=True)
-    plan, shape = derive_query(stmt, analysis, query.id, query.kind, known, known[query.sink])
+    plan, shape = derive_query(stmt, analysis, query.id, query.kind, known, known[query.sink], default_grace=0.0)
     return plan.spark_sql, plan.to_dict(), shape
 
 

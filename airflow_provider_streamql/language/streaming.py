@@ -72,12 +72,14 @@ def plan_streaming(
     tables: set[str],
     schemas: dict[str, list[Column]],
     over_tables: bool = False,
+    default_grace: float | None = None,
 ) -> StreamingPlan:
     """Rewrite ``select`` for Spark. ``timestamps`` maps each source to its event-time column,
     ``tables`` names the sources that are TABLEs (joined as of each micro-batch), ``over_tables``
     says the FROM source is a TABLE (the query reads changelogs), ``schemas`` the sources'
     columns now: ``*`` is expanded, so a version keeps its column list when a source later
-    gains columns (as in ksqlDB)."""
+    gains columns (as in ksqlDB). ``default_grace``: the grace period of a WINDOW or WITHIN
+    without one (None: :data:`DEFAULT_GRACE_SECONDS`)."""
     tree = select.copy()
     _expand_stars(tree, schemas)
     views = {name: f"sq_{query_id}_{name}".lower() for name in analysis.sources}
@@ -98,7 +100,7 @@ def plan_streaming(
         time = f"{_quote(first.alias_or_name)}.{_quote(ts)}" if joins else _quote(ts)
         window_sql = WINDOW_FUNCTIONS[stmt.window.kind](time, stmt.window)
         _bind_window_bounds(tree, window_sql)
-        watermarks[source] = [ts, _grace(stmt.window.grace)]
+        watermarks[source] = [ts, _grace(stmt.window.grace, default_grace)]
     for (_kind, joined), join, within in zip(analysis.joins, joins, stmt.withins, strict=False):
         if within is None:
             continue
@@ -111,7 +113,7 @@ def plan_streaming(
         )
         join.set("on", exp.and_(join.args["on"], bound))
         for name in (analysis.sources[0], joined):
-            grace = _grace(within.grace)
+            grace = _grace(within.grace, default_grace)
             if name in watermarks:  # a stream in two stateful operators: the longer grace
                 grace = max(watermarks[name][1], grace)
             watermarks[name] = [timestamps[name], grace]
@@ -202,9 +204,11 @@ def duration_sql(seconds: float) -> str:
     return f"{seconds:g} SECONDS"
 
 
-def _grace(seconds: float | None) -> float:
-    """The watermark delay of a WINDOW or WITHIN: its GRACE PERIOD, or the default."""
-    return DEFAULT_GRACE_SECONDS if seconds is None else seconds
+def _grace(seconds: float | None, default: float | None) -> float:
+    """A stated grace period, else ``default``, else ksqlDB's default."""
+    if seconds is not None:
+        return seconds
+    return DEFAULT_GRACE_SECONDS if default is None else default
 
 
 def _interval(seconds: float) -> str:
