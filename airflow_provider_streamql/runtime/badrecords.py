@@ -83,16 +83,21 @@ def guard(df: DataFrame, src: SourceInfo, query_id: str, policy: str, skipped: I
     and state schemas are the same as without checking."""
     if not checked(src):
         return df
-    df = _with_position(df)
     skipped = sorted(skipped)
-    left_out = _record_id(src).isin(skipped) if skipped else F.lit(False)
     if policy not in ("FAIL", "PAUSE"):
         return df.where(~_bad(src)).select(*_declared(src))
-    if skipped:
+    left_out = F.lit(False)
+    if skipped:  # a skipped record is known by its position: read it for every record
+        df = _with_position(df)
+        left_out = _record_id(src).isin(skipped)
         df = df.where(~(_bad(src) & left_out))
+    # A file's records have no position column unless skipped ones must be told apart: a
+    # per-row _metadata column costs about a tenth of a scan, and input_file_name() is
+    # evaluated only for the bad record that raises (Kafka reads carry their position).
+    position = F.col(FILE) if FILE in df.columns else F.input_file_name()
     message = F.concat(
         F.lit(f"{MARKER} {query_id} cannot read a record of {src.name} in "),
-        F.col(FILE),
+        position,
         F.lit(": "),
         F.substring(_text(src), 1, 300),
     )

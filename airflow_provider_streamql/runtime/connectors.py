@@ -232,7 +232,8 @@ class BatchWriter:
         try:
             self._write(df, batch_id)
         finally:
-            df.unpersist()  # if ``compute`` cached it
+            if df.is_cached:  # ``compute`` cached it
+                df.unpersist()
 
     def _write(self, df: DataFrame, batch_id: int) -> None:
         if self.sink.kafka_topic:  # a changelog topic: at least once per batch
