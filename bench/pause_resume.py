@@ -20,6 +20,8 @@ import tempfile
 import threading
 import time
 
+from pyspark.sql.streaming import StreamingQueryListener
+
 from airflow_provider_streamql.catalog import Catalog
 from airflow_provider_streamql.engine import Engine
 from airflow_provider_streamql.runtime import Runtime, build_session
@@ -107,19 +109,57 @@ def via_runtime(spark, src: str, home: str) -> float:
     return elapsed
 
 
+class BatchDurations(StreamingQueryListener):
+    """Spark's own breakdown (``durationMs``) of each query's batch that read input: where
+    the time of a side goes (addBatch is the sink's write, getBatch the source's listing)."""
+
+    def __init__(self):
+        self.seen: list[dict] = []
+
+    def onQueryProgress(self, event):
+        progress = json.loads(event.progress.json)
+        if progress["numInputRows"] > 0:
+            self.seen.append(progress["durationMs"])
+
+    def onQueryStarted(self, event):
+        pass
+
+    def onQueryIdle(self, event):
+        pass
+
+    def onQueryTerminated(self, event):
+        pass
+
+    def take(self, timeout: float = 10.0) -> dict:
+        """The durations of the batch just run (listener events are delivered late)."""
+        poll(lambda: self.seen, timeout)
+        return self.seen.pop()
+
+
 def throughput(spark, rows: int, rounds: int) -> dict:
     base = tempfile.mkdtemp(prefix="bench-throughput-")
     src = os.path.join(base, "input")
     write_input(src, rows, 200)
+    durations = BatchDurations()
+    spark.streams.addListener(durations)
     hand, ours = [], []
+    breakdown: dict[str, list[dict]] = {"handwritten": [], "streamql": []}
     for r in range(rounds):  # alternate, so warm-up and caches favour neither side
         hand.append(handwritten(spark, src, os.path.join(base, f"hand-{r}")))
+        breakdown["handwritten"].append(durations.take())
         ours.append(via_runtime(spark, src, os.path.join(base, f"streamql-{r}")))
+        breakdown["streamql"].append(durations.take())
+    spark.streams.removeListener(durations)
     return {
         "rows": rows,
         "handwritten_s": summary(hand),
         "streamql_s": summary(ours),
         "throughput_ratio": round(statistics.median(hand) / statistics.median(ours), 3),
+        # median ms per phase of the one batch each round reads its input in
+        "batch_ms": {
+            side: {k: statistics.median(d[k] for d in seen) for k in ("triggerExecution", "getBatch", "addBatch")}
+            for side, seen in breakdown.items()
+        },
     }
 
 
