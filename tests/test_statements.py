@@ -32,6 +32,13 @@ BAD_INPUT = [
     ("INSERT INTO purchases (id, cost) VALUES (1, 'cheap')", ValidationError, "value 'cheap' does not fit column 'cost'"),
     ("INSERT INTO valid (id) VALUES (1)", ValidationError, "VALID is written by query CSAS_VALID_1"),
     ("CREATE STREAM x AS SELECT id, cost * 2 AS id FROM purchases", ValidationError, "column 'id' appears twice in the output"),
+    # streamql's own column names (a HAVING result, a changelog's file, Spark's corrupt record)
+    ("CREATE STREAM x (id INT, __file STRING)", ParseError, "'__file' is not a plain SQL name: names starting with '__'"),
+    ("CREATE STREAM x (id INT, _CORRUPT_RECORD STRING)", ParseError, "_corrupt_record are reserved for streamql's own"),
+    ("CREATE TABLE x AS SELECT user, COUNT(*) AS __streamql_having FROM purchases GROUP BY user", ValidationError,
+     "output column '__streamql_having': names starting with '__'"),
+    ("CREATE TABLE x AS SELECT user, COUNT(*) AS n FROM purchases GROUP BY user HAVING __streamql_having", ValidationError,
+     "no column '__streamql_having'"),
     ("CREATE STREAM x AS SELECT CAST(java_method('java.lang.System', 'exit', 0) AS STRING) AS r FROM purchases",
      ValidationError, "java_method() is refused: it calls a Java method by name"),
     ("SELECT id FROM purchases WHERE reflect('java.lang.Thread', 'sleep', 9) IS NULL", ValidationError,

@@ -22,6 +22,21 @@ MAX_NAME_LENGTH = 128
 PARAM_PATTERN = rf"^[A-Za-z_][A-Za-z0-9_]{{0,{MAX_NAME_LENGTH - 1}}}(?![\s\S])"
 
 
+#: names of streamql's own columns (a changelog row's file, a HAVING result, a record's
+#: position) start so, and Spark's corrupt-record column is named so: no user column may be
+#: either, or a query would read or drop the wrong one
+RESERVED_PREFIX = "__"
+RESERVED_NAMES = frozenset({"_corrupt_record"})
+
+
+def reserved_name_problem(text: str) -> str | None:
+    """Why a column may not be named ``text`` (None when it may)."""
+    if text.startswith(RESERVED_PREFIX) or text.lower() in RESERVED_NAMES:
+        others = ", ".join(sorted(RESERVED_NAMES))
+        return f"names starting with {RESERVED_PREFIX!r} and {others} are reserved for streamql's own columns"
+    return None
+
+
 def is_plain_name(text: str) -> bool:
     """True when ``text`` is a plain SQL name streamql accepts."""
     return isinstance(text, str) and len(text) <= MAX_NAME_LENGTH and PLAIN_NAME.fullmatch(text) is not None
@@ -35,7 +50,7 @@ def name_problem(text: str) -> str | None:
         return f"a name has at most {MAX_NAME_LENGTH} characters; this one has {len(text)}"
     if PLAIN_NAME.fullmatch(text) is None:
         return "a name has letters, digits and _ only, and does not start with a digit"
-    return None
+    return reserved_name_problem(text)
 
 
 def check_name(text: object, what: str = "name") -> str:
