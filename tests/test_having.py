@@ -4,6 +4,7 @@ queries stop returning it. Run on SQLite and PostgreSQL catalogs."""
 from __future__ import annotations
 
 import pytest
+import sqlglot
 
 from airflow_provider_streamql.language.streaming import HAVING_COLUMN
 
@@ -60,6 +61,8 @@ PLANS = [
     ("HAVING total > 10", "COALESCE(SUM(x) > 10, FALSE) AS __streamql_having"),  # an output name
     ("HAVING COUNT(*) > 1 AND user <> 'x'", "COALESCE(COUNT(*) > 1 AND user <> 'x', FALSE) AS __streamql_having"),
     ("HAVING MAX(x) > total", "COALESCE(MAX(x) > SUM(x), FALSE) AS __streamql_having"),
+    # a source column wins over an output of the same name, as Spark resolves HAVING
+    ("HAVING user <> 'x' AND total > 1", "COALESCE(user <> 'x' AND SUM(x) > 1, FALSE) AS __streamql_having"),
 ]
 
 
@@ -69,6 +72,29 @@ def test_having_becomes_a_column_of_the_plan(sqlite_engine, having, column):
     plan = sqlite_engine.query("CTAS_T_1").plan
     assert plan.having_column == HAVING_COLUMN and " HAVING " not in plan.spark_sql.upper()
     assert plan.spark_sql.replace("`", "").endswith(f"{column} FROM sq_ctas_t_1_spends AS spends GROUP BY user")
+
+
+def test_a_source_column_in_having_is_not_an_output_of_the_same_name(sqlite_engine):
+    sqlite_engine.execute(SPENDS + "CREATE TABLE t AS SELECT x AS n, COUNT(*) AS x FROM spends GROUP BY x HAVING x > 1")
+    assert "COALESCE(x > 1, FALSE) AS __streamql_having" in sqlite_engine.query("CTAS_T_1").plan.spark_sql
+
+
+# windowed outputs: every column of the table is an output of the plan (its keys included)
+WINDOWED = [
+    "SELECT user, COUNT(*) AS n, WINDOWSTART AS ws FROM spends WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY user "
+    "HAVING n > 1",
+    "SELECT user, COUNT(*) AS n FROM spends WINDOW HOPPING (SIZE 2 MINUTES, ADVANCE BY 1 MINUTE) GROUP BY user "
+    "HAVING WINDOWEND > '2024-01-01'",
+    "SELECT user, WINDOWEND, COUNT(*) AS n FROM spends WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY user",
+]
+
+
+@pytest.mark.parametrize("select", WINDOWED)
+def test_a_windowed_plan_outputs_every_column_of_its_table(sqlite_engine, select):
+    sqlite_engine.execute(SPENDS + f"CREATE TABLE t AS {select}")
+    plan = sqlite_engine.query("CTAS_T_1").plan
+    outputs = {p.alias_or_name.upper() for p in sqlglot.parse_one(plan.spark_sql, dialect="spark").expressions}
+    assert {c.name.upper() for c in sqlite_engine.catalog.source("T").columns} <= outputs
 
 
 # shapes whose plan keeps HAVING in Spark's SQL: nothing there to retract

@@ -12,7 +12,7 @@ import pytest
 from airflow_provider_streamql.errors import StateError, ValidationError
 from airflow_provider_streamql.runtime import kafka
 from airflow_provider_streamql.runtime.badrecords import RecordGuard
-from airflow_provider_streamql.runtime.tables import HavingDeletes
+from airflow_provider_streamql.runtime.tables import HavingChanges
 
 ORDERS = "CREATE STREAM orders (id INT KEY, item STRING, qty INT) WITH (kafka_topic='orders');"
 
@@ -147,6 +147,6 @@ def test_a_group_failing_having_becomes_a_tombstone(spark, sqlite_engine):
     big = sqlite_engine.catalog.source("BIG")
     column = sqlite_engine.catalog.query("CTAS_BIG_1").plan.having_column
     batch = spark.createDataFrame([("tea", 7, True), ("pot", 2, False)], f"item STRING, qty BIGINT, {column} BOOLEAN")
-    changes = HavingDeletes(column, big.key_columns)(batch)
+    changes = HavingChanges(column, big.key_columns)(batch)
     out = kafka.encode(changes.rows, big, deleted=changes.deleted)
     assert sorted(tuple(r) for r in out.collect()) == [("pot", None), ("tea", '{"qty":7}')]

@@ -147,3 +147,4 @@ def test_grace_is_compared_as_each_version_runs_with_it(tmp_path, monkeypatch):
     assert "from 0 SECONDS to 24 HOURS" in report.findings[0].message
     report = engine.validate(replace.replace("(SIZE 1 MINUTE)", "(SIZE 1 MINUTE, GRACE PERIOD 0 SECONDS)"))
     assert [f.code for f in report.findings] == ["UNCHANGED"], report.render()
+    engine.close()

@@ -5,6 +5,7 @@ late and dropped. The cases that test late records and closed windows state GRAC
 SECONDS (the default is ksqlDB's 24 hours)."""
 import pytest
 
+from airflow_provider_streamql.errors import ValidationError
 from airflow_provider_streamql.language import streaming
 
 from .support import changelog, hhmmss, wait_until
@@ -241,6 +242,25 @@ def test_a_version_keeps_the_grace_period_it_was_created_with(sqlite_engine, mon
     assert engine.catalog.query("CTAS_T_1").plan.watermarks == {"CLICKS": ["ts", 24 * 3600.0]}
     explained = dict(map(tuple, engine.execute("EXPLAIN CTAS_T_1")[0].rows))
     assert explained["grace_period"] == "24 HOURS (default)"
+
+
+@pytest.mark.parametrize("again", [TUMBLING.format(""), TUMBLING.format("").replace("CREATE", "CREATE OR REPLACE"),
+                                   "create table T as select USER, count(*) as N from CLICKS "
+                                   "window tumbling (size 60 seconds) group by USER"])
+def test_redeploying_a_statement_planned_under_the_old_default_changes_nothing(sqlite_engine, monkeypatch, again):
+    """A script deployed again (skip unchanged) finds the same statement unchanged, though
+    this release plans it with another default grace period: no new version, no error."""
+    engine = sqlite_engine
+    with monkeypatch.context() as patched:
+        patched.setattr(streaming, "DEFAULT_GRACE_SECONDS", 0.0)
+        engine.execute(CLICKS + TUMBLING.format(""), skip_unchanged=True)
+    [result] = engine.execute(again, skip_unchanged=True)
+    assert result.action == "unchanged"
+    assert engine.catalog.query("CTAS_T_1").plan.watermarks == {"CLICKS": ["ts", 0.0]}
+    [result] = engine.execute(TUMBLING.format(", GRACE PERIOD 0 SECONDS"), skip_unchanged=True)
+    assert result.action == "unchanged"  # the same plan
+    with pytest.raises(ValidationError, match="a table named T already exists"):  # a real change
+        engine.execute(TUMBLING.format(", GRACE PERIOD 1 HOUR"), skip_unchanged=True)
 
 
 def test_a_record_at_the_epoch_is_late_for_a_join_and_kept_by_a_window(sqlite_engine, runtimes):

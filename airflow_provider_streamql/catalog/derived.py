@@ -51,6 +51,6 @@ def derive_query(
         "kind": kind,
         "sink": {"path": sink.path, "format": sink.format, "writer": writer},
         "streams": [n for n in analysis.sources if n not in static],
-        "grace": plan.grace(),
+        "grace": plan.grace_by_source(),
     }
     return plan, shape

@@ -48,7 +48,7 @@ class StreamingPlan:
     #: keeping the row it had while it passed; "" when the SQL filters (plans from before)
     having_column: str = ""
 
-    def grace(self) -> dict[str, float]:
+    def grace_by_source(self) -> dict[str, float]:
         """Source -> the grace period its watermark runs with, seconds (the effective one: a
         statement without GRACE PERIOD has the default of when its version was planned)."""
         return {source: seconds for source, (_column, seconds) in self.watermarks.items()}
@@ -126,22 +126,25 @@ def plan_streaming(
     # that fail HAVING to delete them (a query over tables recomputes, so it sees them anyway)
     having = mode == "update" and tree.args.get("having") is not None and not over_tables
     if having:
-        _having_as_column(tree)
+        _having_as_column(tree, {c.name.upper() for cols in schemas.values() for c in cols})
     plan = StreamingPlan(tree.sql(dialect=DIALECT), views, mode, watermarks, static)
     plan.having_column = HAVING_COLUMN if having else ""
     return plan
 
 
-def _having_as_column(tree: exp.Select) -> None:
-    """``HAVING c`` -> an output column ``COALESCE(c, FALSE) AS HAVING_COLUMN``. Names HAVING
-    reads from the SELECT list (outside aggregates) become the expressions they name. Spark
-    keeps the same aggregate functions in state (the HAVING-only ones it added anyway), so a
-    checkpoint of the filtering plan restarts under this one."""
+def _having_as_column(tree: exp.Select, source_columns: set[str]) -> None:
+    """``HAVING c`` -> an output column ``COALESCE(c, FALSE) AS HAVING_COLUMN``. A name HAVING
+    reads outside an aggregate is, as Spark resolves it, a source column (a grouping one) if
+    there is one, else an output of the SELECT list, which becomes the expression it names.
+    Spark keeps the same aggregate functions in state (the HAVING-only ones it added anyway),
+    so a checkpoint of the filtering plan restarts under this one."""
     condition = tree.args["having"].this.copy()
     named = {p.alias.upper(): p.this for p in tree.expressions if isinstance(p, exp.Alias)}
     for column in list(condition.find_all(exp.Column)):
-        if not column.table and column.name.upper() in named and column.find_ancestor(exp.AggFunc) is None:
-            column.replace(named[column.name.upper()].copy())
+        name = column.name.upper()
+        if column.table or name not in named or name in source_columns or column.find_ancestor(exp.AggFunc):
+            continue
+        column.replace(named[name].copy())
     tree.set("having", None)
     tree.append("expressions", exp.alias_(exp.func("COALESCE", condition, exp.false()), HAVING_COLUMN))
 
@@ -173,23 +176,18 @@ def _bind_window_bounds(tree: exp.Select, window_sql: str) -> None:
     """WINDOWSTART/WINDOWEND -> the window column's start/end; group by the window."""
     window = sqlglot.parse_one(window_sql, dialect=DIALECT)
     bound = {b: exp.Dot(this=window.copy(), expression=exp.to_identifier(b[6:].lower())) for b in WINDOW_BOUNDS}
-    projected = set()
     for i, projection in enumerate(tree.expressions):
         if isinstance(projection, exp.Column) and projection.name.upper() in WINDOW_BOUNDS:
-            projected.add(projection.name.upper())
             tree.expressions[i] = exp.alias_(bound[projection.name.upper()].copy(), projection.name)
     having = tree.args.get("having")
-    in_having = set()  # HAVING reads the output columns: Spark cannot resolve window(ts, ...) there
     for column in list(tree.find_all(exp.Column)):
-        if column.name.upper() in WINDOW_BOUNDS:
-            if having is not None and column.find_ancestor(exp.Having) is having:
-                in_having.add(column.name.upper())
-                continue
-            projected.add(column.name.upper())
+        # HAVING reads the output columns: Spark cannot resolve window(ts, ...) there
+        in_having = having is not None and column.find_ancestor(exp.Having) is having
+        if column.name.upper() in WINDOW_BOUNDS and not in_having:
             column.replace(bound[column.name.upper()].copy())
     outputs = {p.alias_or_name.upper() for p in tree.expressions}
-    for name in WINDOW_BOUNDS:
-        if name not in projected or (name in in_having and name not in outputs):
+    for name in WINDOW_BOUNDS:  # a windowed table is keyed by both (language/analyzer.py)
+        if name not in outputs:
             tree.append("expressions", exp.alias_(bound[name].copy(), name))
     group = tree.args.get("group") or exp.Group(expressions=[])
     group.append("expressions", window.copy())
@@ -201,7 +199,7 @@ def duration_sql(seconds: float) -> str:
     if seconds and seconds % 3600 == 0:
         hours = int(seconds // 3600)
         return f"{hours} HOUR{'S' if hours != 1 else ''}"
-    return f"{seconds:g} SECONDS"
+    return f"{seconds:.15g} SECONDS"
 
 
 def _grace(seconds: float | None, default: float | None) -> float:

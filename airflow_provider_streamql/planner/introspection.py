@@ -205,7 +205,7 @@ def _given_graces(q: QueryInfo) -> dict[str, list[float]] | None:
     if stmt.window is not None and stmt.window.grace is not None:
         given.setdefault(first, []).append(stmt.window.grace)
     select = getattr(stmt, "select", None)
-    joins = select.args.get("joins") or [] if select is not None else []
+    joins = (select.args.get("joins") or []) if select is not None else []
     for join, within in zip(joins, stmt.withins, strict=False):
         if within is not None and within.grace is not None:
             for name in (first, join.this.name.upper()):

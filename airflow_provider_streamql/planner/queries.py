@@ -15,9 +15,11 @@ from sqlalchemy import Connection
 from ..catalog import ERROR_POLICIES, QueryInfo, SourceInfo
 from ..catalog.derived import derive_query
 from ..catalog.model import BATCH_FILES
-from ..errors import StateError, ValidationError
+from ..errors import StateError, StreamQLError, ValidationError
+from ..language import parse_one
 from ..language import statements as st
 from ..language.analyzer import SelectAnalysis
+from ..language.dialect import DIALECT
 from ..language.partition import keyed_select, rekey
 from ..language.tables import keyed_by, passed_keys
 from ..results import Result
@@ -41,7 +43,7 @@ class PersistentQueries(PlannerBase):
         if self.skip_unchanged and existing is not None and existing.writer_query:
             checked = self.check_replace(stmt)
             current, _report, new, sink = checked
-            if _same_query(current, existing, new, sink):
+            if _same_query(current, existing, new, sink, stmt):
                 return self._unchanged(stmt, f"query {current.id}", current)
         if stmt.or_replace and existing is not None:
             return self._replace(stmt, checked or self.check_replace(stmt))
@@ -97,7 +99,7 @@ class PersistentQueries(PlannerBase):
             q.id for q in self.snapshot.queries.values() if sink.name in q.sources and q.desired_state != "TERMINATED"
         )
         # the grace the current version runs with (versions from before shapes recorded it)
-        old_shape = current.shape | {"grace": current.plan.grace()}
+        old_shape = current.shape | {"grace": current.plan.grace_by_source()}
         report = validate_upgrade(current.id, old_shape, new.shape, downstream=readers)
         writers = [
             q.id
@@ -302,13 +304,40 @@ def _query_output_refusal(target: SourceInfo) -> str:
     )
 
 
-def _same_query(current: QueryInfo, old_sink: SourceInfo, new: QueryInfo, sink: SourceInfo) -> bool:
-    """The new definition runs exactly what ``current`` runs, with the same settings, and
-    writes the same output. The shape is not compared: it is what the validator derives from
-    these, and a trait added to it in a later release must not make every query look changed."""
-    return (new.plan, new.settings, column_tuples(sink.columns), sink.properties) == (
-        current.plan,
+def _same_query(
+    current: QueryInfo, old_sink: SourceInfo, new: QueryInfo, sink: SourceInfo, stmt: st.CreateAsSelect
+) -> bool:
+    """The new definition runs what ``current`` runs, with the same settings, and writes the
+    same output: the same plan, or the same statement as written (a later release may plan
+    an unchanged statement otherwise, e.g. a HAVING that retracts or a 24-hour default grace:
+    redeploying the script must not replace the query). The shape is not compared: it is
+    what the validator derives from these, and a trait added to it in a later release must not
+    make every query look changed."""
+    if (new.settings, column_tuples(sink.columns), sink.properties) != (
         current.settings,
         column_tuples(old_sink.columns),
         old_sink.properties,
+    ):
+        return False
+    if new.plan == current.plan:
+        return True
+    try:
+        old = parse_one(current.sql)
+    except StreamQLError:  # a statement this release no longer reads is no match
+        return False
+    return isinstance(old, st.CreateAsSelect) and _as_written(old) == _as_written(stmt)
+
+
+def _as_written(stmt: st.CreateAsSelect) -> tuple:
+    """What a CREATE ... AS SELECT says, whatever its spelling (case, spaces, OR REPLACE)."""
+    select = stmt.select.sql(dialect=DIALECT, normalize=True).lower()
+    return (
+        stmt.kind,
+        stmt.name,
+        stmt.properties,
+        select,
+        stmt.emit or "CHANGES",
+        stmt.window,
+        stmt.withins,
+        stmt.partition_by,
     )

@@ -35,7 +35,7 @@ from .schemas import (
     parse_options,
     reader_options,
 )
-from .tables import Changes, HavingDeletes, read_table_snapshot, table_query_frame
+from .tables import Changes, HavingChanges, read_table_snapshot, table_query_frame
 
 
 def source_stream(spark: SparkSession, src: SourceInfo, *, checked: bool, starting: str = "earliest") -> DataFrame:
@@ -170,7 +170,7 @@ def sink_writer(
                 .outputMode("append")
             )
     if query.kind == "CTAS":
-        having = HavingDeletes(plan.having_column, sink.key_columns) if plan.having_column else None
+        having = HavingChanges(plan.having_column, sink.key_columns) if plan.having_column else None
         return writer.outputMode(plan.output_mode).foreachBatch(
             BatchWriter(sink, f"v{query.version:04d}", before_commit, as_directory=True, compute=having)
         )

@@ -135,7 +135,7 @@ class ChangedKeys:
         return Changes(rows, changed.join(kept, list(keys.values()), "left_anti"))
 
 
-class HavingDeletes:
+class HavingChanges:
     """An aggregation over a stream with HAVING (``plan.having_column``): of the groups a
     micro-batch changed, those passing HAVING are upserted and those failing it deleted. A
     deleted key the table never held is a no-op for every reader."""
@@ -146,7 +146,9 @@ class HavingDeletes:
     def __call__(self, batch: DataFrame) -> Changes:
         batch = batch.persist()  # two writes of one aggregation's output: compute it once
         passed = F.col(f"`{self.column}`")
-        return Changes(batch.where(passed).drop(self.column), batch.where(~passed).select(*self.keys))
+        return Changes(
+            batch.where(passed).drop(self.column), batch.where(~passed).select(*[F.col(f"`{k}`") for k in self.keys])
+        )
 
 
 class Recompute:
