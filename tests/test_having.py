@@ -111,3 +111,39 @@ def test_having_stays_in_the_sql_where_nothing_is_updated_in_place(sqlite_engine
     sqlite_engine.execute(SPENDS + sql)
     plan = sqlite_engine.query("CTAS_T_1").plan
     assert plan.having_column == "" and " HAVING " in plan.spark_sql.upper()
+
+
+def test_a_checkpoint_of_the_filtering_plan_restarts_under_the_retracting_one(spark, sqlite_engine, tmp_path,
+                                                                              monkeypatch):
+    """docs/language.md: a version planned before retraction (HAVING in Spark's SQL) can be
+    replaced in place by one that retracts: Spark keeps the same aggregates in state, so it
+    restarts on the old checkpoint and carries the sums on."""
+    from airflow_provider_streamql.language import streaming
+    engine = sqlite_engine
+    sql = "CREATE OR REPLACE TABLE big AS SELECT user, SUM(x) AS total FROM spends GROUP BY user HAVING COUNT(*) > 1"
+    with monkeypatch.context() as patched:
+        patched.setattr(streaming, "_having_as_column", lambda tree, columns: None)  # HAVING stays in the SQL
+        engine.execute(SPENDS + sql)
+    before = engine.query("CTAS_BIG_1").plan
+    engine.execute(sql)
+    after = engine.query("CTAS_BIG_1").plan
+    assert " HAVING " in before.spark_sql and " HAVING " not in after.spark_sql
+    source, checkpoint = tmp_path / "in", str(tmp_path / "checkpoint")
+    source.mkdir()
+    batches = []
+
+    def run(plan, n, x):
+        (source / f"{n}.json").write_text(f'{{"user": "ann", "x": {x}}}\n')
+        spark.readStream.schema("user STRING, x INT, ts TIMESTAMP").json(str(source)) \
+            .createOrReplaceTempView(plan.views["SPENDS"])
+        query = spark.sql(plan.spark_sql).writeStream.outputMode("update") \
+            .option("checkpointLocation", checkpoint).foreachBatch(lambda df, _: batches.append(df.collect())).start()
+        try:
+            query.processAllAvailable()
+        finally:
+            query.stop()
+
+    run(before, 1, 5)
+    run(before, 2, 7)  # ann's second record: she passes HAVING with 12
+    run(after, 3, 1)  # the retracting plan on the same state: 13
+    assert [[tuple(r) for r in b] for b in batches] == [[], [("ann", 12)], [("ann", 13, True)]]
