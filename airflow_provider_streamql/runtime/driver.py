@@ -26,7 +26,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from ..catalog import ERROR_POLICIES, Catalog, QueryInfo
 from ..errors import SPARK_ERROR_LIMIT, StateError, first_line
-from .connectors import start_query
+from .connectors import Frames, start_query
 from .holds import Holds
 from .listener import ProgressListener
 from .reconcile import Reconciler, Running
@@ -78,6 +78,7 @@ class Runtime:
         self.id = runtime_id or f"{pipeline}@{self.host}:{self.pid}:{uuid.uuid4().hex[:6]}"
         #: query id -> the Spark query this runtime runs for it
         self.active: dict[str, Running] = {}
+        self.frames = Frames()  # each query's built streaming frame, reused when it restarts
         #: query id -> the epoch of the lease this runtime holds on it
         self.epochs: dict[str, int] = {}
         #: query id -> (failed attempts, time.monotonic() before which it is not restarted)
@@ -255,7 +256,7 @@ class Runtime:
             fence = lambda: self._check_lease(query.id, epoch)
             plan = query.plan
             guard = self.holds.guard(query)
-            stream = start_query(self.spark, query, plan, sources, sink, fence, guard)
+            stream = start_query(self.spark, query, plan, sources, sink, fence, guard, self.frames)
             dead_letters = self.holds.dead_letter_query(query, plan, sources, guard)
         except Exception as e:
             if self.rollout.is_pending(query.id):
