@@ -172,3 +172,27 @@ def test_a_failing_query_reports_error_and_others_keep_running(sqlite_engine, ru
     assert engine.state("CSAS_VALID_1") == "RUNNING"
     shown = {r["query_id"]: r for r in engine.queries()}
     assert shown["CSAS_NUMERIC_USERS_2"]["state"] == "ERROR" and shown["CSAS_NUMERIC_USERS_2"]["error"]
+
+
+def test_a_query_frame_is_built_again_only_when_what_it_runs_changed(spark, sqlite_engine):
+    """RESUME restarts the frame a query ran (runtime/connectors.py Frames) unless its error
+    policy, skipped records, sources or version changed since it was built."""
+    from airflow_provider_streamql.runtime.badrecords import RecordGuard
+    from airflow_provider_streamql.runtime.connectors import Frames
+    engine = sqlite_engine
+    engine.execute("CREATE STREAM s (id INT, v DOUBLE); CREATE STREAM o AS SELECT * FROM s WHERE v > 0")
+    query, frames = engine.query("CSAS_O_1"), Frames()
+
+    def frame(guard, query=query):
+        return frames.frame(spark, query, query.plan, {"S": engine.catalog.source("S")}, guard)[0]
+
+    first = frame(RecordGuard(query.id, "FAIL"))
+    assert frame(RecordGuard(query.id, "FAIL")) is first  # a plain RESUME
+    skipping = frame(RecordGuard(query.id, "FAIL", frozenset({"a1b2"})))  # RESUME ... SKIP BAD RECORDS
+    assert skipping is not first
+    assert frame(RecordGuard(query.id, "LOG_AND_CONTINUE")) not in (first, skipping)
+    engine.execute("ALTER STREAM s ADD COLUMN w INT")  # the source read now has another column
+    before = frame(RecordGuard(query.id, "FAIL"))
+    assert before is not first and frame(RecordGuard(query.id, "FAIL")) is before
+    engine.execute("CREATE OR REPLACE STREAM o AS SELECT * FROM s WHERE v > 1")
+    assert frame(RecordGuard(query.id, "FAIL"), engine.query("CSAS_O_1")) is not before  # version 2
