@@ -106,6 +106,9 @@ def test_partition_by_a_column_not_selected(engine):
     ("CREATE STREAM d WITH (value_format='DELIMITED') AS SELECT id, st FROM s",
      "DELIMITED values cannot hold column 'st'"),
     ("CREATE STREAM d (`Foo` INT, FOO STRING)", "column 'foo' is declared twice ('Foo' and 'FOO')"),
+    ("CREATE STREAM d AS SELECT name->first AS f FROM s", "name->first: name is STRING, not a STRUCT"),
+    ("CREATE STREAM d AS SELECT st->z AS z FROM s", "st->z: the STRUCT st has no field 'z' (its fields: a, c)"),
+    ("CREATE STREAM d AS SELECT st->a->q AS q FROM s", "a->q: the STRUCT a has no field 'q' (its fields: b)"),
 ])
 def test_refused_at_plan(engine, sql, fragment):
     with pytest.raises(ValidationError) as e:

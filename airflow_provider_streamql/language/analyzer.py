@@ -290,7 +290,17 @@ def _check_functions(select: exp.Expression, where: _Locator) -> None:
 
 
 def _untyped(name: str, projection: exp.Expression) -> str:
-    """Why column ``name`` has no type: the function call whose type is unknown, if any."""
+    """Why column ``name`` has no type: a ``->`` that reads no field, or the function call
+    whose type is unknown, if any."""
+    for dot in projection.find_all(exp.Dot):
+        base, field = dot.this, dot.expression.name
+        if (dot.type is not None and dot.type.this not in LOOSE) or base.type is None or base.type.this in LOOSE:
+            continue
+        shown = f"{base.name}->{field}"
+        if not base.type.is_type(exp.DataType.Type.STRUCT):
+            return f"{shown}: {base.name} is {base.type.sql(dialect=DIALECT)}, not a STRUCT; -> reads a STRUCT's field"
+        fields = ", ".join(f.name for f in base.type.expressions)
+        return f"{shown}: the STRUCT {base.name} has no field {field!r} (its fields: {fields})"
     calls = [c for c in projection.find_all(exp.Anonymous) if c.type is None or c.type.this in LOOSE]
     if calls:
         call = calls[-1].name
