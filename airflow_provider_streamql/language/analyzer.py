@@ -296,11 +296,10 @@ def _untyped(name: str, projection: exp.Expression) -> str:
         base, field = dot.this, dot.expression.name
         if (dot.type is not None and dot.type.this not in LOOSE) or base.type is None or base.type.this in LOOSE:
             continue
-        shown = f"{base.name}->{field}"
         if not base.type.is_type(exp.DataType.Type.STRUCT):
-            return f"{shown}: {base.name} is {base.type.sql(dialect=DIALECT)}, not a STRUCT; -> reads a STRUCT's field"
+            return f"{base.name}->{field}: {base.name} is {base.type.sql(dialect=DIALECT)}, not a STRUCT"
         fields = ", ".join(f.name for f in base.type.expressions)
-        return f"{shown}: the STRUCT {base.name} has no field {field!r} (its fields: {fields})"
+        return f"{base.name}->{field}: the STRUCT {base.name} has no field {field!r} (its fields: {fields})"
     calls = [c for c in projection.find_all(exp.Anonymous) if c.type is None or c.type.this in LOOSE]
     if calls:
         call = calls[-1].name
