@@ -140,8 +140,8 @@ def analyze_select(
             if column.name.upper() in WINDOW_BOUNDS and column.name.upper() not in real:
                 raise where.error(f"{column.name} is defined only in a query with a WINDOW clause", column)
     for column in select.find_all(exp.Column):
-        if reserved_name_problem(column.name):
-            raise where.error(f"no column {column.name!r}: {reserved_name_problem(column.name)}", column)
+        if reserved := reserved_name_problem(column.name):
+            raise where.error(f"no column {column.name!r}: {reserved}", column)
     declared = {c.name.lower(): c.name for cols in schemas.values() for c in cols}
     declared.update({a.alias.lower(): a.alias for a in select.find_all(exp.Alias)})
     sql_schema = {name: {c.name: c.type for c in cols} for name, cols in schemas.items()}
@@ -176,8 +176,8 @@ def analyze_select(
     for name, projection in zip(names, tree.selects, strict=True):
         if name.lower() in seen:
             raise where.error(f"column {name!r} appears twice in the output", select)
-        if reserved_name_problem(name):
-            raise where.error(f"output column {name!r}: {reserved_name_problem(name)}", select)
+        if reserved := reserved_name_problem(name):
+            raise where.error(f"output column {name!r}: {reserved}", select)
         seen.add(name.lower())
         if projection.type is None or projection.type.this in LOOSE:
             raise where.error(_untyped(name, projection), select)

@@ -127,9 +127,9 @@ def plan_streaming(
     having = mode == "update" and tree.args.get("having") is not None and not over_tables
     if having:
         _having_as_column(tree, {c.name.upper() for cols in schemas.values() for c in cols})
-    plan = StreamingPlan(tree.sql(dialect=DIALECT), views, mode, watermarks, static)
-    plan.having_column = HAVING_COLUMN if having else ""
-    return plan
+    return StreamingPlan(
+        tree.sql(dialect=DIALECT), views, mode, watermarks, static, having_column=HAVING_COLUMN if having else ""
+    )
 
 
 def _having_as_column(tree: exp.Select, source_columns: set[str]) -> None:

@@ -125,20 +125,17 @@ def start_query(
     sources: dict[str, SourceInfo],
     sink: SourceInfo,
     before_commit: Callable[[], None],
-    record_guard: RecordGuard | None = None,
-    frames: Frames | None = None,
+    record_guard: RecordGuard | None,
+    frames: Frames,
 ) -> StreamingQuery:
-    """Build (or take from ``frames``) and start a query's streaming plan."""
+    """Start a query's streaming plan (built by ``frames``, or taken from them)."""
     if plan.table_query:  # a changelog in, a changelog out (runtime/tables.py)
         changes, compute = table_query_frame(spark, query, plan, sources, sink)
         writer = changes.writeStream.foreachBatch(
             BatchWriter(sink, f"v{query.version:04d}", before_commit, as_directory=True, compute=compute)
         )
         return writer.queryName(query.id).option("checkpointLocation", query.checkpoint).start()
-    if frames is not None:
-        df, compute = frames.frame(spark, query, plan, sources, record_guard)
-    else:
-        df, compute = streaming_frame(spark, query, plan, sources, record_guard)
+    df, compute = frames.frame(spark, query, plan, sources, record_guard)
     if compute is not None:
         writer = df.writeStream.foreachBatch(
             BatchWriter(sink, f"{query.id}-v{query.version:04d}", before_commit, as_directory=False, compute=compute)
