@@ -5,6 +5,7 @@ late and dropped. The cases that test late records and closed windows state GRAC
 SECONDS (the default is ksqlDB's 24 hours)."""
 import pytest
 
+from airflow_provider_streamql.conditions import ProgressSince
 from airflow_provider_streamql.errors import ValidationError
 from airflow_provider_streamql.language import streaming
 
@@ -283,4 +284,7 @@ def test_a_record_at_the_epoch_is_late_for_a_join_and_kept_by_a_window(sqlite_en
             engine.wait_caught_up(query_id, timeout=60)
     assert sorted((k, c) for k, c, *_ in engine.execute("SELECT * FROM per_minute")[0].rows) == [("a", 1), ("b", 1)]
     assert engine.execute("SELECT * FROM joined")[0].rows == [["a", 1, 1]]
+    # the listener records progress after the commit that catching up waits for
+    engine.wait(ProgressSince("CSAS_JOINED_2", rows=4), timeout=60)
+    engine.wait(ProgressSince("CTAS_PER_MINUTE_1", rows=2), timeout=60)
     assert engine.progress("CSAS_JOINED_2").late_rows == 2 and engine.progress("CTAS_PER_MINUTE_1").late_rows == 0
