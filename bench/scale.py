@@ -1,6 +1,6 @@
 """Many queries in one runtime (issue 16): how each control-plane figure grows with N.
 
-    .venv/bin/python bench/scale.py [--sizes 1,10,40,100] [--idle 10] [--submit 10]
+    .venv/bin/python bench/scale.py [--sizes 1,10,40,100] [--idle 10] [--rounds 3] [--submit 10]
 
 Each size N runs in a fresh child process (its own JVM and SparkSession, ``local[2]``,
 a SQLite catalog, files): one source stream ``src`` and N file-to-file filter queries
@@ -12,7 +12,7 @@ every 0.5 s (the default). The child measures, in this order:
     ``--idle`` seconds with no new input;
   * catch-up: one file of N records (one per query) renamed into the source -> every
     query has processed the file and committed its output (``CaughtUp`` on each);
-  * PAUSE ALL -> all PAUSED; RESUME ALL -> all RUNNING;
+  * PAUSE ALL -> all PAUSED; RESUME ALL -> all RUNNING (medians of ``--rounds`` cycles);
   * RSS of the process tree (driver + JVM) at the end.
 
 ``--submit K`` adds the comparison an Airflow + Spark user would make: K separate Spark
@@ -64,7 +64,7 @@ def tree_cpu(proc: psutil.Process) -> float:
 
 
 # -- one runtime, N queries (child process) ---------------------------------------------------
-def child(n: int, idle: float, through: bool) -> dict:
+def child(n: int, idle: float, through: bool, rounds: int) -> dict:
     from airflow_provider_streamql.catalog import Catalog
     from airflow_provider_streamql.conditions import AllOf, CaughtUp, QueriesInState
     from airflow_provider_streamql.engine import Engine
@@ -100,15 +100,19 @@ def child(n: int, idle: float, through: bool) -> dict:
     engine.wait(AllOf.of(*[CaughtUp(q) for q in ids]), timeout=1800, poll=POLL)
     catch_up_s = time.monotonic() - t0
 
-    t0 = time.monotonic()
-    engine.execute("PAUSE ALL")
-    engine.wait(QueriesInState(ids, ["PAUSED"]), timeout=1800, poll=POLL)
-    pause_s = time.monotonic() - t0
-    t0 = time.monotonic()
-    engine.execute("RESUME ALL")
-    engine.wait(QueriesInState(ids, ["RUNNING"]), timeout=1800, poll=POLL)
-    resume_s = time.monotonic() - t0
-    time.sleep(2.0)
+    pauses, resumes = [], []
+    for _ in range(rounds):  # one PAUSE ALL of one query is ~0.05 s: a single sample is noise
+        t0 = time.monotonic()
+        engine.execute("PAUSE ALL")
+        engine.wait(QueriesInState(ids, ["PAUSED"]), timeout=1800, poll=POLL)
+        pauses.append(time.monotonic() - t0)
+        time.sleep(1.0)
+        t0 = time.monotonic()
+        engine.execute("RESUME ALL")
+        engine.wait(QueriesInState(ids, ["RUNNING"]), timeout=1800, poll=POLL)
+        resumes.append(time.monotonic() - t0)
+        time.sleep(2.0)
+    pause_s, resume_s = statistics.median(pauses), statistics.median(resumes)
 
     result = {
         "n": n,
@@ -208,8 +212,8 @@ def summary(values: list[float]) -> dict:
     return {"median": round(statistics.median(values), 3), "min": round(values[0], 3), "max": round(values[-1], 3)}
 
 
-def run_child(n: int, idle: float, through: bool) -> dict:
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", str(n), "--idle", str(idle)]
+def run_child(n: int, idle: float, through: bool, rounds: int = 3) -> dict:
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", str(n), "--idle", str(idle), "--rounds", str(rounds)]
     t0 = time.monotonic()
     out = subprocess.run(cmd + (["--through"] if through else []), check=True, capture_output=True, text=True)
     result = json.loads(out.stdout.strip().splitlines()[-1])
@@ -224,12 +228,13 @@ def main() -> None:
     parser.add_argument("--submit", type=int, default=0, help="compare K queries with K spark-submit apps")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--through", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--rounds", type=int, default=3, help="PAUSE ALL / RESUME ALL cycles per size")
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, args.idle, args.through)))
+        print(json.dumps(child(args.child, args.idle, args.through, args.rounds)))
         return
     sizes = [int(s) for s in args.sizes.split(",") if s]
-    rows = [run_child(n, args.idle, through=False) for n in sizes]
+    rows = [run_child(n, args.idle, through=False, rounds=args.rounds) for n in sizes]
     for row in rows:
         print(json.dumps(row), flush=True)
     one = next((r for r in rows if r["n"] == 1), None)

@@ -74,7 +74,7 @@ class Catalog(ObservedState):
 
     # -- statements -----------------------------------------------------------------
     def snapshot(self, conn: Connection) -> Snapshot:
-        sources = {r.name: SourceInfo.from_row(r) for r in conn.execute(select(s.sources))}
+        sources = self.sources(conn)
         queries = {r.id: QueryInfo.from_row(r) for r in conn.execute(select(s.queries))}
         next_seq = (conn.execute(select(func.max(s.queries.c.seq))).scalar() or 0) + 1
         return Snapshot(sources, queries, next_seq)
@@ -240,6 +240,11 @@ class Catalog(ObservedState):
         with self._reading(conn) as conn:
             row = conn.execute(select(s.sources).where(s.sources.c.name == name)).first()
         return SourceInfo.from_row(row) if row else None
+
+    def sources(self, conn: Connection | None = None) -> dict[str, SourceInfo]:
+        """Every stream and table by name, in one read."""
+        with self._reading(conn) as conn:
+            return {r.name: SourceInfo.from_row(r) for r in conn.execute(select(s.sources))}
 
     def last_command(self) -> int:
         """The sequence number of the newest statement logged (0 if none): it changes

@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from ..catalog import ERROR_POLICIES, Catalog, QueryInfo
+from ..catalog import ERROR_POLICIES, Catalog, QueryInfo, SourceInfo
 from ..errors import SPARK_ERROR_LIMIT, StateError, first_line
 from .connectors import Frames, start_query
 from .holds import Holds
@@ -79,6 +79,8 @@ class Runtime:
         #: query id -> the Spark query this runtime runs for it
         self.active: dict[str, Running] = {}
         self.frames = Frames()  # each query's built streaming frame, reused when it restarts
+        self._pass_sources: dict[str, SourceInfo] | None = None  # see _sources()
+        self._sources_lock = threading.Lock()
         #: query id -> the epoch of the lease this runtime holds on it
         self.epochs: dict[str, int] = {}
         #: query id -> (failed attempts, time.monotonic() before which it is not restarted)
@@ -156,6 +158,7 @@ class Runtime:
         held (one write each), then reconcile the queries, up to ``workers`` at once."""
         self.catalog.heartbeat(self.id, self.pipeline, self.host, self.pid, **self.spark_info)
         self._renew_leases()
+        self._pass_sources = None  # read once, by the pass's first query start
         self._each("reconciling", self._reconcile_one, self.catalog.queries(self.pipeline))
 
     def _reconcile_one(self, query: QueryInfo) -> None:
@@ -248,8 +251,9 @@ class Runtime:
         self.rollout.resume_window(query)
         self.report(query, "STARTING", epoch)
         try:
-            sink = self.catalog.source(query.sink)
-            sources = {name: self.catalog.source(name) for name in query.sources}
+            known = self._sources()
+            sink = known.get(query.sink)
+            sources = {name: known.get(name) for name in query.sources}
             missing = [n for n, s in [(query.sink, sink), *sources.items()] if s is None]
             if missing:
                 raise StateError(f"{', '.join(missing)} no longer exist(s) in the catalog")
@@ -278,6 +282,14 @@ class Runtime:
             run_id=stream.runId,
         ):
             query.observed_state, query.error = "RUNNING", note
+
+    def _sources(self) -> dict[str, SourceInfo]:
+        """The catalog's sources as this pass sees them: one read for all the queries a
+        pass starts (RESUME ALL, a new pipeline), not two per query."""
+        with self._sources_lock:
+            if self._pass_sources is None:
+                self._pass_sources = self.catalog.sources()
+            return self._pass_sources
 
     def stop_query(self, query_id: str) -> int | None:
         """Stop a query (Spark lets its in-flight batch end or re-runs it from the

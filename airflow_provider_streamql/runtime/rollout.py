@@ -138,8 +138,11 @@ class Rollout:
     def record_start(self, query: QueryInfo) -> None:
         """The versions' record when ``query.version`` has started (before it shows RUNNING,
         so whoever sees RUNNING also sees its outcome): ACTIVE unless pending, and an earlier
-        version replaced while it did not run ended now."""
-        if query.running_version not in (None, query.version) and query.id not in self.pending:
+        version replaced while it did not run ended now. A resume of the version that ran
+        last changes nothing here (its start is its first start): no write."""
+        if query.running_version == query.version and query.id not in self.pending:
+            return
+        if query.running_version is not None and query.id not in self.pending:
             earlier = next((v for v in self.catalog.versions(query.id) if v["version"] == query.running_version), None)
             if earlier is not None and earlier["outcome"] == "ACTIVE":
                 # replaced while it did not run (paused): the earlier version ended then
