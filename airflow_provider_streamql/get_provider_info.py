@@ -30,6 +30,7 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [
                     "airflow_provider_streamql.operators.queries",
                     "airflow_provider_streamql.operators.runtime",
+                    "airflow_provider_streamql.operators.snapshots",
                 ],
             }
         ],

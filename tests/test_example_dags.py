@@ -39,7 +39,9 @@ def deployed(mart):
 def test_every_dag_file_imports_cleanly(airflow_db):
     bag = dag_bag(DAGS)
     assert bag.import_errors == {}
-    assert sorted(bag.dag_ids) == ["streamql_control", "streamql_deploy", "streamql_health", "streamql_upgrade"]
+    assert sorted(bag.dag_ids) == ["streamql_control", "streamql_deploy", "streamql_health", "streamql_rewind",
+                                   "streamql_snapshots", "streamql_upgrade"]
+    assert bag.get_dag("streamql_snapshots").timetable.expression in ("@hourly", "0 * * * *")
     assert bag.get_dag("streamql_deploy").timetable.expression in ("@hourly", "0 * * * *")
     assert set(bag.get_dag("streamql_upgrade").params) == {"query_id", "new_sql", "mode", "dry_run"}
 
@@ -155,6 +157,32 @@ def test_control_pauses_and_resumes_from_a_form(deployed, capfd):
 
     ended = run_dag("streamql_control", capfd, example=True, action="terminate", query_id="ALL")
     assert ended.xcom("report") == {VALID: "TERMINATED", STATS: "TERMINATED"}
+
+
+def caught_up(engine):
+    for query_id in (VALID, STATS):  # STATS reads what VALID writes
+        engine.wait_caught_up(query_id, timeout=60)
+
+
+def test_scheduled_snapshots_and_a_rewind_from_the_form(deployed, capfd):
+    engine = deployed
+    buy(engine, (1, "ann", "tea", 2.5, 2))
+    caught_up(engine)
+    snapped = run_dag("streamql_snapshots", capfd, example=True)
+    assert snapped.state == "success", snapped.log
+    assert sorted(r[0] for r in engine.execute("SHOW SNAPSHOTS")[0].rows) == [VALID, STATS]
+    buy(engine, (2, "bob", "tea", 1.0, 3), (3, "cy", "jam", 4.0, 1))
+    caught_up(engine)
+    before = table(engine, "purchase_stats")
+    assert before == {"tea": (2, 8.0), "jam": (1, 4.0)}
+
+    rewound = run_dag("streamql_rewind", capfd, example=True, query_id=STATS, snapshot=1)
+    assert rewound.states == {"pause": "success", "restore": "success", "resume": "success"}, rewound.log
+    assert "Restored CTAS_PURCHASE_STATS_2 to snapshot 1" in rewound.log
+    caught_up(engine)
+    # the purchases after the snapshot were counted again, once
+    assert table(engine, "purchase_stats") == before
+    assert [r[2] for r in engine.execute("SHOW SNAPSHOTS")[0].rows if r[0] == STATS] == ["MANUAL", "RESTORE"]
 
 
 def test_health_flags_queries_that_need_attention(deployed, runtimes, capfd):

@@ -9,6 +9,7 @@ from .model import (
     ERROR_POLICIES,
     OBSERVED_STATES,
     BadRecord,
+    CheckpointSnapshot,
     Progress,
     QueryInfo,
     Snapshot,
@@ -34,5 +35,6 @@ __all__ = [
     "Snapshot",
     "SourceInfo",
     "BadRecord",
+    "CheckpointSnapshot",
     "BAD_RECORD_STATUSES",
 ]

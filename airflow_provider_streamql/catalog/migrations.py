@@ -33,6 +33,7 @@ from .schema import (
     MIGRATION_6_COLUMNS,
     MIGRATION_7_COLUMNS,
     MIGRATION_8_COLUMNS,
+    MIGRATION_9_TABLES,
     queries,
     query_versions,
     schema_version,
@@ -162,6 +163,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     6: _add_columns(MIGRATION_6_COLUMNS),
     7: _split_properties,
     8: _complete_old_catalog,
+    9: _create(MIGRATION_9_TABLES),
 }
 LATEST = max(MIGRATIONS)
 

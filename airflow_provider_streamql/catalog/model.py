@@ -178,6 +178,37 @@ class BadRecord:
         return f"{self.file}:{self.line}" if self.line is not None else self.file
 
 
+#: why a checkpoint snapshot was taken
+SNAPSHOT_KINDS = {
+    "UPGRADE": "by the runtime before an in-place upgrade (a rollback restores it)",
+    "MANUAL": "by a SNAPSHOT statement (or SnapshotQueryOperator, e.g. on a schedule)",
+    "RESTORE": "by RESTORE, of the checkpoint it replaced (so a restore can be undone)",
+}
+
+
+@dataclass
+class CheckpointSnapshot:
+    """A copy of a query's checkpoint as of one committed batch (``number`` counts per query)."""
+
+    query_id: str
+    number: int
+    kind: str
+    version: int
+    batch_id: int
+    position: dict[str, Any]
+    folder: str
+    taken_at: float
+    taken_by: str | None = None
+    #: a RESTORE snapshot: the sink files of batches after this one, kept with the copy
+    output_after: int | None = None
+
+    @classmethod
+    def from_row(cls, row: Any) -> CheckpointSnapshot:
+        data = dict(row._mapping)
+        data["position"] = json.loads(data["position"])
+        return cls(**data)
+
+
 @dataclass
 class Snapshot:
     """The catalog as statements see it; validation applies statements to a copy of it."""

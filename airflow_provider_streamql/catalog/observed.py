@@ -170,6 +170,13 @@ class ObservedState:
             conn.execute(update(s.queries).where(s.queries.c.id == query_id).values(**values))
             return True
 
+    def rewind_progress(self, query_id: str, batch_id: int, conn: Connection) -> None:
+        """A query restored to ``batch_id``: its last batch is that one again, and the
+        history of later batches (run again) is dropped."""
+        conn.execute(update(s.progress).where(s.progress.c.query_id == query_id).values(batch_id=batch_id))
+        h = s.progress_history
+        conn.execute(delete(h).where(h.c.query_id == query_id, h.c.batch_id > batch_id))
+
     def record_progress(self, p: Progress) -> None:
         """Store the latest batch; input and late rows accumulate over new batch ids. The
         last :data:`HISTORY` batches are kept for throughput over time."""

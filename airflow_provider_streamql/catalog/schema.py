@@ -168,6 +168,23 @@ bad_records = Table(
     UniqueConstraint("query_id", "record_id", "batch_id"),
 )
 
+# -- migration 9: copies of checkpoints a query can be restored to ------------------
+checkpoint_snapshots = Table(
+    "checkpoint_snapshots",
+    metadata,
+    Column("query_id", NAME, primary_key=True),
+    Column("number", Integer, primary_key=True),  # per query, from 1
+    Column("kind", String(16), nullable=False),  # see model.SNAPSHOT_KINDS
+    Column("version", Integer, nullable=False),  # the query version that wrote the checkpoint
+    Column("batch_id", Integer, nullable=False),  # the last committed batch it holds
+    Column("position", Text, nullable=False),  # JSON: source index -> offset at that batch
+    Column("folder", String(255), nullable=False),  # under the checkpoint's snapshots folder
+    Column("taken_at", Float, nullable=False),
+    Column("taken_by", String(512)),
+    # RESTORE's own snapshot: the output of batches after this one was kept with it
+    Column("output_after", Integer),
+)
+
 MIGRATION_1_TABLES = (sources, queries, query_versions, commands)
 MIGRATION_2_TABLES = (runtimes, leases, progress)
 MIGRATION_3_COLUMNS = {runtimes: ("spark_app_id", "spark_ui_url", "master")}
@@ -175,6 +192,7 @@ MIGRATION_4_TABLES = (progress_history,)
 MIGRATION_5_TABLES = (bad_records,)
 MIGRATION_6_COLUMNS = {queries: ("run_id",)}
 MIGRATION_7_COLUMNS = {queries: ("settings", "plan", "shape"), query_versions: ("settings", "plan", "shape")}
+MIGRATION_9_TABLES = (checkpoint_snapshots,)
 #: the columns a query's version is made of (copied back by a rollback)
 DEFINITION = ("sql", "select_sql", "sources", "settings", "plan", "shape")
 

@@ -26,10 +26,11 @@ from .connections import serialise_sqlite, write_connection
 from .migrations import LATEST, migrate
 from .model import QueryInfo, Snapshot, SourceInfo
 from .observed import ObservedState
+from .snapshots import SnapshotRecords
 from .urls import default_url, parse_url, redact, safe_url, with_env_password
 
 
-class Catalog(ObservedState):
+class Catalog(ObservedState, SnapshotRecords):
     """Access to one catalog database (SQLite or PostgreSQL), migrated to the latest schema."""
 
     def __init__(self, url: str | None = None, *, home: str | None = None, migrate_to: int = LATEST):

@@ -36,11 +36,14 @@ from .statements import (
     InsertValues,
     PullQuery,
     QueryControl,
+    RestoreQuery,
     SetProperty,
     Show,
     Statement,
+    TakeSnapshot,
     WindowSpec,
     Within,
+    retention_problem,
 )
 from .values import check_value
 
@@ -48,7 +51,7 @@ NAME_TOKENS = {TokenType.VAR, TokenType.IDENTIFIER}
 EMIT_MODES = ("CHANGES", "FINAL")
 WINDOW_KINDS = ("TUMBLING", "HOPPING", "SESSION")
 TIME_UNITS = {"MILLISECOND": 0.001, "SECOND": 1, "MINUTE": 60, "HOUR": 3600, "DAY": 86400}
-SHOW_TARGETS = ("STREAMS", "TABLES", "QUERIES", "TOPICS", "PROPERTIES")
+SHOW_TARGETS = ("STREAMS", "TABLES", "QUERIES", "TOPICS", "PROPERTIES", "SNAPSHOTS")
 #: ksqlDB statements streamql does not take, by their first words, and why (docs/ksqldb.md)
 REFUSED_STATEMENTS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("CREATE", "TYPE"), "CREATE TYPE is not supported: write the STRUCT<...> type on each column"),
@@ -366,8 +369,8 @@ class _StatementParser:
         handler: Callable[[], Statement] | None = self.HANDLERS.get(first)
         if handler is None:
             self.fail(
-                "expected a StreamQL statement (CREATE, ALTER, INSERT, SELECT, PAUSE, "
-                "RESUME, TERMINATE, DROP, SHOW, LIST, DESCRIBE, EXPLAIN, SET, UNSET)"
+                "expected a StreamQL statement (CREATE, ALTER, INSERT, SELECT, PAUSE, RESUME, "
+                "TERMINATE, DROP, SHOW, LIST, DESCRIBE, EXPLAIN, SNAPSHOT, RESTORE, SET, UNSET)"
             )
         return handler(self)
 
@@ -770,9 +773,46 @@ class _StatementParser:
     def describe(self) -> Statement:
         self.expect("DESCRIBE")
         name = self.object_name()
+        if self.accept("STATE"):
+            limit = self.count_after("LIMIT") if self.at("LIMIT") else 20
+            self.done()
+            return self.make(Describe, name=name, state=True, state_limit=limit)
         extended = self.accept("EXTENDED")
         self.done()
         return self.make(Describe, name=name, extended=extended)
+
+    def snapshot(self) -> Statement:
+        self.expect("SNAPSHOT")
+        query_id = self.object_name()
+        props = self.properties()
+        unknown = sorted(set(props) - {"keep", "max_age_hours"})
+        if unknown:
+            self.fail(f"unknown property {unknown[0]!r} of SNAPSHOT (known: keep, max_age_hours)")
+        keep, age = props.get("keep"), props.get("max_age_hours")
+        problem = retention_problem(keep, age)
+        if problem:
+            self.fail(problem)
+        self.done()
+        return self.make(TakeSnapshot, query_id=query_id, keep=keep, max_age_hours=age)
+
+    def restore(self) -> Statement:
+        self.expect("RESTORE")
+        query_id = self.object_name()
+        self.expect("TO")
+        self.expect("SNAPSHOT")
+        number = self.count_after(None)
+        self.done()
+        return self.make(RestoreQuery, query_id=query_id, number=number)
+
+    def count_after(self, keyword: str | None) -> int:
+        """A positive whole number (after ``keyword``, if given)."""
+        if keyword is not None:
+            self.expect(keyword)
+        token = self.peek()
+        value = self.literal() if token is not None and token.token_type == TokenType.NUMBER else None
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            self.fail(f"expected a positive whole number, not {token.text if token else 'nothing'!r}", token)
+        return value
 
     def explain(self) -> Statement:
         self.expect("EXPLAIN")
@@ -813,6 +853,8 @@ class _StatementParser:
         "LIST": show,
         "DESCRIBE": describe,
         "EXPLAIN": explain,
+        "SNAPSHOT": snapshot,
+        "RESTORE": restore,
         "SET": set,
         "UNSET": unset,
     }

@@ -197,11 +197,63 @@ class Show(Statement):
 
 @dataclass
 class Describe(Statement):
-    """``DESCRIBE name [EXTENDED]``"""
+    """``DESCRIBE name [EXTENDED]``; ``DESCRIBE <query_id> STATE [LIMIT n]``"""
 
     name: str
     extended: bool = False
+    #: DESCRIBE <query_id> STATE: the query's state, at most ``state_limit`` rows per operator
+    state: bool = False
+    state_limit: int = 20
     writes = False
+
+
+def retention_problem(keep: object, max_age_hours: object) -> str | None:
+    """What is wrong with a SNAPSHOT's retention policy, or None."""
+    if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 1):
+        return f"keep must be a whole number of snapshots, at least 1, not {keep!r}"
+    if max_age_hours is not None and (
+        isinstance(max_age_hours, bool) or not isinstance(max_age_hours, (int, float)) or max_age_hours <= 0
+    ):
+        return f"max_age_hours must be a positive number of hours, not {max_age_hours!r}"
+    return None
+
+
+@dataclass
+class TakeSnapshot(Statement):
+    """``SNAPSHOT <query_id> [WITH (keep = n, max_age_hours = h)]``: copy the query's
+    checkpoint as of its last committed batch; then keep the newest ``keep`` snapshots
+    younger than ``max_age_hours`` (None: the defaults)."""
+
+    query_id: str
+    keep: int | None = None
+    max_age_hours: float | None = None
+
+    @classmethod
+    def of(cls, query_id: str, *, keep: int | None = None, max_age_hours: float | None = None) -> TakeSnapshot:
+        """The statement for ``query_id`` built from checked parts (never text to parse)."""
+        problem = retention_problem(keep, max_age_hours)
+        if problem:
+            raise ParseError(problem)
+        name = check_object_name(query_id, "query ID")
+        given = [f"{k} = {v!r}" for k, v in (("keep", keep), ("max_age_hours", max_age_hours)) if v is not None]
+        text = f"SNAPSHOT {name}" + (f" WITH ({', '.join(given)})" if given else "")
+        return cls(text=text, query_id=name, keep=keep, max_age_hours=max_age_hours)
+
+
+@dataclass
+class RestoreQuery(Statement):
+    """``RESTORE <query_id> TO SNAPSHOT <n>``: rewind a paused query to snapshot ``n``."""
+
+    query_id: str
+    number: int
+
+    @classmethod
+    def of(cls, query_id: str, number: int) -> RestoreQuery:
+        """The statement for ``query_id`` and snapshot ``number`` from checked parts."""
+        if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+            raise ParseError(f"a snapshot number is a positive whole number, not {number!r}")
+        name = check_object_name(query_id, "query ID")
+        return cls(text=f"RESTORE {name} TO SNAPSHOT {number}", query_id=name, number=number)
 
 
 @dataclass

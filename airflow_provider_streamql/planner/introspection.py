@@ -81,6 +81,12 @@ def show(catalog: Catalog, conn: Connection, snapshot: Snapshot, stmt: st.Show, 
         sources = sorted(snapshot.sources.values(), key=lambda s: s.name)
         rows = [[s.name, s.kind, s.format, f"kafka:{s.kafka_topic}" if s.kafka_topic else s.path] for s in sources]
         return Result(stmt.text, columns=["name", "kind", "format", "topic"], rows=rows)
+    if stmt.what == "SNAPSHOTS":
+        from .snapshots import SNAPSHOT_COLUMNS, snapshot_row
+
+        queries = sorted(snapshot.queries.values(), key=lambda q: q.seq)
+        rows = [snapshot_row(snap) for q in queries for snap in catalog.snapshots(q.id, conn)]
+        return Result(stmt.text, columns=SNAPSHOT_COLUMNS, rows=rows)
     if stmt.what == "QUERIES":
         queries = sorted(snapshot.queries.values(), key=lambda q: q.seq)
         rows = query_rows(catalog, queries, conn)

@@ -5,7 +5,7 @@ to that snapshot, so the next statement of the script is checked against the cat
 would be. Nothing touches the database until every statement of a script has been planned.
 
 The planner is its statement families put together (:mod:`.sources`, :mod:`.queries`,
-:mod:`.control`, :mod:`.reads`, all on :mod:`.base`); :attr:`Planner.HANDLERS` says which
+:mod:`.control`, :mod:`.reads`, :mod:`.snapshots`, all on :mod:`.base`); :attr:`Planner.HANDLERS` says which
 handler plans which statement class.
 """
 
@@ -19,10 +19,11 @@ from .base import Step
 from .control import ControlStatements
 from .queries import PersistentQueries
 from .reads import Reads
+from .snapshots import SnapshotStatements
 from .sources import SourceStatements
 
 
-class Planner(SourceStatements, PersistentQueries, ControlStatements, Reads):
+class Planner(SourceStatements, PersistentQueries, ControlStatements, Reads, SnapshotStatements):
     #: statement class -> its handler, called as ``handler(planner, stmt)``
     HANDLERS: ClassVar[dict[type[st.Statement], Callable[[Any, Any], Step]]] = {
         st.CreateSource: SourceStatements._create_source,
@@ -37,6 +38,8 @@ class Planner(SourceStatements, PersistentQueries, ControlStatements, Reads):
         st.Show: Reads._show,
         st.Describe: Reads._describe,
         st.Explain: Reads._explain,
+        st.TakeSnapshot: SnapshotStatements._take_snapshot,
+        st.RestoreQuery: SnapshotStatements._restore,
     }
 
     def plan(self, stmt: st.Statement) -> Step:

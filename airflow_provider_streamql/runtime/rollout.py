@@ -21,8 +21,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..catalog import Catalog, QueryInfo
-from ..storage.checkpoints import last_committed_batch
+from ..catalog import Catalog, CheckpointSnapshot, QueryInfo
+from ..storage.checkpoints import last_committed_batch, source_offsets
 from ..storage.layout import snapshot_path
 
 log = logging.getLogger("streamql.runtime")
@@ -74,10 +74,22 @@ class Rollout:
         self.report(query, "UPGRADING", epoch)
         self.stop(query.id)
         snapshot = take_snapshot(query.checkpoint, previous)
-        self.catalog.mark_version(query.id, previous, ended_at=time.time(), outcome="REPLACED")
-        self.pending[query.id] = PendingUpgrade(
-            previous, snapshot, last_committed_batch(query.checkpoint), time.monotonic() + self.readiness_window
+        batch = last_committed_batch(snapshot)
+        self.catalog.add_snapshot(
+            CheckpointSnapshot(
+                query.id,
+                0,
+                "UPGRADE",
+                previous,
+                batch,
+                source_offsets(snapshot, batch),
+                os.path.basename(snapshot),
+                time.time(),
+                taken_by=f"upgrade to version {query.version}",
+            )
         )
+        self.catalog.mark_version(query.id, previous, ended_at=time.time(), outcome="REPLACED")
+        self.pending[query.id] = PendingUpgrade(previous, snapshot, batch, time.monotonic() + self.readiness_window)
         log.info("%s: upgrading from version %d to %d", query.id, previous, query.version)
         self.start(query, epoch)
 

@@ -7,6 +7,7 @@ One home directory (``$STREAMQL_HOME``) holds everything::
     <home>/checkpoints/<QUERY_ID>/                a query's Spark checkpoint
     <home>/checkpoints/<QUERY_ID>.dead_letters/   its dead-letter companion's checkpoint
     <home>/checkpoints/<QUERY_ID>.snapshots/vNNNN/  snapshots taken before in-place upgrades
+    <home>/checkpoints/<QUERY_ID>.snapshots/sNNNN/  snapshots taken by SNAPSHOT and RESTORE
     <home>/runtimes/<pipeline>-<time>.log         drivers started by SubmitRuntimeOperator
 
 A source's ``WITH (path=...)`` is resolved here and nowhere else: a relative path lies under
@@ -68,6 +69,19 @@ def snapshots_of(checkpoint: str) -> str:
 def snapshot_path(checkpoint: str, version: int) -> str:
     """Where the checkpoint is copied as ``version`` left it, before an in-place upgrade."""
     return os.path.join(snapshots_of(checkpoint), f"v{version:04d}")
+
+
+def snapshot_folder(checkpoint: str, folder: str) -> str:
+    """Where snapshot ``folder`` (``vNNNN`` before an upgrade, ``sNNNN`` numbered) of a
+    checkpoint lives; ``folder`` comes from the catalog and is checked all the same."""
+    if not folder or folder != os.path.basename(folder) or folder.startswith("."):
+        raise ValidationError(f"{folder!r} is not a snapshot folder name")
+    return os.path.join(snapshots_of(checkpoint), folder)
+
+
+def snapshot_output(checkpoint: str, folder: str) -> str:
+    """Where a RESTORE snapshot keeps the sink files the restore took out."""
+    return snapshot_folder(checkpoint, folder) + ".output"
 
 
 def query_folders(checkpoint: str) -> list[str]:
@@ -192,4 +206,7 @@ class MovedAside:
 
     def purge(self) -> None:
         for _path, aside in self.moves:
-            shutil.rmtree(aside, ignore_errors=True)
+            if os.path.isdir(aside) and not os.path.islink(aside):
+                shutil.rmtree(aside, ignore_errors=True)
+            elif os.path.lexists(aside):
+                os.remove(aside)

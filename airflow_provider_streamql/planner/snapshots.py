@@ -1,0 +1,287 @@
+"""Snapshots and rewinds: ``SNAPSHOT <query_id> [WITH (keep, max_age_hours)]`` and
+``RESTORE <query_id> TO SNAPSHOT <n>``.
+
+A snapshot is a copy of the query's checkpoint as of its last committed batch
+(:mod:`..storage.snapshots`), recorded in the catalog with the version that wrote it, the batch
+and the input position. RESTORE puts a paused query's checkpoint back to a snapshot and removes
+what the query wrote to its sink for later batches, so those batches run again and the output
+holds each input record once (a Kafka sink is written at least once: it gets them again).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
+from ..catalog import CheckpointSnapshot, QueryInfo
+from ..errors import NotFoundError, StateError
+from ..language import statements as st
+from ..results import Result
+from ..storage.checkpoints import last_committed_batch, source_offsets
+from ..storage.layout import MovedAside, snapshot_folder, snapshot_output
+from ..storage.snapshots import copy_committed, later_output
+from ..storage.topics import SINK_LOG
+from .base import PlannerBase, Step
+
+#: the retention policy when a SNAPSHOT gives none (Flink's operator keeps savepoints by
+#: count and age in the same way)
+DEFAULT_KEEP = 10
+DEFAULT_MAX_AGE_HOURS = 24.0 * 7
+SNAPSHOT_COLUMNS = ["query_id", "snapshot", "kind", "version", "batch", "position", "taken_at", "taken_by"]
+
+
+def snapshot_row(snap: CheckpointSnapshot) -> list:
+    taken = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(snap.taken_at)) + " UTC"
+    position = ", ".join(f"source {i}: {offset}" for i, offset in sorted(snap.position.items())) or "-"
+    return [snap.query_id, snap.number, snap.kind, snap.version, snap.batch_id, position, taken, snap.taken_by]
+
+
+def expired(snaps: list[CheckpointSnapshot], keep: int, max_age_hours: float, now: float) -> list[CheckpointSnapshot]:
+    """The snapshots the policy drops: all but the newest ``keep``, and any older than
+    ``max_age_hours``; never the newest one, nor the newest UPGRADE one (a rollback of the
+    current version restores it)."""
+    newest_first = sorted(snaps, key=lambda s: s.number, reverse=True)
+    upgrades = [s for s in newest_first if s.kind == "UPGRADE"]
+    spared = {newest_first[0].number} | ({upgrades[0].number} if upgrades else set()) if snaps else set()
+    return [
+        s
+        for rank, s in enumerate(newest_first)
+        if s.number not in spared and (rank >= keep or now - s.taken_at > max_age_hours * 3600)
+    ]
+
+
+class SnapshotStatements(PlannerBase):
+    def _query_for(self, query_id: str, stmt: st.Statement) -> QueryInfo:
+        query = self.snapshot.queries.get(query_id)
+        if query is None:
+            known = ", ".join(sorted(self.snapshot.queries)) or "none"
+            raise NotFoundError(
+                f"no query {query_id!r} (known queries: {known})", line=stmt.line, col=stmt.col, text=stmt.text
+            )
+        if query.desired_state == "TERMINATED":
+            raise self._state_error(f"query {query.id} is terminated; its checkpoint is no longer kept", stmt)
+        return query
+
+    def _state_error(self, message: str, stmt: st.Statement) -> StateError:
+        return StateError(message, line=stmt.line, col=stmt.col, text=stmt.text)
+
+    def _take_snapshot(self, stmt: st.TakeSnapshot) -> Step:
+        query = self._query_for(stmt.query_id, stmt)
+        if query.observed_state in ("UPGRADING", "ROLLING_BACK"):
+            raise self._state_error(
+                f"query {query.id} is {query.observed_state}: take the snapshot once it runs one version", stmt
+            )
+        batch = last_committed_batch(query.checkpoint)
+        if batch < 0:
+            raise self._state_error(f"query {query.id} has committed no batch yet: there is nothing to snapshot", stmt)
+        keep = stmt.keep or DEFAULT_KEEP
+        max_age = stmt.max_age_hours or DEFAULT_MAX_AGE_HOURS
+        taken: list[CheckpointSnapshot] = []
+        dropped: list[CheckpointSnapshot] = []
+        moved: list[MovedAside] = []
+
+        def write(conn) -> None:
+            snap = self.catalog.add_snapshot(self._record(query, "MANUAL", batch), conn)
+            taken.append(snap)
+            dropped.extend(expired(self.catalog.snapshots(query.id, conn), keep, max_age, time.time()))
+            if dropped:
+                self.catalog.remove_snapshots(query.id, [s.number for s in dropped], conn)
+
+        def files() -> Callable[[], None]:
+            target = snapshot_folder(query.checkpoint, taken[0].folder)
+            copy_committed(query.checkpoint, target, batch=batch)  # leaves nothing if it fails
+            moved.append(MovedAside(_folders(query.checkpoint, dropped)))
+
+            def undo() -> None:
+                shutil.rmtree(target, ignore_errors=True)
+                moved[0].restore()
+
+            return undo
+
+        result = Result(stmt.text, query_id=query.id)
+
+        def after_commit(result: Result) -> None:
+            moved[0].purge()
+            snap = taken[0]
+            result.message = f"Snapshot {snap.number} of {query.id}: batch {snap.batch_id}, version {snap.version}" + (
+                f"; removed snapshot(s) {', '.join(str(s.number) for s in dropped)} (keep {keep}, "
+                f"max_age_hours {max_age:g})"
+                if dropped
+                else ""
+            )
+            result.columns, result.rows = SNAPSHOT_COLUMNS, [snapshot_row(snap)]
+
+        return Step(result, write=write, files=files, after_commit=after_commit)
+
+    def _restore(self, stmt: st.RestoreQuery) -> Step:
+        query = self._query_for(stmt.query_id, stmt)
+        if query.desired_state != "PAUSED" or query.observed_state not in ("PAUSED", "PENDING", "UNASSIGNED"):
+            raise self._state_error(
+                f"query {query.id} is {query.observed_state} (desired {query.desired_state}): PAUSE it and wait "
+                f"until it is PAUSED before RESTORE; a running query keeps writing its checkpoint",
+                stmt,
+            )
+        snaps = {s.number: s for s in self.catalog.snapshots(query.id, self.conn)}
+        snap = snaps.get(stmt.number)
+        if snap is None:
+            have = ", ".join(map(str, snaps)) or "none"
+            raise self._state_error(f"query {query.id} has no snapshot {stmt.number} (its snapshots: {have})", stmt)
+        source = snapshot_folder(query.checkpoint, snap.folder)
+        if not os.path.isdir(source):
+            raise self._state_error(f"the files of snapshot {snap.number} of {query.id} are gone ({source!r})", stmt)
+        self._check_versions(query, snap, stmt)
+        sink = self.snapshot.sources.get(query.sink)
+        on_kafka = bool(sink and sink.kafka_topic)
+        if sink is not None and not on_kafka and os.path.isdir(os.path.join(sink.path, SINK_LOG)):
+            raise self._state_error(
+                f"{sink.name} is written by Spark's file sink, whose log would skip the batches a "
+                f"restore runs again: RESTORE needs an output created by this streamql",
+                stmt,
+            )
+        current = last_committed_batch(query.checkpoint)
+        # output of batches after ``cut`` belongs to the timeline the restore leaves; a
+        # RESTORE snapshot brings back the output of its own timeline after its cut
+        cut = snap.output_after if snap.output_after is not None else snap.batch_id
+        abandoned = [s for s in snaps.values() if s.batch_id > snap.batch_id and s.number != snap.number]
+        saved: list[CheckpointSnapshot] = []
+        moved: list[MovedAside] = []
+
+        def write(conn) -> None:
+            record = replace(self._record(query, "RESTORE", current), output_after=cut)
+            saved.append(self.catalog.add_snapshot(record, conn))
+            if abandoned:
+                self.catalog.remove_snapshots(query.id, [s.number for s in abandoned], conn)
+            self.catalog.rewind_progress(query.id, snap.batch_id, conn)
+
+        def files() -> Callable[[], None]:
+            kept = snapshot_folder(query.checkpoint, saved[0].folder)
+            copy_committed(query.checkpoint, kept, batch=current)
+            done: dict[str, OutputSwap | MovedAside] = {}
+
+            def undo() -> None:  # also of a partly done restore
+                if "moved" in done:
+                    shutil.rmtree(query.checkpoint, ignore_errors=True)
+                    done["moved"].restore()
+                if "swap" in done:
+                    done["swap"].undo()
+                shutil.rmtree(kept, ignore_errors=True)
+
+            try:
+                done["swap"] = OutputSwap(
+                    sink.path if sink is not None and not on_kafka else None,
+                    query,
+                    cut,
+                    snapshot_output(query.checkpoint, saved[0].folder),
+                    snapshot_output(query.checkpoint, snap.folder),
+                )
+                done["moved"] = aside = MovedAside([query.checkpoint, *_folders(query.checkpoint, abandoned)])
+                moved.append(aside)
+                shutil.copytree(source, query.checkpoint)
+            except BaseException:
+                undo()
+                raise
+            return undo
+
+        result = Result(stmt.text, query_id=query.id)
+
+        def after_commit(result: Result) -> None:
+            moved[0].purge()
+            again = f"batches {cut + 1}-{current}" if current > cut else "no batch"
+            if on_kafka and sink is not None:
+                output = f"{again} will be written to Kafka topic {sink.kafka_topic!r} again (at least once)"
+            else:
+                output = f"the output of {again} was taken out (kept with snapshot {saved[0].number})"
+                if snap.output_after is not None:
+                    output += f" and the output kept with snapshot {snap.number} put back"
+            result.message = (
+                f"Restored {query.id} to snapshot {snap.number} (batch {snap.batch_id}, version {snap.version}); "
+                f"{output}; the checkpoint it replaced is snapshot {saved[0].number}"
+            )
+            if abandoned:
+                result.message += f"; snapshots of later batches removed: {', '.join(str(s.number) for s in abandoned)}"
+
+        return Step(result, write=write, files=files, after_commit=after_commit)
+
+    def _check_versions(self, query: QueryInfo, snap: CheckpointSnapshot, stmt: st.RestoreQuery) -> None:
+        """A snapshot of an older version is restored only if every upgrade since ran in
+        place on the same checkpoint: the current version can run on that version's state."""
+        if snap.version == query.version:
+            return
+        versions = {v["version"]: v for v in self.catalog.versions(query.id, self.conn)}
+        between = [versions.get(n) for n in range(snap.version + 1, query.version + 1)]
+        numbers = range(snap.version + 1, query.version + 1)
+        replacing = [n for n, v in zip(numbers, between, strict=True) if not v or v["verdict"] != "IN_PLACE"]
+        if replacing or snap.version > query.version:
+            raise self._state_error(
+                f"snapshot {snap.number} of {query.id} holds version {snap.version}'s checkpoint and the "
+                f"query runs version {query.version}, which did not replace it in place "
+                f"(version(s) {', '.join(map(str, replacing)) or snap.version}): its state may not fit",
+                stmt,
+            )
+
+    def _record(self, query: QueryInfo, kind: str, batch: int) -> CheckpointSnapshot:
+        return CheckpointSnapshot(
+            query_id=query.id,
+            number=0,  # numbered when recorded
+            kind=kind,
+            version=query.running_version or query.version,
+            batch_id=batch,
+            position=source_offsets(query.checkpoint, batch),
+            folder="",  # s<number>
+            taken_at=time.time(),
+            taken_by=self.issuer or None,
+        )
+
+
+def _folders(checkpoint: str, snaps: list[CheckpointSnapshot]) -> list[str]:
+    """The folders of ``snaps``: each copy, and the output a RESTORE snapshot kept."""
+    return [p for s in snaps for p in (snapshot_folder(checkpoint, s.folder), snapshot_output(checkpoint, s.folder))]
+
+
+class OutputSwap:
+    """The sink side of a restore: the query's output of batches after ``cut`` moved into
+    the new RESTORE snapshot's ``keep`` folder, then the restored snapshot's kept output
+    (if it is a RESTORE snapshot) linked back in; :meth:`undo` reverses both."""
+
+    def __init__(self, sink_path: str | None, query: QueryInfo, cut: int, keep: str, bring_back: str):
+        self.sink_path, self.keep = sink_path, keep
+        self.taken: list[tuple[str, str]] = []
+        self.returned: list[str] = []
+        os.makedirs(keep)
+        if sink_path is None:
+            return
+        for path in later_output(sink_path, query.id, table=query.kind == "CTAS", batch=cut):
+            aside = os.path.join(keep, os.path.basename(path))
+            os.rename(path, aside)
+            self.taken.append((path, aside))
+        if os.path.isdir(bring_back):
+            for name in sorted(os.listdir(bring_back)):
+                target = os.path.join(sink_path, name)
+                _link_tree(os.path.join(bring_back, name), target)
+                self.returned.append(target)
+
+    def undo(self) -> None:
+        for path in self.returned:
+            shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+        for path, aside in reversed(self.taken):
+            os.rename(aside, path)
+        shutil.rmtree(self.keep, ignore_errors=True)
+
+
+def _link_tree(source: str, target: str) -> None:
+    """``source`` (a file or a changelog entry folder) at ``target``, hard-linked where the
+    file system allows (the kept copy stays for another restore of the same snapshot)."""
+    if os.path.isdir(source):
+        shutil.copytree(source, target, copy_function=_link_or_copy)
+    else:
+        _link_or_copy(source, target)
+
+
+def _link_or_copy(source: str, target: str) -> None:
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)

@@ -1,0 +1,122 @@
+"""A query's checkpoint copied as of one committed batch, and the output a rewind removes.
+
+A snapshot may be taken while the query runs: Spark's checkpoint files of committed batches
+never change (offsets, commits, file-source log entries, state versions), so the copy is
+trimmed to the last batch committed when the copy began, which is what Spark would recover
+from after a crash at that moment. Later batches' files, temp files and files Spark's state
+maintenance deleted mid-copy are left out.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import shutil
+
+from ..errors import StateError
+from .checkpoints import last_committed_batch, source_offsets
+from .topics import read_log
+
+#: a state store version file: ``<version>.delta|snapshot`` (HDFS) or ``.zip|.changelog``
+#: (RocksDB); a state version is the batch id + 1
+STATE_FILE = re.compile(r"^(\d+)\.(delta|snapshot|zip|changelog)$")
+#: a log entry of offsets/, commits/, sources/<i>/ or an operator's metadata: ``<n>[.compact]``
+LOG_FILE = re.compile(r"^(\d+)(\.compact)?$")
+COPY_ATTEMPTS = 3
+
+
+def copy_committed(checkpoint: str, target: str, *, batch: int | None = None) -> int:
+    """Copy ``checkpoint`` into ``target`` (created) as it stood when ``batch`` (default:
+    its last) committed; return that batch id (-1: nothing committed, an empty copy).
+    Nothing is left at ``target`` if the copy fails."""
+    try:
+        for _attempt in range(COPY_ATTEMPTS):
+            upto = last_committed_batch(checkpoint) if batch is None else batch
+            offsets = source_offsets(checkpoint, upto)
+            shutil.rmtree(target, ignore_errors=True)
+            os.makedirs(target)
+            if os.path.isdir(checkpoint):
+                _copy(checkpoint, target)
+            _trim(target, upto, offsets)
+            if _source_logs_complete(target, offsets):
+                return upto
+    except BaseException:
+        shutil.rmtree(target, ignore_errors=True)
+        raise
+    shutil.rmtree(target, ignore_errors=True)
+    raise StateError(
+        f"the checkpoint {checkpoint!r} kept changing while it was copied ({COPY_ATTEMPTS} attempts); try again"
+    )
+
+
+def _copy(source: str, target: str) -> None:
+    for entry in os.scandir(source):
+        name = entry.name
+        if name.startswith("temp-") or name.endswith(".tmp") or ".tmp." in name:
+            continue  # an unfinished write; its final name is renamed in when complete
+        destination = os.path.join(target, name)
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                os.makedirs(destination, exist_ok=True)
+                _copy(entry.path, destination)
+            else:
+                shutil.copy2(entry.path, destination)
+        except FileNotFoundError:
+            continue  # deleted by Spark's maintenance: older than every version kept
+        except OSError as e:
+            if e.errno != errno.ENOENT:
+                raise
+
+
+def _plain(name: str) -> str:
+    """A checksum file's subject: ``.1.delta.crc`` -> ``1.delta``."""
+    if name.startswith(".") and name.endswith(".crc"):
+        return name[1:-4]
+    return name
+
+
+def _trim(target: str, batch: int, offsets: dict[str, int]) -> None:
+    """Remove what batches after ``batch`` wrote to the copy."""
+    for root, _dirs, files in os.walk(target):
+        parts = os.path.relpath(root, target).split(os.sep)
+        for name in files:
+            plain, limit = _plain(name), None
+            log_entry, state_file = LOG_FILE.match(plain), STATE_FILE.match(plain)
+            if parts[0] in ("offsets", "commits") and log_entry:
+                limit, number = batch, int(log_entry.group(1))
+            elif parts[0] == "sources" and len(parts) == 2 and log_entry and parts[1] in offsets:
+                limit, number = offsets[parts[1]], int(log_entry.group(1))
+            elif parts[0] == "state" and state_file:
+                limit, number = batch + 1, int(state_file.group(1))
+            elif parts[0] == "state" and "_metadata" in parts and log_entry:
+                limit, number = batch, int(log_entry.group(1))  # operator metadata per batch
+            if limit is not None and number > limit:
+                os.remove(os.path.join(root, name))
+
+
+def _source_logs_complete(target: str, offsets: dict[str, int]) -> bool:
+    """Every file source's log in the copy reaches the batch's offset: a compaction written
+    mid-copy past it (and its trim) would otherwise lose the entries before it."""
+    for index, offset in offsets.items():
+        if offset < 0:
+            continue
+        logged = read_log(os.path.join(target, "sources", index))
+        if logged and max(logged) < offset:
+            return False
+    return True
+
+
+def later_output(sink_path: str, query_id: str, *, table: bool, batch: int) -> list[str]:
+    """What a query renamed into its sink for batches after ``batch``, under any of its
+    versions: a table's changelog entries ``v<version>-b<batch>``, a stream's batch files
+    ``<query>-v<version>-b<batch>...`` (never another writer's files)."""
+    if not os.path.isdir(sink_path):
+        return []
+    own = re.compile(("" if table else re.escape(query_id) + "-") + r"v\d{4}-b(\d{12})")
+    later = []
+    for name in sorted(os.listdir(sink_path)):
+        match = own.match(name)
+        if match and int(match.group(1)) > batch:
+            later.append(os.path.join(sink_path, name))
+    return later

@@ -1,0 +1,159 @@
+"""Snapshots with history and RESTORE (docs/operations.md, "Snapshots and rewinding"):
+a snapshot taken while a query runs, retention by count, upgrade snapshots listed, and a
+restore that runs the later batches again with every input record in the output once."""
+import os
+
+import pytest
+
+from airflow_provider_streamql.errors import NotFoundError, ParseError, StateError
+from airflow_provider_streamql.storage.layout import snapshots_of
+
+from .support import insert, stream_rows, table
+
+PIPELINE = """
+CREATE STREAM src (id INT, v INT);
+CREATE STREAM big AS SELECT id, v FROM src WHERE v >= 10;
+CREATE TABLE totals AS SELECT id % 2 AS k, COUNT(*) AS n, SUM(v) AS s FROM src GROUP BY id % 2;
+"""
+IDS = ["CSAS_BIG_1", "CTAS_TOTALS_2"]
+FIRST = [(1, 10), (2, 20), (3, 5)]
+LATER = [(4, 40), (5, 50), (6, 1)]
+
+
+def caught_up(engine):
+    for query_id in IDS:
+        engine.wait_caught_up(query_id, timeout=60)
+
+
+def expected(rows):
+    big = sorted((i, v) for i, v in rows if v >= 10)
+    totals = {}
+    for i, v in rows:
+        n, s = totals.get(i % 2, (0, 0))
+        totals[i % 2] = (n + 1, s + v)
+    return big, totals
+
+
+def snapshots(engine, query_id):
+    return [r for r in engine.execute("SHOW SNAPSHOTS")[0].rows if r[0] == query_id]
+
+
+def test_restore_runs_later_batches_again_with_each_record_once(sqlite_engine, runtimes):
+    engine = sqlite_engine
+    engine.execute(PIPELINE)
+    runtimes.start(engine)
+    insert(engine, "src", FIRST)
+    caught_up(engine)
+    taken = {q: engine.execute(f"SNAPSHOT {q}")[0] for q in IDS}
+    assert all(r.rows[0][1] == 1 and r.rows[0][2] == "MANUAL" for r in taken.values())
+    insert(engine, "src", LATER)
+    caught_up(engine)
+    assert (stream_rows(engine, "big"), table(engine, "totals")) == expected(FIRST + LATER)
+
+    engine.execute("PAUSE ALL")
+    for q in IDS:
+        engine.wait_for_state(q, "PAUSED", timeout=60)
+    messages = [engine.execute(f"RESTORE {q} TO SNAPSHOT 1")[0].message for q in IDS]
+    assert all("output of batches" in m and "taken out (kept with snapshot 2)" in m for m in messages), messages
+    # the output of the later batches is gone until they run again
+    assert (stream_rows(engine, "big"), table(engine, "totals")) == expected(FIRST)
+
+    engine.execute("RESUME ALL")
+    for q in IDS:
+        engine.wait_for_state(q, "RUNNING", timeout=60)
+    caught_up(engine)
+    # every input record once: nothing lost, nothing counted twice
+    assert (stream_rows(engine, "big"), table(engine, "totals")) == expected(FIRST + LATER)
+    kinds = [(r[1], r[2]) for r in snapshots(engine, "CTAS_TOTALS_2")]
+    assert kinds == [(1, "MANUAL"), (2, "RESTORE")]
+
+
+def test_a_restore_can_be_undone_with_the_snapshot_it_took(sqlite_engine, runtimes):
+    engine = sqlite_engine
+    engine.execute(PIPELINE)
+    runtimes.start(engine)
+    insert(engine, "src", FIRST)
+    caught_up(engine)
+    engine.execute("SNAPSHOT CTAS_TOTALS_2")
+    insert(engine, "src", LATER)
+    caught_up(engine)
+    engine.execute("PAUSE CTAS_TOTALS_2")
+    engine.wait_for_state("CTAS_TOTALS_2", "PAUSED", timeout=60)
+    engine.execute("RESTORE CTAS_TOTALS_2 TO SNAPSHOT 1")
+    assert table(engine, "totals") == expected(FIRST)[1]
+    # undone: the checkpoint it replaced comes back, and the output it took out with it
+    message = engine.execute("RESTORE CTAS_TOTALS_2 TO SNAPSHOT 2")[0].message
+    assert "the output kept with snapshot 2 put back" in message
+    assert table(engine, "totals") == expected(FIRST + LATER)[1]
+    engine.execute("RESUME CTAS_TOTALS_2")
+    engine.wait_for_state("CTAS_TOTALS_2", "RUNNING", timeout=60)
+    insert(engine, "src", [(8, 100)])
+    caught_up(engine)
+    assert table(engine, "totals") == expected(FIRST + LATER + [(8, 100)])[1]
+
+
+def test_retention_keeps_the_newest_snapshots(sqlite_engine, runtimes):
+    engine = sqlite_engine
+    engine.execute(PIPELINE)
+    runtimes.start(engine)
+    folders = snapshots_of(engine.query("CSAS_BIG_1").checkpoint)
+    for rows in ([(1, 10)], [(2, 20)], [(3, 30)]):
+        insert(engine, "src", rows)
+        caught_up(engine)
+        result = engine.execute("SNAPSHOT CSAS_BIG_1 WITH (keep = 2)")[0]
+    assert "removed snapshot(s) 1" in result.message
+    kept = snapshots(engine, "CSAS_BIG_1")
+    assert [r[1] for r in kept] == [2, 3] and kept[0][4] < kept[1][4]  # later batch, later snapshot
+    assert sorted(os.listdir(folders)) == ["s0002", "s0003"]
+
+
+def test_an_in_place_upgrade_is_listed_and_restorable(sqlite_engine, runtimes):
+    engine = sqlite_engine
+    engine.execute(PIPELINE)
+    runtimes.start(engine)
+    insert(engine, "src", FIRST)
+    caught_up(engine)
+    engine.execute("CREATE OR REPLACE STREAM big AS SELECT id, v FROM src WHERE v >= 15")
+    engine.wait_for_version("CSAS_BIG_1", 2, timeout=60)
+    upgrade = snapshots(engine, "CSAS_BIG_1")
+    assert [(r[1], r[2], r[3]) for r in upgrade] == [(1, "UPGRADE", 1)]
+    insert(engine, "src", LATER)
+    caught_up(engine)
+    engine.execute("PAUSE CSAS_BIG_1")
+    engine.wait_for_state("CSAS_BIG_1", "PAUSED", timeout=60)
+    engine.execute("RESTORE CSAS_BIG_1 TO SNAPSHOT 1")  # version 2 replaced 1 in place
+    engine.execute("RESUME CSAS_BIG_1")
+    engine.wait_for_state("CSAS_BIG_1", "RUNNING", timeout=60)
+    caught_up(engine)
+    # FIRST's output stays as version 1 wrote it; LATER runs again under version 2
+    assert stream_rows(engine, "big") == [(1, 10), (2, 20), (4, 40), (5, 50)]
+
+
+@pytest.mark.parametrize("statement, error, words", [
+    ("RESTORE CSAS_BIG_1 TO SNAPSHOT 1", StateError, "PAUSE it and wait until it is PAUSED"),
+    ("SNAPSHOT CSAS_NONE_9", NotFoundError, "no query 'CSAS_NONE_9'"),
+    ("RESTORE CSAS_NONE_9 TO SNAPSHOT 1", NotFoundError, "no query 'CSAS_NONE_9'"),
+    ("SNAPSHOT CSAS_BIG_1 WITH (keep = 0)", ParseError, "keep must be a whole number"),
+    ("SNAPSHOT CSAS_BIG_1 WITH (path = '/tmp')", ParseError, "unknown property 'path'"),
+    ("RESTORE CSAS_BIG_1 TO SNAPSHOT '../../x'", ParseError, "expected a positive whole number"),
+    ("SNAPSHOT CSAS_BIG_1", StateError, "has committed no batch yet"),
+])
+def test_bad_snapshot_statements_change_nothing(sqlite_engine, statement, error, words):
+    engine = sqlite_engine
+    engine.execute(PIPELINE)
+    with pytest.raises(error, match=words):
+        engine.execute(statement)
+    assert engine.execute("SHOW SNAPSHOTS")[0].rows == []
+
+
+def test_restore_of_a_missing_snapshot_names_the_ones_there_are(sqlite_engine, runtimes):
+    engine = sqlite_engine
+    engine.execute(PIPELINE)
+    runtimes.start(engine)
+    insert(engine, "src", FIRST)
+    caught_up(engine)
+    engine.execute("SNAPSHOT CSAS_BIG_1")
+    engine.execute("PAUSE CSAS_BIG_1")
+    engine.wait_for_state("CSAS_BIG_1", "PAUSED", timeout=60)
+    with pytest.raises(StateError, match=r"has no snapshot 7 \(its snapshots: 1\)"):
+        engine.execute("RESTORE CSAS_BIG_1 TO SNAPSHOT 7")
