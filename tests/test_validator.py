@@ -102,9 +102,35 @@ def test_every_trait_and_kind_is_covered():
     from airflow_provider_streamql.upgrades.rules import RULES
     from airflow_provider_streamql.upgrades.traits import TRAITS
     covered_codes = {code for *_, codes in PAIRS + KAFKA_PAIRS for code in codes}
-    assert {code for code, *_ in RULES} <= covered_codes | {"MULTIPLE_WRITERS"}
+    # MULTIPLE_WRITERS needs an INSERT INTO query; STATE_SCHEMA_INCOMPATIBLE a checkpoint
+    # (RECORDED_KEYS below, and against Spark in test_validator_spark)
+    assert {code for code, *_ in RULES} <= covered_codes | {"MULTIPLE_WRITERS", "STATE_SCHEMA_INCOMPATIBLE"}
     assert set(KINDS) - {kind for _, _, kind, _, _ in RULES} <= {"transparent", "scaling"}
     assert set(TRAITS) == {"simple", "stateful", "windowed", "joined", "multistage", "nondeterministic"}
+
+
+# the key schema Spark recorded in the old checkpoint, the new version's (column, type, key)
+# and GROUP BY: does STATE_SCHEMA_INCOMPATIBLE fire?
+WINDOW_KEY = ("window", "STRUCT<start: TIMESTAMP, end: TIMESTAMP>")
+RECORDED_KEYS = [
+    ([("user", "STRING")], [("user", "STRING", True), ("n", "BIGINT", False)], ["user"], False),
+    ([("user", "STRING")], [("user", "INT", True), ("n", "BIGINT", False)], ["user"], True),
+    ([("(id % 2)", "INT")], [("k", "INT", True), ("n", "BIGINT", False)], ["id % 2"], False),
+    ([("a", "STRING"), ("b", "INT")], [("b", "INT", True), ("a", "STRING", True)], ["b", "a"], False),
+    ([("a", "STRING")], [("a", "STRING", True), ("b", "INT", True)], ["a", "b"], True),
+    ([WINDOW_KEY, ("user", "STRING")], [("windowstart", "BIGINT", True), ("user", "STRING", True)], ["user"], False),
+    ([WINDOW_KEY, ("user", "STRING")], [("user", "DOUBLE", True), ("n", "BIGINT", False)], ["user"], True),
+    ([("d", "DECIMAL(10,2)")], [("d", "DECIMAL(10, 2)", True)], ["d"], False),
+    (None, [("user", "INT", True)], ["user"], False),  # no checkpoint yet: nothing recorded
+    ([("user", "STRING")], [("user", "INT", False)], [], False),  # no GROUP BY: GROUP_BY_CHANGED says it
+]
+
+
+@pytest.mark.parametrize("recorded, columns, group_by, fires", RECORDED_KEYS)
+def test_the_recorded_state_key_against_the_new_grouping(recorded, columns, group_by, fires):
+    from airflow_provider_streamql.upgrades.rules import state_key_mismatch
+    found = list(state_key_mismatch({"state_key": recorded}, {"columns": columns, "group_by": group_by}))
+    assert bool(found) == fires, found
 
 
 # Report.add: (verdicts of the report's findings, verdict of the added finding, verdict after)

@@ -39,3 +39,33 @@ def test_verdicts_agree_with_spark(spark, tmp_path, old, new, verdict, codes):
         assert report.spark["ran"], report.render()
         read = [s for s in ("PURCHASES", "REFUNDS") if s in new.upper().replace("(", " ").split()]
         assert report.spark["new_input_files"] == sum(NEW_FILES[s] for s in read), report.render()
+
+
+def test_the_recorded_state_schema_overrules_the_statement_text(spark, tmp_path):
+    """The validator reads the key schema Spark recorded in the checkpoint: a checkpoint
+    whose aggregation state is keyed by another type (here: restored from a query grouping
+    by a STRING) is REJECTED before anything runs, even for a change the text allows, and
+    Spark itself refuses it."""
+    import shutil
+
+    engine = Engine(f"sqlite:///{tmp_path}/c.db", home=str(tmp_path))
+    engine.execute(SOURCES + FIRST + """
+        CREATE TABLE by_user AS SELECT user, COUNT(*) AS n FROM purchases GROUP BY user;
+        CREATE TABLE by_id AS SELECT id, COUNT(*) AS n FROM purchases GROUP BY id;""")
+    by_user, by_id = engine.catalog.queries()
+    for q in (by_user, by_id):
+        assert run_to_end(spark, q, {n: engine.catalog.source(n) for n in q.sources}).error is None
+    described = engine.execute(f"EXPLAIN {by_id.id}")[0].rows
+    assert ["state_store[0]", "operator 0 stateStoreSave, store default: 4 partitions, batches 0-0; "
+            "key (id INT); value (count BIGINT)"] in described
+    new = "CREATE OR REPLACE TABLE by_id AS SELECT id, COUNT(*) AS n FROM purchases WHERE id > 0 GROUP BY id"
+    assert engine.validate(new).verdict == "IN_PLACE"
+
+    shutil.rmtree(by_id.checkpoint)
+    shutil.copytree(by_user.checkpoint, by_id.checkpoint)
+    engine.execute(LATER)
+    report = engine.dry_run(new, spark)
+    assert report.verdict == "REJECTED", report.render()
+    finding = next(f for f in report.findings if f.code == "STATE_SCHEMA_INCOMPATIBLE")
+    assert "keyed by (user STRING) and the new version groups by (INT)" in finding.message
+    assert "STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE" in (report.spark["error"] or ""), report.render()

@@ -13,7 +13,9 @@ from ..language import parse_one
 from ..language import statements as st
 from ..language.streaming import DEFAULT_GRACE_SECONDS, duration_sql
 from ..results import Result
-from ..storage.checkpoints import planned_watermark_ms
+from ..storage.checkpoints import last_committed_batch, planned_watermark_ms
+from ..storage.state import recorded_state
+from .base import Step
 
 QUERY_COLUMNS = [
     "query_id",
@@ -164,6 +166,7 @@ def explain(catalog: Catalog, conn: Connection, snapshot: Snapshot, stmt: st.Exp
             )
             for n, op in enumerate(p.state_operators if p else [])
         ],
+        *[(f"state_store[{n}]", line) for n, line in enumerate(state_lines(q.checkpoint))],
         ("error", q.error),
         ("on_error", q.settings.get("on_error") or "(the pipeline's default)"),
         *version_history(catalog, q.id, conn),
@@ -178,6 +181,30 @@ def describe_query(catalog: Catalog, conn: Connection, snapshot: Snapshot, stmt:
     explained = explain(catalog, conn, snapshot, st.Explain(query_id=stmt.name, text=stmt.text))
     rows = explained.rows if stmt.extended else [r for r in explained.rows if r[0] != "bad record"]
     return Result(stmt.text, columns=explained.columns, rows=rows)
+
+
+def state_lines(checkpoint: str) -> list[str]:
+    """One line per state store the checkpoint records (see :func:`recorded_state`)."""
+    return [line for op in recorded_state(checkpoint) for line in op.describe()]
+
+
+def describe_state(q: QueryInfo, stmt: st.Describe) -> Step:
+    """``DESCRIBE <query_id> STATE [LIMIT n]``: what the checkpoint records of each stateful
+    operator, and up to ``n`` rows per operator read with Spark's State Data Source (after
+    the catalog transaction: Spark may take seconds to start)."""
+    operators = recorded_state(q.checkpoint)
+    empty = f"{q.id} keeps no state" if last_committed_batch(q.checkpoint) >= 0 else f"{q.id} has no batch yet"
+    result = Result(stmt.text, "\n".join(state_lines(q.checkpoint)) or empty, query_id=q.id)
+    if not operators:
+        return Step(result)
+
+    def read_rows(result: Result) -> None:
+        from ..runtime.state import STATE_COLUMNS, state_rows, state_session
+
+        result.columns = STATE_COLUMNS
+        result.rows = state_rows(state_session(), q.checkpoint, operators, stmt.state_limit)
+
+    return Step(result, after_commit=read_rows)
 
 
 def grace_period(q: QueryInfo) -> str | None:

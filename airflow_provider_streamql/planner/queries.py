@@ -24,6 +24,7 @@ from ..language.partition import keyed_select, rekey
 from ..language.tables import keyed_by, passed_keys
 from ..results import Result
 from ..storage import topics
+from ..storage.state import recorded_state
 from ..upgrades import Finding, Report, validate_upgrade
 from .base import PlannerBase, Step, column_tuples
 
@@ -99,7 +100,7 @@ class PersistentQueries(PlannerBase):
             q.id for q in self.snapshot.queries.values() if sink.name in q.sources and q.desired_state != "TERMINATED"
         )
         # the grace the current version runs with (versions from before shapes recorded it)
-        old_shape = current.shape | {"grace": current.plan.grace_by_source()}
+        old_shape = current.shape | {"grace": current.plan.grace_by_source(), "state_key": _state_key(current)}
         report = validate_upgrade(current.id, old_shape, new.shape, downstream=readers)
         writers = [
             q.id
@@ -341,3 +342,12 @@ def _as_written(stmt: st.CreateAsSelect) -> tuple:
         stmt.withins,
         stmt.partition_by,
     )
+
+
+def _state_key(query: QueryInfo) -> list[tuple[str, str]] | None:
+    """The key schema of the aggregation state the query's checkpoint holds, as Spark
+    recorded it (None when there is none): the validator trusts it over the statement text."""
+    for op in recorded_state(query.checkpoint):
+        if op.name == "stateStoreSave":
+            return next((store.key for store in op.stores if store.key), None)
+    return None

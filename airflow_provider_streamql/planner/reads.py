@@ -96,8 +96,17 @@ class Reads(PlannerBase):
         return Step(show(self.catalog, self.conn, self.snapshot, stmt, self.settings))
 
     def _describe(self, stmt: st.Describe) -> Step:
-        from .introspection import describe, describe_query
+        from .introspection import describe, describe_query, describe_state
 
+        if stmt.state:
+            if stmt.name not in self.snapshot.queries:
+                raise NotFoundError(
+                    f"no query {stmt.name!r}: DESCRIBE ... STATE takes a query ID",
+                    line=stmt.line,
+                    col=stmt.col,
+                    text=stmt.text,
+                )
+            return describe_state(self.snapshot.queries[stmt.name], stmt)
         if stmt.name not in self.snapshot.sources and stmt.name in self.snapshot.queries:
             return Step(describe_query(self.catalog, self.conn, self.snapshot, stmt))
         if stmt.name not in self.snapshot.sources:

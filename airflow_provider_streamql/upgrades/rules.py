@@ -6,7 +6,9 @@ projections may change on a checkpoint, and so may a Kafka sink's topic; sources
 sink's location, grouping keys,
 aggregates, windows, join types and output modes may not. Spark checks state schemas by
 type only, so a GROUP BY moved to another column of the same type passes Spark and
-silently reuses the old state: it is caught here.
+silently reuses the old state: it is caught here. Where the old version's checkpoint records
+its aggregation state's key schema (``old["state_key"]``), that is checked too: the state on
+disk, not only the statement text, must fit the new version.
 """
 
 from __future__ import annotations
@@ -194,6 +196,33 @@ def projection_changed(old: Shape, new: Shape) -> Iterator[str]:
             yield f"column {name!r} is now computed as {new_expression} (was {expression})"
 
 
+#: key fields of windowed aggregation state that hold the window, not a GROUP BY value
+STATE_WINDOW_FIELDS = ("window", "session_window")
+
+
+def _type(text: str) -> str:
+    return text.replace(" ", "").upper()
+
+
+def state_key_mismatch(old: Shape, new: Shape) -> Iterator[str]:
+    """The aggregation state the old version's checkpoint records (``old["state_key"]``:
+    [(field, type)] as Spark wrote it, when the planner read one) must be keyed by the types
+    the new version groups by: Spark would refuse the checkpoint at start
+    (STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE), after the swap."""
+    recorded = old.get("state_key")
+    if not recorded or not new["group_by"]:
+        return
+    held = sorted(_type(t) for name, t in recorded if name not in STATE_WINDOW_FIELDS)
+    bounds = {"windowstart", "windowend"}
+    wanted = sorted(_type(t) for name, (t, key) in _columns(new).items() if key and name not in bounds)
+    if held != wanted:
+        shown = ", ".join(f"{n} {t}" for n, t in recorded)
+        yield (
+            f"the checkpoint's aggregation state is keyed by ({shown}) and the new version groups by "
+            f"({', '.join(wanted)}): Spark cannot read that state (STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE)"
+        )
+
+
 def subqueries(old: Shape, new: Shape) -> Iterator[str]:
     if old["subqueries"] or new["subqueries"]:
         yield "no upgrade rule covers queries with subqueries or CTEs"
@@ -211,6 +240,7 @@ RULES: tuple[tuple[str, str, str, str, Callable[[Shape, Shape], Iterator[str]]],
     ("COLUMN_TYPE_CHANGED", "SELECT", "schema evolution", "REJECTED", column_type_changed),
     ("COLUMNS_REORDERED", "SELECT", "schema evolution", "REJECTED", columns_reordered),
     ("KEY_CHANGED", "SELECT", "schema evolution", "REJECTED", key_changed),
+    ("STATE_SCHEMA_INCOMPATIBLE", "GROUP BY", "topology", "REJECTED", state_key_mismatch),
     ("SUBQUERY", "FROM", "unsupported", "REJECTED", subqueries),
     ("UNSUPPORTED_CHANGE", "query", "unsupported", "REJECTED", unexplained),
     ("SOURCES_CHANGED", "FROM", "source modifying", "REPLACING_REQUIRED", sources_changed),
