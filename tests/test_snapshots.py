@@ -105,6 +105,11 @@ def test_retention_keeps_the_newest_snapshots(sqlite_engine, runtimes):
     kept = snapshots(engine, "CSAS_BIG_1")
     assert [r[1] for r in kept] == [2, 3] and kept[0][4] < kept[1][4]  # later batch, later snapshot
     assert sorted(os.listdir(folders)) == ["s0002", "s0003"]
+    # dropped with its data: the snapshots go too, record and folder
+    engine.execute("TERMINATE CSAS_BIG_1")
+    engine.wait_for_state("CSAS_BIG_1", "TERMINATED", timeout=60)
+    engine.execute("DROP STREAM big DELETE TOPIC")
+    assert snapshots(engine, "CSAS_BIG_1") == [] and not os.path.exists(folders)
 
 
 def test_an_in_place_upgrade_is_listed_and_restorable(sqlite_engine, runtimes):

@@ -230,6 +230,7 @@ class SourceStatements(PersistentQueries):
             for path in query_folders(q.checkpoint)
             if self.layout.may_delete(path)
         ]
+        writers = [q.id for q in self.snapshot.queries.values() if q.sink == src.name]
         moved: list[MovedAside] = []
 
         def move_aside() -> Callable[[], None]:
@@ -248,10 +249,16 @@ class SourceStatements(PersistentQueries):
                 f"Dropped {src.kind.lower()} {src.name}"
                 + (" and deleted its data and checkpoints" if stmt.delete_topic else ""),
             ),
-            write=lambda conn: self.catalog.delete_source(conn, src.name),
+            write=lambda conn: self._delete_source(conn, src.name, writers if stmt.delete_topic else []),
             files=move_aside if stmt.delete_topic else None,
             after_commit=purge if stmt.delete_topic else None,
         )
+
+    def _delete_source(self, conn, name: str, writers: list[str]) -> None:
+        """The source's row, and the snapshot records of its writers whose folders go."""
+        self.catalog.delete_source(conn, name)
+        for query_id in writers:
+            self.catalog.remove_snapshots(query_id, [s.number for s in self.catalog.snapshots(query_id, conn)], conn)
 
     def _same_source(self, existing: SourceInfo, stmt: st.CreateSource) -> bool:
         """``stmt`` declares ``existing``: same kind and properties, and its columns are the
