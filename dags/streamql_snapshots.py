@@ -18,6 +18,8 @@ from airflow_provider_streamql.language.names import PARAM_PATTERN
 from airflow_provider_streamql.operators.queries import PauseQueryOperator, ResumeQueryOperator
 from airflow_provider_streamql.operators.snapshots import RestoreQueryOperator, SnapshotQueryOperator
 
+ONE_QUERY = r"^(?![Aa][Ll][Ll](?![\s\S]))" + PARAM_PATTERN[1:]
+
 with DAG(
     dag_id="streamql_snapshots",
     schedule="@hourly",
@@ -43,7 +45,8 @@ with DAG(
     start_date=datetime(2026, 1, 1),
     catchup=False,
     params={
-        "query_id": Param("", type="string", pattern=PARAM_PATTERN, description="the query to rewind"),
+        # one query's name, never ALL (a rewind pauses what it names) and never SQL
+        "query_id": Param("", type="string", pattern=ONE_QUERY, description="the query to rewind"),
         "snapshot": Param(1, type="integer", minimum=1, description="its snapshot number (SHOW SNAPSHOTS)"),
     },
     tags=["streamql"],

@@ -164,6 +164,20 @@ def caught_up(engine):
         engine.wait_caught_up(query_id, timeout=60)
 
 
+@pytest.mark.parametrize("query_id, accepted", [
+    ("CTAS_PURCHASE_STATS_2", True), ("ALLOWANCES_3", True), ("ALL", False), ("all", False), ("", False),
+    ("Q; DROP STREAM purchases", False),
+])
+def test_the_rewind_form_takes_one_query(airflow_db, query_id, accepted):
+    from airflow.sdk.exceptions import ParamValidationError
+    param = dag_bag(DAGS).get_dag("streamql_rewind").params.get_param("query_id")
+    if accepted:
+        assert param.resolve(query_id) == query_id
+    else:
+        with pytest.raises(ParamValidationError):
+            param.resolve(query_id)
+
+
 def test_scheduled_snapshots_and_a_rewind_from_the_form(deployed, capfd):
     engine = deployed
     buy(engine, (1, "ann", "tea", 2.5, 2))

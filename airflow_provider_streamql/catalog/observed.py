@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import Connection, Engine, delete, func, insert, or_, select, update
+from sqlalchemy import Connection, Engine, case, delete, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from . import schema as s
@@ -171,11 +171,21 @@ class ObservedState:
             return True
 
     def rewind_progress(self, query_id: str, batch_id: int, conn: Connection) -> None:
-        """A query restored to ``batch_id``: its last batch is that one again, and the
-        history of later batches (run again) is dropped."""
-        conn.execute(update(s.progress).where(s.progress.c.query_id == query_id).values(batch_id=batch_id))
-        h = s.progress_history
-        conn.execute(delete(h).where(h.c.query_id == query_id, h.c.batch_id > batch_id))
+        """A query restored to ``batch_id``: its last batch is that one again; the later
+        batches (run again) leave the history and the input total (as far as the history
+        still holds them: it keeps the last :data:`HISTORY` batches)."""
+        h, p = s.progress_history, s.progress
+        later = (h.c.query_id == query_id) & (h.c.batch_id > batch_id)
+        rows = conn.execute(select(func.coalesce(func.sum(h.c.input_rows), 0)).where(later)).scalar() or 0
+        conn.execute(
+            update(p)
+            .where(p.c.query_id == query_id)
+            .values(
+                batch_id=batch_id,
+                total_input_rows=case((p.c.total_input_rows > rows, p.c.total_input_rows - rows), else_=0),
+            )
+        )
+        conn.execute(delete(h).where(later))
 
     def record_progress(self, p: Progress) -> None:
         """Store the latest batch; input and late rows accumulate over new batch ids. The

@@ -48,4 +48,5 @@ class SnapshotRecords:
     def _open(self, conn: Connection | None, *, write: bool) -> AbstractContextManager[Connection]:
         if conn is not None:
             return nullcontext(conn)
-        return write_connection(self.engine) if write else self.engine.connect()
+        # exclusive: numbering (max + 1) must not race a statement's SNAPSHOT (PostgreSQL)
+        return write_connection(self.engine, exclusive=True) if write else self.engine.connect()

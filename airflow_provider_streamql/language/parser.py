@@ -25,6 +25,8 @@ from .dialect import DIALECT, StreamQL
 from .names import PLAIN_NAME, name_problem
 from .shapes import mark_subscripts, name_fields
 from .statements import (
+    MAX_COUNT,
+    MAX_STATE_ROWS,
     AlterSource,
     Column,
     CreateAsSelect,
@@ -775,6 +777,8 @@ class _StatementParser:
         name = self.object_name()
         if self.accept("STATE"):
             limit = self.count_after("LIMIT") if self.at("LIMIT") else 20
+            if limit > MAX_STATE_ROWS:
+                self.fail(f"DESCRIBE ... STATE shows at most {MAX_STATE_ROWS} rows per operator, not {limit}")
             self.done()
             return self.make(Describe, name=name, state=True, state_limit=limit)
         extended = self.accept("EXTENDED")
@@ -810,8 +814,9 @@ class _StatementParser:
             self.expect(keyword)
         token = self.peek()
         value = self.literal() if token is not None and token.token_type == TokenType.NUMBER else None
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            self.fail(f"expected a positive whole number, not {token.text if token else 'nothing'!r}", token)
+        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_COUNT:
+            shown = token.text if token else "nothing"
+            self.fail(f"expected a whole number from 1 to {MAX_COUNT}, not {shown!r}", token)
         return value
 
     def explain(self) -> Statement:

@@ -207,12 +207,20 @@ class Describe(Statement):
     writes = False
 
 
+#: the largest snapshot number or keep count a statement takes (a catalog INTEGER)
+MAX_COUNT = 2**31 - 1
+#: rows per operator DESCRIBE ... STATE collects into the driver at most
+MAX_STATE_ROWS = 1000
+
+
 def retention_problem(keep: object, max_age_hours: object) -> str | None:
     """What is wrong with a SNAPSHOT's retention policy, or None."""
-    if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 1):
-        return f"keep must be a whole number of snapshots, at least 1, not {keep!r}"
+    if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or not 1 <= keep <= MAX_COUNT):
+        return f"keep must be a whole number of snapshots from 1 to {MAX_COUNT}, not {keep!r}"
     if max_age_hours is not None and (
-        isinstance(max_age_hours, bool) or not isinstance(max_age_hours, (int, float)) or max_age_hours <= 0
+        isinstance(max_age_hours, bool)
+        or not isinstance(max_age_hours, (int, float))
+        or not 0 < max_age_hours < float("inf")
     ):
         return f"max_age_hours must be a positive number of hours, not {max_age_hours!r}"
     return None
@@ -250,8 +258,8 @@ class RestoreQuery(Statement):
     @classmethod
     def of(cls, query_id: str, number: int) -> RestoreQuery:
         """The statement for ``query_id`` and snapshot ``number`` from checked parts."""
-        if isinstance(number, bool) or not isinstance(number, int) or number < 1:
-            raise ParseError(f"a snapshot number is a positive whole number, not {number!r}")
+        if isinstance(number, bool) or not isinstance(number, int) or not 1 <= number <= MAX_COUNT:
+            raise ParseError(f"a snapshot number is a whole number from 1 to {MAX_COUNT}, not {number!r}")
         name = check_object_name(query_id, "query ID")
         return cls(text=f"RESTORE {name} TO SNAPSHOT {number}", query_id=name, number=number)
 

@@ -10,6 +10,8 @@ holds each input record once (a Kafka sink is written at least once: it gets the
 
 from __future__ import annotations
 
+import errno
+import json
 import os
 import shutil
 import time
@@ -20,7 +22,7 @@ from ..catalog import CheckpointSnapshot, QueryInfo
 from ..errors import NotFoundError, StateError
 from ..language import statements as st
 from ..results import Result
-from ..storage.checkpoints import last_committed_batch, source_offsets
+from ..storage.checkpoints import last_committed_batch, source_positions
 from ..storage.layout import MovedAside, snapshot_folder, snapshot_output
 from ..storage.snapshots import copy_committed, later_output
 from ..storage.topics import SINK_LOG
@@ -35,7 +37,8 @@ SNAPSHOT_COLUMNS = ["query_id", "snapshot", "kind", "version", "batch", "positio
 
 def snapshot_row(snap: CheckpointSnapshot) -> list:
     taken = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(snap.taken_at)) + " UTC"
-    position = ", ".join(f"source {i}: {offset}" for i, offset in sorted(snap.position.items())) or "-"
+    ordered = sorted(snap.position.items(), key=lambda item: (not item[0].isdigit(), item[0].zfill(12)))
+    position = ", ".join(f"source {i}: {json.dumps(offset)}" for i, offset in ordered) or "-"
     return [snap.query_id, snap.number, snap.kind, snap.version, snap.batch_id, position, taken, snap.taken_by]
 
 
@@ -68,8 +71,19 @@ class SnapshotStatements(PlannerBase):
     def _state_error(self, message: str, stmt: st.Statement) -> StateError:
         return StateError(message, line=stmt.line, col=stmt.col, text=stmt.text)
 
+    def _once_per_script(self, query: QueryInfo, stmt: st.Statement) -> None:
+        """A script takes one SNAPSHOT or RESTORE of a query: each is planned against the
+        checkpoint as it is before the script, and applied after every check."""
+        touched = self.__dict__.setdefault("_snapshotted", set())
+        if query.id in touched:
+            raise self._state_error(
+                f"{query.id} is already snapshotted or restored by this script; run one at a time", stmt
+            )
+        touched.add(query.id)
+
     def _take_snapshot(self, stmt: st.TakeSnapshot) -> Step:
         query = self._query_for(stmt.query_id, stmt)
+        self._once_per_script(query, stmt)
         if query.observed_state in ("UPGRADING", "ROLLING_BACK"):
             raise self._state_error(
                 f"query {query.id} is {query.observed_state}: take the snapshot once it runs one version", stmt
@@ -93,7 +107,11 @@ class SnapshotStatements(PlannerBase):
         def files() -> Callable[[], None]:
             target = snapshot_folder(query.checkpoint, taken[0].folder)
             copy_committed(query.checkpoint, target, batch=batch)  # leaves nothing if it fails
-            moved.append(MovedAside(_folders(query.checkpoint, dropped)))
+            try:
+                moved.append(MovedAside(_folders(query.checkpoint, dropped)))  # undoes itself if it fails
+            except BaseException:
+                shutil.rmtree(target, ignore_errors=True)
+                raise
 
             def undo() -> None:
                 shutil.rmtree(target, ignore_errors=True)
@@ -124,6 +142,7 @@ class SnapshotStatements(PlannerBase):
                 f"until it is PAUSED before RESTORE; a running query keeps writing its checkpoint",
                 stmt,
             )
+        self._once_per_script(query, stmt)
         snaps = {s.number: s for s in self.catalog.snapshots(query.id, self.conn)}
         snap = snaps.get(stmt.number)
         if snap is None:
@@ -145,7 +164,18 @@ class SnapshotStatements(PlannerBase):
         # output of batches after ``cut`` belongs to the timeline the restore leaves; a
         # RESTORE snapshot brings back the output of its own timeline after its cut
         cut = snap.output_after if snap.output_after is not None else snap.batch_id
-        abandoned = [s for s in snaps.values() if s.batch_id > snap.batch_id and s.number != snap.number]
+        # snapshots of later batches belong to the run the restore leaves; restoring a RESTORE
+        # snapshot also leaves the run that began at its cut (the snapshots taken after it)
+        abandoned = [
+            s
+            for s in snaps.values()
+            if s.number != snap.number
+            and (
+                s.batch_id > snap.batch_id
+                or (snap.output_after is not None and s.number > snap.number and s.batch_id > cut)
+            )
+        ]
+        self._keep_rollback(query, abandoned, stmt)
         saved: list[CheckpointSnapshot] = []
         moved: list[MovedAside] = []
 
@@ -205,6 +235,21 @@ class SnapshotStatements(PlannerBase):
 
         return Step(result, write=write, files=files, after_commit=after_commit)
 
+    def _keep_rollback(self, query: QueryInfo, abandoned: list[CheckpointSnapshot], stmt: st.Statement) -> None:
+        """A version still in its readiness window may be rolled back to its UPGRADE snapshot:
+        a restore must not drop that snapshot (restoring it, or one before it, is fine)."""
+        undecided = any(
+            v["version"] == query.version and v["outcome"] is None for v in self.catalog.versions(query.id, self.conn)
+        )
+        needed = [s for s in abandoned if s.kind == "UPGRADE" and s.version == query.version - 1]
+        if undecided and needed:
+            raise self._state_error(
+                f"version {query.version} of {query.id} is still in its readiness window and its rollback needs "
+                f"snapshot {needed[0].number}, which this restore would drop: RESUME it until it is ready "
+                f"(it commits a batch), then RESTORE",
+                stmt,
+            )
+
     def _check_versions(self, query: QueryInfo, snap: CheckpointSnapshot, stmt: st.RestoreQuery) -> None:
         """A snapshot of an older version is restored only if every upgrade since ran in
         place on the same checkpoint: the current version can run on that version's state."""
@@ -214,11 +259,17 @@ class SnapshotStatements(PlannerBase):
         between = [versions.get(n) for n in range(snap.version + 1, query.version + 1)]
         numbers = range(snap.version + 1, query.version + 1)
         replacing = [n for n, v in zip(numbers, between, strict=True) if not v or v["verdict"] != "IN_PLACE"]
-        if replacing or snap.version > query.version:
+        if snap.version > query.version:
             raise self._state_error(
-                f"snapshot {snap.number} of {query.id} holds version {snap.version}'s checkpoint and the "
-                f"query runs version {query.version}, which did not replace it in place "
-                f"(version(s) {', '.join(map(str, replacing)) or snap.version}): its state may not fit",
+                f"snapshot {snap.number} of {query.id} holds version {snap.version}'s checkpoint, newer than "
+                f"the query's version {query.version} (rolled back since): its state may not fit",
+                stmt,
+            )
+        if replacing:
+            raise self._state_error(
+                f"snapshot {snap.number} of {query.id} holds version {snap.version}'s checkpoint and version(s) "
+                f"{', '.join(map(str, replacing))} did not replace it in place: its state may not fit version "
+                f"{query.version}",
                 stmt,
             )
 
@@ -229,7 +280,7 @@ class SnapshotStatements(PlannerBase):
             kind=kind,
             version=query.running_version or query.version,
             batch_id=batch,
-            position=source_offsets(query.checkpoint, batch),
+            position=source_positions(query.checkpoint, batch),
             folder="",  # s<number>
             taken_at=time.time(),
             taken_by=self.issuer or None,
@@ -244,30 +295,41 @@ def _folders(checkpoint: str, snaps: list[CheckpointSnapshot]) -> list[str]:
 class OutputSwap:
     """The sink side of a restore: the query's output of batches after ``cut`` moved into
     the new RESTORE snapshot's ``keep`` folder, then the restored snapshot's kept output
-    (if it is a RESTORE snapshot) linked back in; :meth:`undo` reverses both."""
+    (if it is a RESTORE snapshot) copied back in; :meth:`undo` reverses both, and a swap
+    that fails midway undoes itself."""
 
     def __init__(self, sink_path: str | None, query: QueryInfo, cut: int, keep: str, bring_back: str):
-        self.sink_path, self.keep = sink_path, keep
+        self.keep = keep
         self.taken: list[tuple[str, str]] = []
         self.returned: list[str] = []
+        shutil.rmtree(keep, ignore_errors=True)  # left by a crash: its restore never committed
         os.makedirs(keep)
         if sink_path is None:
             return
-        for path in later_output(sink_path, query.id, table=query.kind == "CTAS", batch=cut):
-            aside = os.path.join(keep, os.path.basename(path))
-            os.rename(path, aside)
-            self.taken.append((path, aside))
-        if os.path.isdir(bring_back):
-            for name in sorted(os.listdir(bring_back)):
-                target = os.path.join(sink_path, name)
-                _link_tree(os.path.join(bring_back, name), target)
-                self.returned.append(target)
+        try:
+            for path in later_output(sink_path, query.id, table=query.kind == "CTAS", batch=cut):
+                aside = os.path.join(keep, os.path.basename(path))
+                shutil.move(path, aside)  # a sink under an allowed root may be another file system
+                self.taken.append((path, aside))
+            if os.path.isdir(bring_back):
+                for name in sorted(os.listdir(bring_back)):
+                    target = os.path.join(sink_path, name)
+                    if os.path.lexists(target):
+                        raise StateError(f"{target!r} exists: the sink changed since the snapshot was taken")
+                    self.returned.append(target)
+                    _link_tree(os.path.join(bring_back, name), target)
+        except BaseException:
+            self.undo()
+            raise
 
     def undo(self) -> None:
-        for path in self.returned:
-            shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+        for path in reversed(self.returned):
+            if os.path.isdir(path):
+                shutil.rmtree(path, ignore_errors=True)
+            elif os.path.lexists(path):
+                os.remove(path)
         for path, aside in reversed(self.taken):
-            os.rename(aside, path)
+            shutil.move(aside, path)
         shutil.rmtree(self.keep, ignore_errors=True)
 
 
@@ -283,5 +345,7 @@ def _link_tree(source: str, target: str) -> None:
 def _link_or_copy(source: str, target: str) -> None:
     try:
         os.link(source, target)
-    except OSError:
+    except OSError as e:
+        if e.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
+            raise
         shutil.copy2(source, target)

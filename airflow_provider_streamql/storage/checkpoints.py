@@ -41,6 +41,22 @@ def source_offsets(checkpoint: str, batch_id: int) -> dict[str, int]:
     return offsets
 
 
+def source_positions(checkpoint: str, batch_id: int) -> dict[str, object]:
+    """Source index -> where micro-batch ``batch_id`` reads up to, as the offset log holds it:
+    a file source's log offset, a Kafka source's offsets per topic and partition."""
+    path = os.path.join(checkpoint, "offsets", str(batch_id))
+    if batch_id < 0 or not os.path.exists(path):
+        return {}
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().splitlines()[2:]
+    positions: dict[str, object] = {}
+    for index, line in enumerate(lines):
+        if line.strip().startswith("{"):
+            value = json.loads(line)
+            positions[str(index)] = value.get("logOffset", value) if isinstance(value, dict) else value
+    return positions
+
+
 def committed_source_offsets(checkpoint: str) -> dict[str, int]:
     """:func:`source_offsets` of the last committed micro-batch."""
     return source_offsets(checkpoint, last_committed_batch(checkpoint))

@@ -190,14 +190,18 @@ class MovedAside:
 
     def __init__(self, paths: Sequence[str]):
         self.moves: list[tuple[str, str]] = []
-        for path in paths:
-            if os.path.lexists(path):
-                aside = os.path.join(
-                    os.path.dirname(path),
-                    f"{MOVED_ASIDE}{uuid.uuid4().hex[:12]}-{os.path.basename(path)}"[:MAX_COMPONENT],
-                )
-                os.rename(path, aside)
-                self.moves.append((path, aside))
+        try:
+            for path in paths:
+                if os.path.lexists(path):
+                    aside = os.path.join(
+                        os.path.dirname(path),
+                        f"{MOVED_ASIDE}{uuid.uuid4().hex[:12]}-{os.path.basename(path)}"[:MAX_COMPONENT],
+                    )
+                    os.rename(path, aside)
+                    self.moves.append((path, aside))
+        except BaseException:
+            self.restore()  # a rename that failed midway puts back the ones before it
+            raise
 
     def restore(self) -> None:
         for path, aside in reversed(self.moves):

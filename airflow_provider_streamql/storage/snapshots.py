@@ -85,7 +85,8 @@ def _trim(target: str, batch: int, offsets: dict[str, int]) -> None:
             log_entry, state_file = LOG_FILE.match(plain), STATE_FILE.match(plain)
             if parts[0] in ("offsets", "commits") and log_entry:
                 limit, number = batch, int(log_entry.group(1))
-            elif parts[0] == "sources" and len(parts) == 2 and log_entry and parts[1] in offsets:
+            elif parts[0] == "sources" and len(parts) == 2 and log_entry and offsets.get(parts[1], -1) >= 0:
+                # a file source's log (a Kafka source's holds its initial offsets: kept)
                 limit, number = offsets[parts[1]], int(log_entry.group(1))
             elif parts[0] == "state" and state_file:
                 limit, number = batch + 1, int(state_file.group(1))
@@ -96,13 +97,17 @@ def _trim(target: str, batch: int, offsets: dict[str, int]) -> None:
 
 
 def _source_logs_complete(target: str, offsets: dict[str, int]) -> bool:
-    """Every file source's log in the copy reaches the batch's offset: a compaction written
-    mid-copy past it (and its trim) would otherwise lose the entries before it."""
+    """Every file source's log in the copy holds each entry up to the batch's offset, from
+    0 or a compaction on: a compaction written mid-copy past it (its trim, and Spark's
+    deletion of the entries it replaced) would otherwise lose them."""
     for index, offset in offsets.items():
         if offset < 0:
             continue
-        logged = read_log(os.path.join(target, "sources", index))
-        if logged and max(logged) < offset:
+        folder = os.path.join(target, "sources", index)
+        ids = sorted(read_log(folder))
+        if not ids or ids != list(range(ids[0], offset + 1)):
+            return False
+        if ids[0] != 0 and not os.path.exists(os.path.join(folder, f"{ids[0]}.compact")):
             return False
     return True
 

@@ -1,0 +1,76 @@
+"""Copying a checkpoint as of its last committed batch (storage/snapshots.py), on checkpoint
+folders laid out as Spark 4.3 writes them: what a running query wrote for a later batch is
+left out, and a copy that cannot hold a batch's source log fails instead of lying."""
+import json
+import os
+
+import pytest
+
+from airflow_provider_streamql.errors import StateError
+from airflow_provider_streamql.storage.snapshots import copy_committed, later_output
+
+
+def write(path, text="v1\n{}"):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def checkpoint(root, *, planned, committed, file_log, state_versions, kafka=False):
+    """Batches 0..planned planned (0..committed committed); a file source logging offsets
+    0..file_log (batch b reads up to log offset b); state versions 1..state_versions."""
+    for b in range(planned + 1):
+        lines = ["v1", json.dumps({"batchWatermarkMs": 0}), json.dumps({"logOffset": b})]
+        if kafka:
+            lines.append(json.dumps({"orders": {"0": 10 * b}}))
+        write(f"{root}/offsets/{b}", "\n".join(lines))
+        write(f"{root}/offsets/.{b}.crc", "x")
+    for b in range(committed + 1):
+        write(f"{root}/commits/{b}", 'v1\n{"nextBatchWatermarkMs":0}')
+    for n in file_log:
+        write(f"{root}/sources/0/{n}", "v1\n" + json.dumps({"path": f"file:///in/{n}.json", "timestamp": 1, "batchId": n}))
+    if kafka:
+        write(f"{root}/sources/1/0", 'v1\n{"orders":{"0":0}}')
+    for v in range(1, state_versions + 1):
+        write(f"{root}/state/0/0/{v}.delta", "x")
+        write(f"{root}/state/0/0/.{v}.delta.crc", "x")
+    write(f"{root}/state/0/0/temp-123", "partial")
+    write(f"{root}/state/0/_metadata/metadata", "v1\n{}")
+    write(f"{root}/metadata", '{"id":"x"}')
+
+
+def listing(root):
+    return sorted(os.path.relpath(os.path.join(d, f), root) for d, _, fs in os.walk(root) for f in fs)
+
+
+def test_a_live_checkpoint_is_copied_as_of_its_last_commit(tmp_path):
+    live, copy = str(tmp_path / "live"), str(tmp_path / "copy")
+    # batch 3 is running: planned, its source entry and state version 4 written, no commit
+    checkpoint(live, planned=3, committed=2, file_log=range(4), state_versions=4, kafka=True)
+    assert copy_committed(live, copy) == 2
+    got = listing(copy)
+    assert [p for p in got if p.startswith("offsets/")] == ["offsets/.0.crc", "offsets/.1.crc", "offsets/.2.crc",
+                                                            "offsets/0", "offsets/1", "offsets/2"]
+    assert [p for p in got if p.startswith("sources/0/")] == ["sources/0/0", "sources/0/1", "sources/0/2"]
+    assert "sources/1/0" in got  # a Kafka source's initial offsets stay
+    assert [p for p in got if p.endswith(".delta")] == ["state/0/0/1.delta", "state/0/0/2.delta", "state/0/0/3.delta"]
+    assert not any("temp-" in p for p in got) and "metadata" in got
+
+
+def test_a_source_log_compacted_past_the_batch_mid_copy_fails_the_copy(tmp_path):
+    live, copy = str(tmp_path / "live"), str(tmp_path / "copy")
+    checkpoint(live, planned=15, committed=15, file_log=[], state_versions=0)
+    write(f"{live}/sources/0/19.compact", "v1\n" + "\n".join(json.dumps({"path": f"file:///in/{n}.json"}) for n in range(20)))
+    with pytest.raises(StateError, match="kept changing while it was copied"):
+        copy_committed(live, copy, batch=15)
+    assert not os.path.exists(copy)
+
+
+def test_later_output_is_the_query_s_own_files_of_later_batches(tmp_path):
+    sink = tmp_path / "sink"
+    names = ["Q_1-v0001-b000000000002.json", "Q_1-v0002-b000000000003-p00001.json", "Q_1-v0002-b000000000001.json",
+             "OTHER_2-v0001-b000000000009.json", ".tmp-Q_1-v0002-b000000000004"]
+    for n in names:
+        write(str(sink / n), "{}")
+    assert [os.path.basename(p) for p in later_output(str(sink), "Q_1", table=False, batch=1)] == \
+        ["Q_1-v0001-b000000000002.json", "Q_1-v0002-b000000000003-p00001.json"]
