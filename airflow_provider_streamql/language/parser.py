@@ -788,14 +788,15 @@ class _StatementParser:
     def snapshot(self) -> Statement:
         self.expect("SNAPSHOT")
         query_id = self.object_name()
+        at = self.peek()  # errors in the WITH list point at it
         props = self.properties()
         unknown = sorted(set(props) - {"keep", "max_age_hours"})
         if unknown:
-            self.fail(f"unknown property {unknown[0]!r} of SNAPSHOT (known: keep, max_age_hours)")
+            self.fail(f"unknown property {unknown[0]!r} of SNAPSHOT (known: keep, max_age_hours)", at)
         keep, age = props.get("keep"), props.get("max_age_hours")
         problem = retention_problem(keep, age)
         if problem:
-            self.fail(problem)
+            self.fail(problem, at)
         self.done()
         return self.make(TakeSnapshot, query_id=query_id, keep=keep, max_age_hours=age)
 
@@ -815,8 +816,7 @@ class _StatementParser:
         token = self.peek()
         value = self.literal() if token is not None and token.token_type == TokenType.NUMBER else None
         if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_COUNT:
-            shown = token.text if token else "nothing"
-            self.fail(f"expected a whole number from 1 to {MAX_COUNT}, not {shown!r}", token)
+            self.fail(f"expected a whole number from 1 to {MAX_COUNT}", token)
         return value
 
     def explain(self) -> Statement:
