@@ -201,12 +201,22 @@ class Engine:
         return report
 
     def upgrade(
-        self, sql: str, *, query_id: str | None = None, pipeline: str | None = None, issuer: str | None = None
+        self,
+        sql: str,
+        *,
+        query_id: str | None = None,
+        shadow: bool = False,
+        pipeline: str | None = None,
+        issuer: str | None = None,
     ) -> Result:
         """The in-place upgrade: ``CREATE [OR REPLACE] STREAM|TABLE x AS SELECT`` of the
         output of an existing query (OR REPLACE is implied), applied only if the validator
-        says IN_PLACE. ``query_id``, when given, must be the query that writes ``x``."""
+        says IN_PLACE. ``query_id``, when given, must be the query that writes ``x``. With
+        ``shadow``, the new version starts beside the query instead (``WITH (shadow=true)``):
+        PROMOTE or DISCARD it later."""
         stmt = self._create_as_select(sql, "upgrade")
+        if shadow:
+            stmt = dataclasses.replace(stmt, properties={**stmt.properties, "shadow": True})
         if self._writer(stmt, query_id) is None:
             raise NotFoundError(
                 f"no query writes {stmt.name}; create it with CREATE {stmt.kind} {stmt.name} AS SELECT ..."

@@ -31,6 +31,7 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_provider_streamql.operators.queries",
                     "airflow_provider_streamql.operators.runtime",
                     "airflow_provider_streamql.operators.snapshots",
+                    "airflow_provider_streamql.operators.shadows",
                 ],
             }
         ],

@@ -40,7 +40,7 @@ def test_every_dag_file_imports_cleanly(airflow_db):
     bag = dag_bag(DAGS)
     assert bag.import_errors == {}
     assert sorted(bag.dag_ids) == ["streamql_control", "streamql_deploy", "streamql_health", "streamql_rewind",
-                                   "streamql_snapshots", "streamql_upgrade"]
+                                   "streamql_shadow_upgrade", "streamql_snapshots", "streamql_upgrade"]
     assert bag.get_dag("streamql_snapshots").timetable.expression in ("@hourly", "0 * * * *")
     assert bag.get_dag("streamql_deploy").timetable.expression in ("@hourly", "0 * * * *")
     assert set(bag.get_dag("streamql_upgrade").params) == {"query_id", "new_sql", "mode", "dry_run"}
@@ -197,6 +197,23 @@ def test_scheduled_snapshots_and_a_rewind_from_the_form(deployed, capfd):
     # the purchases after the snapshot were counted again, once
     assert table(engine, "purchase_stats") == before
     assert [r[2] for r in engine.execute("SHOW SNAPSHOTS")[0].rows if r[0] == STATS] == ["MANUAL", "RESTORE"]
+
+
+def test_a_shadow_upgrade_promoted_by_the_automatic_gate(deployed, capfd):
+    engine = deployed
+    buy(engine, (1, "ann", "tea", 2.5, 2))
+    caught_up(engine)
+    run = run_dag("streamql_shadow_upgrade", capfd, example=True, gate="auto", max_changed_rows=0,
+                  new_sql="CREATE OR REPLACE STREAM valid_purchases AS SELECT * FROM purchases WHERE cost > 0")
+    assert run.states == {"shadow": "success", "caught_up": "success", "diff": "success", "gate": "success",
+                          "ask": "skipped", "promote": "success", "discard": "skipped"}, run.log
+    assert run.xcom("diff")["changed"] == 0
+    assert "Promoted: Replaced CSAS_VALID_PURCHASES_1 in place: version 2" in run.log
+    assert engine.query(VALID).running_version == 2
+    assert "VALID_PURCHASES_SHADOW" not in {r[0] for r in engine.execute("SHOW STREAMS")[0].rows}  # dropped
+    buy(engine, (2, "bob", "mug", 4.0, 0))  # version 2 lets quantity 0 through
+    caught_up(engine)
+    assert stream_rows(engine, "valid_purchases") == [(1, "ann", "tea", 2.5, 2), (2, "bob", "mug", 4.0, 0)]
 
 
 def test_health_flags_queries_that_need_attention(deployed, runtimes, capfd):

@@ -154,3 +154,40 @@ def test_restore_of_a_missing_snapshot_names_the_ones_there_are(sqlite_engine, r
     act(engine, "PAUSE CSAS_BIG_1", "PAUSED", "CSAS_BIG_1")
     with pytest.raises(StateError, match=r"has no snapshot 7 \(its snapshots: 1\)"):
         engine.execute("RESTORE CSAS_BIG_1 TO SNAPSHOT 7")
+
+
+def test_a_restore_that_fails_midway_changes_nothing(sqlite_engine, runtimes, monkeypatch):
+    """A disk that fails while the snapshot is copied in (injected: the tests run as root,
+    so no permission can make the copy fail): the checkpoint, the sink and the catalog are
+    as before, and the query resumes where it was."""
+    import shutil
+
+    from airflow_provider_streamql.errors import StreamQLError
+    from airflow_provider_streamql.planner import snapshots as planner_snapshots
+    from airflow_provider_streamql.storage.checkpoints import last_committed_batch
+
+    engine = started(sqlite_engine, runtimes)
+    engine.execute("SNAPSHOT CTAS_TOTALS_2")
+    insert(engine, "src", LATER)
+    caught_up(engine)
+    act(engine, "PAUSE CTAS_TOTALS_2", "PAUSED", "CTAS_TOTALS_2")
+    checkpoint = engine.query("CTAS_TOTALS_2").checkpoint
+    before = (last_committed_batch(checkpoint), table(engine, "totals"), snapshots(engine, "CTAS_TOTALS_2"))
+
+    copytree = shutil.copytree
+
+    def failing_copytree(source, target, *args, **kwargs):
+        copytree(source, target, *args, **kwargs)
+        if target == checkpoint:
+            raise OSError(28, "No space left on device", target)
+
+    monkeypatch.setattr(planner_snapshots.shutil, "copytree", failing_copytree)
+    with pytest.raises(StreamQLError, match="No space left on device"):
+        engine.execute("RESTORE CTAS_TOTALS_2 TO SNAPSHOT 1")
+    monkeypatch.undo()
+    assert (last_committed_batch(checkpoint), table(engine, "totals"), snapshots(engine, "CTAS_TOTALS_2")) == before
+    assert not [n for n in os.listdir(os.path.dirname(checkpoint)) if n.startswith(".")]  # nothing left aside
+    act(engine, "RESUME CTAS_TOTALS_2", "RUNNING", "CTAS_TOTALS_2")
+    insert(engine, "src", [(8, 100)])
+    caught_up(engine)
+    assert table(engine, "totals") == expected(FIRST + LATER + [(8, 100)])[1]

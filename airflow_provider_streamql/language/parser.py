@@ -32,6 +32,7 @@ from .statements import (
     CreateAsSelect,
     CreateSource,
     Describe,
+    DiffShadow,
     DropSource,
     Explain,
     InsertSelect,
@@ -40,6 +41,7 @@ from .statements import (
     QueryControl,
     RestoreQuery,
     SetProperty,
+    ShadowAction,
     Show,
     Statement,
     TakeSnapshot,
@@ -372,7 +374,8 @@ class _StatementParser:
         if handler is None:
             self.fail(
                 "expected a StreamQL statement (CREATE, ALTER, INSERT, SELECT, PAUSE, RESUME, "
-                "TERMINATE, DROP, SHOW, LIST, DESCRIBE, EXPLAIN, SNAPSHOT, RESTORE, SET, UNSET)"
+                "TERMINATE, DROP, SHOW, LIST, DESCRIBE, EXPLAIN, SNAPSHOT, RESTORE, PROMOTE, DISCARD, DIFF, "
+                "SET, UNSET)"
             )
         return handler(self)
 
@@ -800,6 +803,19 @@ class _StatementParser:
         self.done()
         return self.make(TakeSnapshot, query_id=query_id, keep=keep, max_age_hours=age)
 
+    def shadow_action(self) -> Statement:
+        action = self.tokens[self.i].text.upper()
+        self.i += 1
+        query_id = self.object_name()
+        self.done()
+        return self.make(ShadowAction, action=action, query_id=query_id)
+
+    def diff(self) -> Statement:
+        self.expect("DIFF")
+        query_id = self.object_name()
+        self.done()
+        return self.make(DiffShadow, query_id=query_id)
+
     def restore(self) -> Statement:
         self.expect("RESTORE")
         query_id = self.object_name()
@@ -860,6 +876,9 @@ class _StatementParser:
         "EXPLAIN": explain,
         "SNAPSHOT": snapshot,
         "RESTORE": restore,
+        "PROMOTE": shadow_action,
+        "DISCARD": shadow_action,
+        "DIFF": diff,
         "SET": set,
         "UNSET": unset,
     }

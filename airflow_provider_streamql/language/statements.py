@@ -264,6 +264,43 @@ class RestoreQuery(Statement):
         return cls(text=f"RESTORE {name} TO SNAPSHOT {number}", query_id=name, number=number)
 
 
+#: what can be done with a query's shadow version (``CREATE OR REPLACE ... WITH (shadow=true)``)
+SHADOW_ACTIONS = ("PROMOTE", "DISCARD")
+
+
+@dataclass
+class ShadowAction(Statement):
+    """``PROMOTE <query_id>``: the shadow's version replaces the query's in place, and the
+    shadow stops; ``DISCARD <query_id>``: the shadow stops. ``query_id`` names the query or
+    its shadow."""
+
+    action: str
+    query_id: str
+
+    @classmethod
+    def of(cls, action: str, query_id: str) -> ShadowAction:
+        """The statement from checked parts (never text to parse)."""
+        verb = str(action).upper()
+        if verb not in SHADOW_ACTIONS:
+            raise ParseError(f"action {action!r} is not one of {', '.join(SHADOW_ACTIONS)}")
+        name = check_object_name(query_id, "query ID")
+        return cls(text=f"{verb} {name}", action=verb, query_id=name)
+
+
+@dataclass
+class DiffShadow(Statement):
+    """``DIFF <query_id>``: the outputs of a query and its shadow over the input both read."""
+
+    query_id: str
+    writes = False
+
+    @classmethod
+    def of(cls, query_id: str) -> DiffShadow:
+        """The statement from a checked query ID (never text to parse)."""
+        name = check_object_name(query_id, "query ID")
+        return cls(text=f"DIFF {name}", query_id=name)
+
+
 @dataclass
 class Explain(Statement):
     """``EXPLAIN <query_id>``"""

@@ -4,6 +4,7 @@ deferred, until observed state shows the change, and pushes what it did to XCom.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,7 +15,7 @@ from ..conditions import AllOf, QueriesInState, VersionRunning
 from ..upgrades.report import VERDICTS
 from .base import StreamQLOperator, engine_errors, push
 
-MODES = ("in_place", "replacing")
+MODES = ("in_place", "replacing", "shadow")
 
 
 class CreateQueryOperator(StreamQLOperator):
@@ -224,12 +225,17 @@ class ReplaceQueryOperator(StreamQLOperator):
     output, and create it again reading from ``start_from``. The new query has a new ID; it
     waits until it is RUNNING.
 
+    ``mode="shadow"``: the new version starts beside the query on a copy of its checkpoint,
+    writing ``<OUTPUT>_SHADOW`` (``WITH (shadow=true)``); the query keeps serving. It waits
+    until the shadow is RUNNING and pushes its ID as ``shadow_query_id``; promote or discard
+    it with :class:`~.shadows.PromoteShadowOperator` / ``DiscardShadowOperator``.
+
     XCom: ``query_id`` (the new ID when replacing), ``version``, ``previous_version``,
     ``previous_query_id``, ``report`` (in place) and ``state``. Returns the query ID.
 
     :param sql: one ``CREATE [OR REPLACE] STREAM|TABLE ... AS SELECT``. (templated)
     :param query_id: the query it must replace (checked when given). (templated)
-    :param mode: ``in_place`` or ``replacing``. (templated)
+    :param mode: ``in_place``, ``replacing`` or ``shadow``. (templated)
     :param start_from: where a replacing upgrade reads from: ``earliest``. (templated)
     """
 
@@ -263,6 +269,11 @@ class ReplaceQueryOperator(StreamQLOperator):
                 result = engine.upgrade(self.sql, query_id=self.query_id or None)
                 condition = VersionRunning(result.query_id, result.version, ready=True)
                 push(context, report=result.report)
+            elif self.mode == "shadow":
+                result = engine.upgrade(self.sql, query_id=self.query_id or None, shadow=True)
+                condition = QueriesInState([result.query_id], ["RUNNING"])
+                push(context, report=result.report, shadow_query_id=result.query_id)
+                result = dataclasses.replace(result, query_id=old)  # the query it shadows
             else:
                 result = engine.replace(self.sql, start_from=self.start_from, query_id=self.query_id or None)[-1]
                 condition = QueriesInState([result.query_id], ["RUNNING"])

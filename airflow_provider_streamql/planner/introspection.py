@@ -167,6 +167,8 @@ def explain(catalog: Catalog, conn: Connection, snapshot: Snapshot, stmt: st.Exp
             for n, op in enumerate(p.state_operators if p else [])
         ],
         *[(f"state_store[{n}]", line) for n, line in enumerate(state_lines(q.checkpoint))],
+        *[(key, q.settings[key]) for key in ("shadow_of", "shadow_version", "shadow_from_batch") if key in q.settings],
+        *[("shadow", s.id) for s in snapshot.queries.values() if s.settings.get("shadow_of") == q.id],
         ("error", q.error),
         ("on_error", q.settings.get("on_error") or "(the pipeline's default)"),
         *version_history(catalog, q.id, conn),

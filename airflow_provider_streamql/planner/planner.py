@@ -5,8 +5,8 @@ to that snapshot, so the next statement of the script is checked against the cat
 would be. Nothing touches the database until every statement of a script has been planned.
 
 The planner is its statement families put together (:mod:`.sources`, :mod:`.queries`,
-:mod:`.control`, :mod:`.reads`, :mod:`.snapshots`, all on :mod:`.base`); :attr:`Planner.HANDLERS` says which
-handler plans which statement class.
+:mod:`.control`, :mod:`.reads`, :mod:`.snapshots`, :mod:`.shadows`, all on :mod:`.base`);
+:attr:`Planner.HANDLERS` says which handler plans which statement class.
 """
 
 from __future__ import annotations
@@ -19,17 +19,18 @@ from .base import Step
 from .control import ControlStatements
 from .queries import PersistentQueries
 from .reads import Reads
+from .shadows import ShadowStatements
 from .snapshots import SnapshotStatements
 from .sources import SourceStatements
 
 
-class Planner(SourceStatements, PersistentQueries, ControlStatements, Reads, SnapshotStatements):
+class Planner(SourceStatements, ShadowStatements, ControlStatements, Reads, SnapshotStatements):
     #: statement class -> its handler, called as ``handler(planner, stmt)``
     HANDLERS: ClassVar[dict[type[st.Statement], Callable[[Any, Any], Step]]] = {
         st.CreateSource: SourceStatements._create_source,
         st.AlterSource: SourceStatements._alter_source,
         st.DropSource: SourceStatements._drop_source,
-        st.CreateAsSelect: PersistentQueries._create_as_select,
+        st.CreateAsSelect: ShadowStatements._create_as_select_or_shadow,
         st.InsertSelect: PersistentQueries._insert_select,
         st.QueryControl: ControlStatements._query_control,
         st.SetProperty: ControlStatements._set_property,
@@ -40,6 +41,8 @@ class Planner(SourceStatements, PersistentQueries, ControlStatements, Reads, Sna
         st.Explain: Reads._explain,
         st.TakeSnapshot: SnapshotStatements._take_snapshot,
         st.RestoreQuery: SnapshotStatements._restore,
+        st.ShadowAction: ShadowStatements._shadow_action,
+        st.DiffShadow: ShadowStatements._diff,
     }
 
     def plan(self, stmt: st.Statement) -> Step:

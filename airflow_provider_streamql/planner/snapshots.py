@@ -189,26 +189,24 @@ class SnapshotStatements(PlannerBase):
         def files() -> Callable[[], None]:
             kept = snapshot_folder(query.checkpoint, saved[0].folder)
             copy_committed(query.checkpoint, kept, batch=current)
-            done: dict[str, OutputSwap | MovedAside] = {}
+            swaps: list[OutputSwap] = []
 
             def undo() -> None:  # also of a partly done restore
-                if "moved" in done:
+                if moved:
                     shutil.rmtree(query.checkpoint, ignore_errors=True)
-                    done["moved"].restore()
-                if "swap" in done:
-                    done["swap"].undo()
+                    moved[0].restore()
+                for swap in swaps:
+                    swap.undo()
                 shutil.rmtree(kept, ignore_errors=True)
 
-            try:
-                done["swap"] = OutputSwap(
-                    sink.path if sink is not None and not on_kafka else None,
-                    query,
-                    cut,
+            try:  # each step undoes itself if it fails midway; undo() takes back the ones done
+                output = sink.path if sink is not None and not on_kafka else None
+                keep, bring_back = (
                     snapshot_output(query.checkpoint, saved[0].folder),
                     snapshot_output(query.checkpoint, snap.folder),
                 )
-                done["moved"] = aside = MovedAside([query.checkpoint, *_folders(query.checkpoint, abandoned)])
-                moved.append(aside)
+                swaps.append(OutputSwap(output, query, cut, keep, bring_back))
+                moved.append(MovedAside([query.checkpoint, *_folders(query.checkpoint, abandoned)]))
                 shutil.copytree(source, query.checkpoint)
             except BaseException:
                 undo()

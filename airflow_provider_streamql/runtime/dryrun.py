@@ -17,6 +17,7 @@ from pyspark.sql import SparkSession
 from ..catalog import QueryInfo, SourceInfo
 from ..errors import SPARK_ERROR_LIMIT, first_line
 from ..storage.checkpoints import processed_files
+from ..storage.snapshots import give_new_identity
 from .connectors import streaming_frame
 
 
@@ -46,6 +47,7 @@ def dry_run(
         source = checkpoint or query.checkpoint
         if os.path.isdir(source):
             shutil.copytree(source, copy)
+            give_new_identity(copy)  # else its start would stop the live query in this session
         return run_to_end(spark, replace(query, checkpoint=copy), sources, timeout=timeout)
     finally:
         shutil.rmtree(work, ignore_errors=True)

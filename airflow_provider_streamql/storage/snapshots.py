@@ -10,9 +10,11 @@ maintenance deleted mid-copy are left out.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import re
 import shutil
+import uuid
 
 from ..errors import StateError
 from .checkpoints import last_committed_batch, source_offsets
@@ -48,6 +50,20 @@ def copy_committed(checkpoint: str, target: str, *, batch: int | None = None) ->
     raise StateError(
         f"the checkpoint {checkpoint!r} kept changing while it was copied ({COPY_ATTEMPTS} attempts); try again"
     )
+
+
+def give_new_identity(checkpoint: str) -> None:
+    """Make a copied checkpoint another query's: Spark keeps the query's id in ``metadata``
+    and stops the running query with the same id when one starts (a shadow or a dry run on a
+    copy would stop the live query). Offsets, commits and state do not depend on the id."""
+    path = os.path.join(checkpoint, "metadata")
+    if os.path.exists(path):
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            f.write(json.dumps({"id": str(uuid.uuid4())}) + "\n")
+        os.replace(path + ".tmp", path)
+        crc = os.path.join(checkpoint, ".metadata.crc")
+        if os.path.exists(crc):
+            os.remove(crc)  # Hadoop checks a file against its .crc: the old one no longer matches
 
 
 def _copy(source: str, target: str) -> None:
@@ -112,16 +128,19 @@ def _source_logs_complete(target: str, offsets: dict[str, int]) -> bool:
     return True
 
 
-def later_output(sink_path: str, query_id: str, *, table: bool, batch: int) -> list[str]:
-    """What a query renamed into its sink for batches after ``batch``, under any of its
-    versions: a table's changelog entries ``v<version>-b<batch>``, a stream's batch files
-    ``<query>-v<version>-b<batch>...`` (never another writer's files)."""
+def own_output(sink_path: str, query_id: str, *, table: bool) -> list[tuple[int, str]]:
+    """(batch id, path) of what a query renamed into its sink, under any of its versions: a
+    table's changelog entries ``v<version>-b<batch>``, a stream's batch files
+    ``<query>-v<version>-b<batch>...`` (never another writer's files), by batch."""
     if not os.path.isdir(sink_path):
         return []
     own = re.compile(("" if table else re.escape(query_id) + "-") + r"v\d{4}-b(\d{12})")
-    later = []
-    for name in sorted(os.listdir(sink_path)):
-        match = own.match(name)
-        if match and int(match.group(1)) > batch:
-            later.append(os.path.join(sink_path, name))
-    return later
+    found = [
+        (int(m.group(1)), os.path.join(sink_path, name)) for name in os.listdir(sink_path) if (m := own.match(name))
+    ]
+    return sorted(found)
+
+
+def later_output(sink_path: str, query_id: str, *, table: bool, batch: int) -> list[str]:
+    """What a query renamed into its sink for batches after ``batch`` (see :func:`own_output`)."""
+    return sorted(path for b, path in own_output(sink_path, query_id, table=table) if b > batch)

@@ -1,0 +1,77 @@
+"""Operators that end a shadow upgrade (``ReplaceQueryOperator(mode="shadow")`` starts one):
+promote the shadow's version in place, or discard it; then, once the shadow has stopped,
+drop its output. Statements are built from checked parts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.sdk import Context
+
+from ..conditions import AllOf, QueriesInState, VersionRunning
+from ..language.statements import DropSource, ShadowAction
+from .base import StreamQLOperator, engine_errors, push
+
+
+class ShadowActionOperator(StreamQLOperator):
+    """Base of ``PROMOTE`` and ``DISCARD``: waits until the shadow is TERMINATED (and, for a
+    promote, the query runs its new version, ready), then drops the shadow's output and
+    checkpoint (``DROP ... DELETE TOPIC``) unless ``keep_shadow_output``.
+
+    XCom: ``query_id`` (the live query), ``shadow_query_id``, ``version`` and ``message``.
+
+    :param query_id: the query or its shadow. (templated)
+    :param keep_shadow_output: leave the shadow's stream or table for a later look.
+    """
+
+    action: str = ""
+    template_fields = ("query_id", "pipeline")
+
+    def __init__(self, *, query_id: str, keep_shadow_output: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.query_id, self.keep_shadow_output = query_id, keep_shadow_output
+
+    def apply(self, context: Context) -> Any:
+        engine = self.engine(context)
+        with engine_errors():
+            result = engine.run([ShadowAction.of(self.action, self.query_id)])[0]
+        self.log.info("%s", result.message)
+        shadow = next(q for q, state in result.waits if state == "TERMINATED")
+        push(context, query_id=result.query_id, shadow_query_id=shadow, version=result.version, message=result.message)
+        conditions = [QueriesInState([shadow], ["TERMINATED"])]
+        if result.version is not None:  # promoted: the query runs the shadow's version
+            conditions.append(VersionRunning(result.query_id, result.version, ready=True))
+        if self.wait:
+            return self.wait_for(context, engine, AllOf.of(*conditions))
+        return self.no_wait(context, engine)
+
+    def finish(self, context: Context, event: dict[str, Any]) -> Any:
+        returned = super().finish(context, event)
+        if not self.keep_shadow_output:
+            shadow = context["ti"].xcom_pull(task_ids=context["ti"].task_id, key="shadow_query_id")
+            engine = self.engine(context)
+            try:
+                with engine_errors():
+                    query = engine.query(shadow)
+                    kind = "TABLE" if query.kind == "CTAS" else "STREAM"
+                    dropped = engine.run([DropSource.of(kind, query.sink, if_exists=True, delete_topic=True)])[0]
+                self.log.info("%s", dropped.message)
+            finally:
+                engine.close()
+        return returned
+
+
+class PromoteShadowOperator(ShadowActionOperator):
+    """``PROMOTE <query_id>``: the shadow's version replaces the query's in place (validated
+    again), on the query's own checkpoint: nothing lost or read twice."""
+
+    action = "PROMOTE"
+
+
+class DiscardShadowOperator(ShadowActionOperator):
+    """``DISCARD <query_id>``: stop the shadow; the query keeps its version."""
+
+    action = "DISCARD"
+
+
+__all__ = ["PromoteShadowOperator", "DiscardShadowOperator"]

@@ -1,0 +1,240 @@
+"""Shadow upgrades (blue/green): ``CREATE OR REPLACE ... WITH (shadow=true) AS SELECT``,
+``DIFF``, ``PROMOTE`` and ``DISCARD``.
+
+A shadow is version N+1 of a query run as a query of its own beside version N: it starts on
+a copy of N's checkpoint (as of N's last committed batch) and writes a stream or table of its
+own, ``<OUTPUT>_SHADOW``, while N keeps serving. ``DIFF`` compares the two outputs over the
+input both have read since. ``PROMOTE`` replaces N by N+1 *in place*, on N's own checkpoint
+(as ``CREATE OR REPLACE`` does: N stops after its in-flight batch and N+1 goes on from there,
+nothing lost or read twice), and stops the shadow; ``DISCARD`` only stops the shadow. Either
+way the shadow's output and checkpoint stay until ``DROP STREAM|TABLE <OUTPUT>_SHADOW DELETE
+TOPIC`` (the operators do it once the shadow has stopped).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Callable
+from dataclasses import replace
+
+from sqlalchemy import Connection
+
+from ..catalog import QueryInfo
+from ..errors import NotFoundError, StateError, StreamQLError, ValidationError
+from ..language import parse_one
+from ..language import statements as st
+from ..results import Result
+from ..storage.checkpoints import last_committed_batch
+from ..storage.diff import Side, compare
+from ..storage.snapshots import copy_committed, give_new_identity
+from .base import Step
+from .queries import QUERY_PREFIX, PersistentQueries
+
+SHADOW_SUFFIX = "_SHADOW"
+#: ``shadow = true`` in a WITH list, and the comma that joins it to the next property
+SHADOW_PROPERTY = re.compile(r"\bshadow\s*=\s*(?:true|'true')\s*,?\s*", re.IGNORECASE)
+
+
+def wants_shadow(stmt: st.CreateAsSelect) -> bool:
+    """The statement asks for a shadow (``shadow`` = true); any other value is refused."""
+    value = stmt.properties.get("shadow")
+    if value is None or value is False or str(value).lower() == "false":
+        return False
+    if value is True or str(value).lower() == "true":
+        return True
+    raise ValidationError(f"shadow must be true or false, not {value!r}", line=stmt.line, col=stmt.col, text=stmt.text)
+
+
+def without_shadow(stmt: st.CreateAsSelect) -> st.CreateAsSelect:
+    """The statement as the version it proposes: no ``shadow`` property, and a text that does
+    not say it (checked by parsing it again: the text is only ever what the user wrote, less
+    the property)."""
+    text = SHADOW_PROPERTY.sub("", stmt.text)
+    text = re.sub(r"\bWITH\s*\(\s*\)\s*", "", re.sub(r",\s*\)", ")", text), flags=re.IGNORECASE)
+    properties = {k: v for k, v in stmt.properties.items() if k != "shadow"}
+    try:
+        again = parse_one(text)
+    except StreamQLError:
+        again = None
+    if not isinstance(again, st.CreateAsSelect) or again.properties != properties:
+        text = stmt.text  # a spelling the cleaning did not follow: keep the text as written
+    return replace(stmt, text=text, properties=properties, or_replace=True, select=stmt.select.copy())
+
+
+class ShadowStatements(PersistentQueries):
+    def _create_as_select_or_shadow(self, stmt: st.CreateAsSelect) -> Step:
+        """``CREATE [OR REPLACE] ... AS SELECT``, or with ``WITH (shadow=true)`` a shadow."""
+        if wants_shadow(stmt):
+            return self._create_shadow(stmt)
+        if "shadow" in stmt.properties:  # shadow=false: an ordinary statement
+            stmt = replace(stmt, properties={k: v for k, v in stmt.properties.items() if k != "shadow"})
+        return self._create_as_select(stmt)
+
+    def _shadow_of(self, query: QueryInfo) -> QueryInfo | None:
+        """The query's live shadow (not terminated), if any."""
+        return next(
+            (
+                q
+                for q in self.snapshot.queries.values()
+                if q.settings.get("shadow_of") == query.id and q.desired_state != "TERMINATED"
+            ),
+            None,
+        )
+
+    def _pair(self, query_id: str, stmt: st.Statement) -> tuple[QueryInfo, QueryInfo]:
+        """(live query, its shadow) from either's ID."""
+        query = self.snapshot.queries.get(query_id)
+        if query is None:
+            known = ", ".join(sorted(self.snapshot.queries)) or "none"
+            raise NotFoundError(
+                f"no query {query_id!r} (known queries: {known})", line=stmt.line, col=stmt.col, text=stmt.text
+            )
+        live_id = query.settings.get("shadow_of")
+        live = self.snapshot.queries[live_id] if live_id in self.snapshot.queries else query
+        shadow = query if live_id else self._shadow_of(query)
+        if shadow is None or shadow.desired_state == "TERMINATED":
+            raise StateError(
+                f"query {live.id} has no shadow: create one with CREATE OR REPLACE {live.sink} "
+                f"WITH (shadow=true) AS SELECT ...",
+                line=stmt.line,
+                col=stmt.col,
+                text=stmt.text,
+            )
+        return live, shadow
+
+    def _create_shadow(self, stmt: st.CreateAsSelect) -> Step:
+        """Version N+1 as a query of its own, beside N, on a copy of N's checkpoint."""
+        existing = self.snapshot.sources.get(stmt.name)
+        if not stmt.or_replace or existing is None or not existing.writer_query:
+            raise self._error(
+                f"WITH (shadow=true) runs a new version beside a running query: it goes with CREATE OR REPLACE "
+                f"of a query's output, and {stmt.name} is "
+                + ("not one" if existing is None or not existing.writer_query else "not replaced here"),
+                stmt,
+            )
+        proposed = without_shadow(stmt)
+        shadow_stmt = replace(
+            proposed, name=existing.name + SHADOW_SUFFIX, or_replace=False, select=proposed.select.copy()
+        )
+        current, report, new, _sink = self.check_replace(proposed)
+        if report.verdict != "IN_PLACE":
+            reasons = "; ".join(f"{f.code}: {f.message}" for f in report.findings if f.verdict == report.verdict)
+            raise self._error(
+                f"a shadow of {current.id} runs the new version on a copy of its checkpoint, which needs an "
+                f"IN_PLACE change; this one is {report.verdict}: {reasons}",
+                stmt,
+            )
+        running = self._shadow_of(current)
+        if running is not None:
+            raise self._error(f"{current.id} already has a shadow, {running.id}: PROMOTE or DISCARD it first", stmt)
+        self._check_new_name(shadow_stmt.name, stmt)
+        # the shadow's output: the format of the live one, in a folder of its own (a Kafka
+        # output's shadow is a JSON file stream: the diff reads it)
+        sink_format = "JSON" if existing.kafka_topic else existing.format
+        kept = {"value_format": sink_format, "value_delimiter": existing.properties.get("value_delimiter")}
+        shadow_stmt = replace(shadow_stmt, properties={k: v for k, v in kept.items() if v is not None})
+        analysis = self._analyze_as_select(shadow_stmt)
+        seq = self.snapshot.next_seq
+        shadow_id = f"{QUERY_PREFIX[stmt.kind]}_{shadow_stmt.name}_{seq}"
+        sink = self._sink(shadow_stmt, analysis, shadow_id)
+        shadow = self._query(shadow_id, seq, QUERY_PREFIX[stmt.kind], sink, analysis, shadow_stmt)
+        batch = last_committed_batch(current.checkpoint)
+        shadow.settings.update(
+            {k: v for k, v in current.settings.items() if k == "on_error"},
+            shadow_of=current.id,
+            shadow_version=new.version,
+            shadow_from_batch=batch,
+            promote_sql=proposed.text.strip(),
+        )
+        self.snapshot.sources[sink.name] = sink
+
+        def write(conn: Connection) -> None:
+            self.catalog.insert_source(conn, sink)
+            self.catalog.insert_query(conn, shadow, sink)
+
+        def files() -> Callable[[], None]:
+            copy_committed(current.checkpoint, shadow.checkpoint, batch=batch)  # nothing left if it fails
+            give_new_identity(shadow.checkpoint)
+            return lambda: shutil.rmtree(shadow.checkpoint, ignore_errors=True)
+
+        return Step(
+            Result(
+                stmt.text,
+                f"Shadow {shadow_id} runs version {new.version} of {current.id} beside it from batch {batch}, "
+                f"writing {sink.kind.lower()} {sink.name}; compare with DIFF {current.id}, then PROMOTE or "
+                f"DISCARD {current.id}",
+                query_id=shadow_id,
+                waits=[(shadow_id, "RUNNING")],
+                report=report.to_dict(),
+                version=new.version,
+                action="shadowed",
+            ),
+            write=write,
+            files=files,
+        )
+
+    def _shadow_action(self, stmt: st.ShadowAction) -> Step:
+        live, shadow = self._pair(stmt.query_id, stmt)
+        shadow.desired_state = "TERMINATED"
+        drop = f"DROP {'TABLE' if shadow.kind == 'CTAS' else 'STREAM'} {shadow.sink} DELETE TOPIC"
+        if stmt.action == "DISCARD":
+            return Step(
+                Result(
+                    stmt.text,
+                    f"Discarded shadow {shadow.id} of {live.id}, which keeps its version {live.version}; once "
+                    f"{shadow.id} is TERMINATED, {drop} removes its output",
+                    query_id=live.id,
+                    waits=[(shadow.id, "TERMINATED")],
+                ),
+                write=lambda conn: self.catalog.set_desired(conn, shadow.id, "TERMINATED"),
+            )
+        proposed = parse_one(shadow.settings["promote_sql"])
+        if not isinstance(proposed, st.CreateAsSelect):
+            raise self._error(f"the shadow {shadow.id} records no version to promote", stmt)
+        step = self._replace(proposed, self.check_replace(proposed))  # checked again: N may have changed
+        replaced = step.write
+
+        def write(conn: Connection) -> None:
+            if replaced is not None:
+                replaced(conn)
+            self.catalog.set_desired(conn, shadow.id, "TERMINATED")
+
+        step.write = write
+        step.result = replace(
+            step.result,
+            statement=stmt.text,
+            message=f"Promoted: {step.result.message}, on its own checkpoint from its last batch (nothing lost "
+            f"or read twice); shadow {shadow.id} stops; once it is TERMINATED, {drop} removes its output",
+            waits=[*step.result.waits, (shadow.id, "TERMINATED")],
+        )
+        return step
+
+    def _diff(self, stmt: st.DiffShadow) -> Step:
+        live, shadow = self._pair(stmt.query_id, stmt)
+        on_kafka = [n for n in live.sources if self.snapshot.sources[n].kafka_topic]
+        live_sink = self.snapshot.sources[live.sink]
+        if on_kafka or live_sink.kafka_topic:
+            raise self._error(
+                f"DIFF compares file topics: {live.id} reads or writes Kafka ({', '.join(on_kafka or [live.sink])})",
+                stmt,
+            )
+        after = int(shadow.settings.get("shadow_from_batch", -1))
+        diff = compare(
+            Side(live.id, live.checkpoint, live_sink, after),
+            Side(shadow.id, shadow.checkpoint, self.snapshot.sources[shadow.sink], after),
+        )
+        rows = [[live.id, *r] for r in diff.only_live] + [[shadow.id, *r] for r in diff.only_shadow]
+        behind = "; ".join(f"{q} has yet to read {n} file(s) the other read" for q, n in diff.behind.items() if n)
+        return Step(
+            Result(
+                stmt.text,
+                f"{live.id} (version {live.version}) and its shadow {shadow.id} (version "
+                f"{shadow.settings.get('shadow_version')}) over the {diff.inputs} input file(s) both read since "
+                f"batch {after}: {len(diff.only_live)} row(s) only in {live.sink}, {len(diff.only_shadow)} only in "
+                f"{shadow.sink}" + (f" ({behind})" if behind else ""),
+                query_id=live.id,
+                columns=["written_by", *diff.columns],
+                rows=rows,
+            )
+        )

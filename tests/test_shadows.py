@@ -1,0 +1,116 @@
+"""Shadow upgrades (docs/upgrades.md, "Shadow upgrades"): version N+1 runs beside N on a copy
+of N's checkpoint into an output of its own; DIFF compares the two over the input both read;
+PROMOTE replaces N in place with every input record in the output exactly once; DISCARD
+stops the shadow."""
+import pytest
+
+from airflow_provider_streamql.errors import NotFoundError, StateError, ValidationError
+
+from .support import insert, stream_rows, table
+
+PIPELINE = """
+CREATE STREAM src (id INT, v INT);
+CREATE STREAM big AS SELECT id, v FROM src WHERE v >= 10;
+CREATE TABLE totals AS SELECT id % 2 AS k, COUNT(*) AS n, SUM(v) AS s FROM src GROUP BY id % 2;
+"""
+BIG, TOTALS = "CSAS_BIG_1", "CTAS_TOTALS_2"
+FIRST = [(1, 10), (2, 20), (3, 5)]
+LATER = [(4, 12), (5, 50), (6, 1)]
+LAST = [(7, 11), (8, 30)]
+
+
+def caught_up(engine, *ids):
+    for query_id in ids:
+        engine.wait_caught_up(query_id, timeout=60)
+
+
+def states(engine):
+    return {r["query_id"]: (r["state"], r["version"]) for r in engine.queries()}
+
+
+def started(engine, runtimes):
+    engine.execute(PIPELINE)
+    runtimes.start(engine)
+    insert(engine, "src", FIRST)
+    caught_up(engine, BIG, TOTALS)
+    return engine
+
+
+def test_a_shadow_runs_beside_the_live_version_and_promote_keeps_every_record_once(sqlite_engine, runtimes):
+    engine = started(sqlite_engine, runtimes)
+    result = engine.execute("CREATE OR REPLACE STREAM big WITH (shadow=true) AS SELECT id, v FROM src WHERE v >= 15")[0]
+    assert result.action == "shadowed" and result.version == 2, result.message
+    shadow = result.query_id
+    assert shadow == "CSAS_BIG_SHADOW_3"
+    engine.wait_for_state(shadow, "RUNNING", timeout=60)
+    insert(engine, "src", LATER)
+    caught_up(engine, BIG, shadow)
+    assert states(engine)[BIG] == ("RUNNING", 1) and states(engine)[shadow] == ("RUNNING", 1)
+    # the live version keeps serving; the shadow's output holds only what it read after the copy
+    assert stream_rows(engine, "big") == [(1, 10), (2, 20), (4, 12), (5, 50)]
+    assert stream_rows(engine, "big_shadow") == [(5, 50)]
+
+    diff = engine.execute(f"DIFF {BIG}")[0]
+    assert diff.columns == ["written_by", "id", "v"]
+    assert diff.rows == [[BIG, 4, 12]], diff.message  # kept by v >= 10, not by v >= 15
+    assert "over the 3 input file(s) both read since batch" in diff.message
+    explained = dict(engine.execute(f"EXPLAIN {BIG}")[0].rows)
+    assert explained["shadow"] == shadow
+
+    promoted = engine.execute(f"PROMOTE {BIG}")[0]
+    assert "Promoted: Replaced CSAS_BIG_1 in place: version 2" in promoted.message
+    engine.wait_for_version(BIG, 2, timeout=60)
+    engine.wait_for_state(shadow, "TERMINATED", timeout=60)
+    insert(engine, "src", LAST)
+    caught_up(engine, BIG)
+    # before the promote under version 1, after it under version 2: each record once
+    assert stream_rows(engine, "big") == [(1, 10), (2, 20), (4, 12), (5, 50), (8, 30)]
+    versions = dict(engine.execute(f"EXPLAIN {BIG}")[0].rows)
+    assert "WHERE v >= 15" in versions["sql"] and "shadow" not in versions["sql"].lower()
+    engine.execute("DROP STREAM big_shadow DELETE TOPIC")
+    assert "BIG_SHADOW" not in {r[0] for r in engine.execute("SHOW STREAMS")[0].rows}
+
+
+def test_a_table_shadow_diffs_by_key_and_discard_leaves_the_live_version(sqlite_engine, runtimes):
+    engine = started(sqlite_engine, runtimes)
+    new = "CREATE OR REPLACE TABLE totals WITH (shadow=true) AS SELECT id % 2 AS k, COUNT(*) AS n, SUM(v) AS s " \
+          "FROM src WHERE v < 40 GROUP BY id % 2"
+    shadow = engine.execute(new)[0].query_id
+    engine.wait_for_state(shadow, "RUNNING", timeout=60)
+    insert(engine, "src", LATER)
+    caught_up(engine, TOTALS, shadow)
+    assert table(engine, "totals") == {1: (3, 65), 0: (3, 33)}
+    # the shadow's state came from the live checkpoint (k=0 counts FIRST's record too); it
+    # filtered out id 5, so k=1 did not change and it wrote no row for it
+    assert table(engine, "totals_shadow") == {0: (3, 33)}
+    diff = engine.execute(f"DIFF {shadow}")[0]
+    assert diff.rows == [[TOTALS, 1, 3, 65]], diff.message
+
+    engine.execute(f"DISCARD {TOTALS}")
+    engine.wait_for_state(shadow, "TERMINATED", timeout=60)
+    assert states(engine)[TOTALS] == ("RUNNING", 1)
+    with pytest.raises(StateError, match="has no shadow"):
+        engine.execute(f"PROMOTE {TOTALS}")
+
+
+@pytest.mark.parametrize("statement, error, words", [
+    ("CREATE OR REPLACE STREAM big WITH (shadow=true) AS SELECT id FROM src", ValidationError,
+     "needs an IN_PLACE change; this one is REJECTED: COLUMN_REMOVED"),
+    ("CREATE STREAM other WITH (shadow=true) AS SELECT id, v FROM src", ValidationError,
+     "goes with CREATE OR REPLACE of a query's output"),
+    ("CREATE OR REPLACE STREAM big WITH (shadow='maybe') AS SELECT id, v FROM src", ValidationError,
+     "shadow must be true or false, not 'maybe'"),
+    ("PROMOTE CSAS_BIG_1", StateError, "query CSAS_BIG_1 has no shadow"),
+    ("DISCARD CSAS_NONE_9", NotFoundError, "no query 'CSAS_NONE_9'"),
+    ("DIFF CTAS_TOTALS_2", StateError, "query CTAS_TOTALS_2 has no shadow"),
+    ("CREATE OR REPLACE STREAM big WITH (shadow=true) AS SELECT id, v FROM src WHERE v > 1; "
+     "CREATE OR REPLACE STREAM big WITH (shadow=true) AS SELECT id, v FROM src WHERE v > 2", ValidationError,
+     "already has a shadow, CSAS_BIG_SHADOW_3"),
+])
+def test_bad_shadow_statements_change_nothing(sqlite_engine, statement, error, words):
+    engine = sqlite_engine
+    engine.execute(PIPELINE)
+    before = states(engine)
+    with pytest.raises(error, match=words):
+        engine.execute(statement)
+    assert states(engine) == before
