@@ -215,8 +215,8 @@ class Engine:
         ``shadow``, the new version starts beside the query instead (``WITH (shadow=true)``):
         PROMOTE or DISCARD it later."""
         stmt = self._create_as_select(sql, "upgrade")
-        if shadow:
-            stmt = dataclasses.replace(stmt, properties={**stmt.properties, "shadow": True})
+        if shadow or "shadow" in stmt.properties:  # the argument decides, not the text
+            stmt = dataclasses.replace(stmt, properties={**stmt.properties, "shadow": shadow})
         if self._writer(stmt, query_id) is None:
             raise NotFoundError(
                 f"no query writes {stmt.name}; create it with CREATE {stmt.kind} {stmt.name} AS SELECT ..."

@@ -25,6 +25,8 @@ class Result:
     version: int | None = None
     #: for CREATE, ALTER and INSERT INTO ... SELECT: created, replaced, altered or unchanged
     action: str | None = None
+    #: figures a statement reports besides its table (DIFF: inputs compared, rows per side)
+    details: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -37,6 +39,7 @@ class Result:
             "report": self.report,
             "version": self.version,
             "action": self.action,
+            "details": self.details,
         }
 
     def render(self) -> str:

@@ -3,8 +3,9 @@ of a query's output) and ``gate``.
 
 The new version starts beside the running one on a copy of its checkpoint and writes
 ``<OUTPUT>_SHADOW`` (the running one keeps serving); once the shadow has caught up, ``DIFF``
-compares the two outputs over the input both read. Then the gate: ``auto`` promotes when at
-most ``max_changed_rows`` rows differ and discards the shadow otherwise; ``approval`` asks a
+compares the two outputs over the input both read. Then the gate: ``auto`` promotes when DIFF
+compared at least ``min_compared_inputs`` input files and at most ``max_changed_rows`` rows
+differ (a table's changed key counts a row per side), and discards the shadow otherwise; ``approval`` asks a
 person in the Airflow UI (Human-in-the-loop: promote or discard). ``PROMOTE`` replaces the
 running version in place, nothing lost or read twice; either way the shadow's output is
 dropped once it has stopped.
@@ -34,6 +35,7 @@ with DAG(
         "new_sql": Param("", type="string", minLength=1, description="CREATE OR REPLACE STREAM|TABLE ... AS SELECT"),
         "gate": Param("approval", enum=["approval", "auto"]),
         "max_changed_rows": Param(0, type="integer", minimum=0, description="auto: promote up to this many"),
+        "min_compared_inputs": Param(1, type="integer", minimum=0, description="auto: input files DIFF must compare"),
     },
     tags=["streamql"],
     doc_md=__doc__,
@@ -49,13 +51,14 @@ with DAG(
         finally:
             engine.close()
         print(result.render())
-        return {"changed": len(result.rows), "message": result.message}
+        return {"changed": len(result.rows), "inputs": result.details["inputs"], "message": result.message}
 
     @task.branch
     def gate(compared: dict, params=None) -> str:
         if params["gate"] == "approval":
             return "ask"
-        return "promote" if compared["changed"] <= params["max_changed_rows"] else "discard"
+        enough = compared["inputs"] >= params["min_compared_inputs"]
+        return "promote" if enough and compared["changed"] <= params["max_changed_rows"] else "discard"
 
     ask = HITLBranchOperator(
         task_id="ask",

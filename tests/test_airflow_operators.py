@@ -288,7 +288,7 @@ BAD_INPUT = [
     ("t_replace", {"sql": "CREATE OR REPLACE STREAM valid AS SELECT * FROM purchases",
                    "query_id": "CTAS_STATS_2"}, None, "VALID is written by CSAS_VALID_1, not by CTAS_STATS_2"),
     ("t_replace", {"sql": "CREATE OR REPLACE STREAM valid AS SELECT * FROM purchases", "mode": "sideways"},
-     None, "mode must be one of in_place, replacing, not 'sideways'"),
+     None, "mode must be one of in_place, replacing, shadow, not 'sideways'"),
     ("t_pause", {"query_id": "CSAS_VALID_1"}, "missing", "connection 'streamql_default' does not exist"),
     ("t_pause", {"query_id": "CSAS_VALID_1"}, json.dumps({"conn_type": "postgres", "host": "db"}),
      "has type 'postgres'; streamql needs a connection of type 'streamql'"),

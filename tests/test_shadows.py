@@ -53,7 +53,7 @@ def test_a_shadow_runs_beside_the_live_version_and_promote_keeps_every_record_on
     diff = engine.execute(f"DIFF {BIG}")[0]
     assert diff.columns == ["written_by", "id", "v"]
     assert diff.rows == [[BIG, 4, 12]], diff.message  # kept by v >= 10, not by v >= 15
-    assert "over the 3 input file(s) both read since batch" in diff.message
+    assert diff.details == {"inputs": 3, "only_live": 1, "only_shadow": 0, "behind": {BIG: 0, shadow: 0}}
     explained = dict(engine.execute(f"EXPLAIN {BIG}")[0].rows)
     assert explained["shadow"] == shadow
 
@@ -103,6 +103,14 @@ def test_a_table_shadow_diffs_by_key_and_discard_leaves_the_live_version(sqlite_
     ("PROMOTE CSAS_BIG_1", StateError, "query CSAS_BIG_1 has no shadow"),
     ("DISCARD CSAS_NONE_9", NotFoundError, "no query 'CSAS_NONE_9'"),
     ("DIFF CTAS_TOTALS_2", StateError, "query CTAS_TOTALS_2 has no shadow"),
+    ("CREATE OR REPLACE STREAM big WITH (shadow=true) AS SELECT id, v FROM src WHERE v > 1; "
+     "CREATE OR REPLACE STREAM big_shadow WITH (shadow=true) AS SELECT id, v FROM src WHERE v > 2", ValidationError,
+     "BIG_SHADOW is the output of CSAS_BIG_SHADOW_3, a shadow: PROMOTE or DISCARD it"),
+    ("CREATE OR REPLACE STREAM big WITH (shadow=true) AS SELECT id, v FROM src WHERE v > 1; "
+     "CREATE OR REPLACE STREAM big_shadow AS SELECT id, v FROM src WHERE v > 2", ValidationError,
+     "a shadow of CSAS_BIG_1: PROMOTE or DISCARD it, then replace CSAS_BIG_1"),
+    ("PAUSE CSAS_BIG_1; CREATE OR REPLACE STREAM big WITH (shadow=true) AS SELECT id, v FROM src WHERE v > 1",
+     ValidationError, "CSAS_BIG_1 is PAUSED: a shadow runs beside a RUNNING query"),
     ("CREATE OR REPLACE STREAM big WITH (shadow=true) AS SELECT id, v FROM src WHERE v > 1; "
      "CREATE OR REPLACE STREAM big WITH (shadow=true) AS SELECT id, v FROM src WHERE v > 2", ValidationError,
      "already has a shadow, CSAS_BIG_SHADOW_3"),

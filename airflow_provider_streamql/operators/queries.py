@@ -272,8 +272,8 @@ class ReplaceQueryOperator(StreamQLOperator):
             elif self.mode == "shadow":
                 result = engine.upgrade(self.sql, query_id=self.query_id or None, shadow=True)
                 condition = QueriesInState([result.query_id], ["RUNNING"])
-                push(context, report=result.report, shadow_query_id=result.query_id)
-                result = dataclasses.replace(result, query_id=old)  # the query it shadows
+                push(context, report=result.report, shadow_query_id=result.query_id, shadow_version=result.version)
+                result = dataclasses.replace(result, query_id=old, version=previous)  # the query it shadows
             else:
                 result = engine.replace(self.sql, start_from=self.start_from, query_id=self.query_id or None)[-1]
                 condition = QueriesInState([result.query_id], ["RUNNING"])

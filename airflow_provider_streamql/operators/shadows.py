@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from airflow.sdk import Context
+from airflow.sdk.exceptions import AirflowFailException
 
 from ..conditions import AllOf, QueriesInState, VersionRunning
 from ..language.statements import DropSource, ShadowAction
@@ -16,7 +17,8 @@ from .base import StreamQLOperator, engine_errors, push
 class ShadowActionOperator(StreamQLOperator):
     """Base of ``PROMOTE`` and ``DISCARD``: waits until the shadow is TERMINATED (and, for a
     promote, the query runs its new version, ready), then drops the shadow's output and
-    checkpoint (``DROP ... DELETE TOPIC``) unless ``keep_shadow_output``.
+    checkpoint (``DROP ... DELETE TOPIC``) unless ``keep_shadow_output`` (or ``wait=False``:
+    the shadow may still run, so its output stays).
 
     XCom: ``query_id`` (the live query), ``shadow_query_id``, ``version`` and ``message``.
 
@@ -36,7 +38,9 @@ class ShadowActionOperator(StreamQLOperator):
         with engine_errors():
             result = engine.run([ShadowAction.of(self.action, self.query_id)])[0]
         self.log.info("%s", result.message)
-        shadow = next(q for q, state in result.waits if state == "TERMINATED")
+        shadow = next((q for q, state in result.waits if state == "TERMINATED"), None)
+        if shadow is None:  # never: PROMOTE and DISCARD always stop the shadow
+            raise AirflowFailException(f"{result.statement!r} stopped no shadow: {result.message}")
         push(context, query_id=result.query_id, shadow_query_id=shadow, version=result.version, message=result.message)
         conditions = [QueriesInState([shadow], ["TERMINATED"])]
         if result.version is not None:  # promoted: the query runs the shadow's version

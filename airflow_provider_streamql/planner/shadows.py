@@ -48,18 +48,33 @@ def wants_shadow(stmt: st.CreateAsSelect) -> bool:
 
 def without_shadow(stmt: st.CreateAsSelect) -> st.CreateAsSelect:
     """The statement as the version it proposes: no ``shadow`` property, and a text that does
-    not say it (checked by parsing it again: the text is only ever what the user wrote, less
-    the property)."""
-    text = SHADOW_PROPERTY.sub("", stmt.text)
-    text = re.sub(r"\bWITH\s*\(\s*\)\s*", "", re.sub(r",\s*\)", ")", text), flags=re.IGNORECASE)
+    not say it. Only the part before the SELECT is cleaned, and the result must parse to the
+    same statement (else the text stays as written): the text is only ever what the user
+    wrote, less the property."""
     properties = {k: v for k, v in stmt.properties.items() if k != "shadow"}
+    lines = stmt.text.split("\n")
+    line, col = stmt.select_at[0] - stmt.line, stmt.select_at[1] - (stmt.col if stmt.select_at[0] == stmt.line else 1)
+    cut = sum(len(x) + 1 for x in lines[:line]) + col
+    head = SHADOW_PROPERTY.sub("", stmt.text[:cut])
+    head = re.sub(r"\bWITH\s*\(\s*\)\s*", "", re.sub(r",\s*\)", ")", head), flags=re.IGNORECASE)
+    text = head + stmt.text[cut:]
     try:
         again = parse_one(text)
     except StreamQLError:
         again = None
-    if not isinstance(again, st.CreateAsSelect) or again.properties != properties:
-        text = stmt.text  # a spelling the cleaning did not follow: keep the text as written
-    return replace(stmt, text=text, properties=properties, or_replace=True, select=stmt.select.copy())
+    same = isinstance(again, st.CreateAsSelect) and (
+        again.properties,
+        again.name,
+        again.kind,
+        again.select.sql(),
+        again.emit,
+        again.window,
+        again.withins,
+        again.partition_by,
+    ) == (properties, stmt.name, stmt.kind, stmt.select.sql(), stmt.emit, stmt.window, stmt.withins, stmt.partition_by)
+    return replace(
+        stmt, text=text if same else stmt.text, properties=properties, or_replace=True, select=stmt.select.copy()
+    )
 
 
 class ShadowStatements(PersistentQueries):
@@ -69,6 +84,14 @@ class ShadowStatements(PersistentQueries):
             return self._create_shadow(stmt)
         if "shadow" in stmt.properties:  # shadow=false: an ordinary statement
             stmt = replace(stmt, properties={k: v for k, v in stmt.properties.items() if k != "shadow"})
+        output = self.snapshot.sources.get(stmt.name)
+        writer = self.snapshot.queries.get(output.writer_query) if output and output.writer_query else None
+        if stmt.or_replace and writer is not None and writer.settings.get("shadow_of"):
+            raise self._error(
+                f"{stmt.name} is the output of {writer.id}, a shadow of {writer.settings['shadow_of']}: PROMOTE or "
+                f"DISCARD it, then replace {writer.settings['shadow_of']}",
+                stmt,
+            )
         return self._create_as_select(stmt)
 
     def _shadow_of(self, query: QueryInfo) -> QueryInfo | None:
@@ -94,8 +117,9 @@ class ShadowStatements(PersistentQueries):
         live = self.snapshot.queries[live_id] if live_id in self.snapshot.queries else query
         shadow = query if live_id else self._shadow_of(query)
         if shadow is None or shadow.desired_state == "TERMINATED":
+            ended = f" ({query.id} was promoted or discarded)" if live_id else ""
             raise StateError(
-                f"query {live.id} has no shadow: create one with CREATE OR REPLACE {live.sink} "
+                f"query {live.id} has no shadow{ended}: create one with CREATE OR REPLACE {live.sink} "
                 f"WITH (shadow=true) AS SELECT ...",
                 line=stmt.line,
                 col=stmt.col,
@@ -106,6 +130,11 @@ class ShadowStatements(PersistentQueries):
     def _create_shadow(self, stmt: st.CreateAsSelect) -> Step:
         """Version N+1 as a query of its own, beside N, on a copy of N's checkpoint."""
         existing = self.snapshot.sources.get(stmt.name)
+        writer = self.snapshot.queries.get(existing.writer_query) if existing and existing.writer_query else None
+        if writer is not None and writer.settings.get("shadow_of"):
+            raise self._error(f"{stmt.name} is the output of {writer.id}, a shadow: PROMOTE or DISCARD it", stmt)
+        if writer is not None and writer.desired_state != "RUNNING":
+            raise self._error(f"{writer.id} is {writer.desired_state}: a shadow runs beside a RUNNING query", stmt)
         if not stmt.or_replace or existing is None or not existing.writer_query:
             raise self._error(
                 f"WITH (shadow=true) runs a new version beside a running query: it goes with CREATE OR REPLACE "
@@ -128,11 +157,26 @@ class ShadowStatements(PersistentQueries):
         running = self._shadow_of(current)
         if running is not None:
             raise self._error(f"{current.id} already has a shadow, {running.id}: PROMOTE or DISCARD it first", stmt)
+        kafka = [n for n in [*current.sources, current.sink] if self.snapshot.sources[n].kafka_topic]
+        if kafka:
+            raise self._error(
+                f"a shadow is compared with DIFF, which reads file topics; {current.id} reads or writes Kafka "
+                f"({', '.join(kafka)})",
+                stmt,
+            )
+        if shadow_stmt.name in self.snapshot.sources:
+            raise self._error(
+                f"{shadow_stmt.name} exists (a shadow's output left behind?): DROP "
+                f"{self.snapshot.sources[shadow_stmt.name].kind} {shadow_stmt.name} DELETE TOPIC first",
+                stmt,
+            )
         self._check_new_name(shadow_stmt.name, stmt)
-        # the shadow's output: the format of the live one, in a folder of its own (a Kafka
-        # output's shadow is a JSON file stream: the diff reads it)
-        sink_format = "JSON" if existing.kafka_topic else existing.format
-        kept = {"value_format": sink_format, "value_delimiter": existing.properties.get("value_delimiter")}
+        # the shadow's output: the format of the live one, in a folder of its own
+        kept = {
+            "value_format": existing.format,
+            "value_delimiter": existing.properties.get("value_delimiter"),
+            "on_error": proposed.properties.get("on_error"),  # the new version's, as PROMOTE applies it
+        }
         shadow_stmt = replace(shadow_stmt, properties={k: v for k, v in kept.items() if v is not None})
         analysis = self._analyze_as_select(shadow_stmt)
         seq = self.snapshot.next_seq
@@ -140,8 +184,9 @@ class ShadowStatements(PersistentQueries):
         sink = self._sink(shadow_stmt, analysis, shadow_id)
         shadow = self._query(shadow_id, seq, QUERY_PREFIX[stmt.kind], sink, analysis, shadow_stmt)
         batch = last_committed_batch(current.checkpoint)
+        if "on_error" not in proposed.properties and "on_error" in current.settings:
+            shadow.settings["on_error"] = current.settings["on_error"]
         shadow.settings.update(
-            {k: v for k, v in current.settings.items() if k == "on_error"},
             shadow_of=current.id,
             shadow_version=new.version,
             shadow_from_batch=batch,
@@ -189,10 +234,21 @@ class ShadowStatements(PersistentQueries):
                 ),
                 write=lambda conn: self.catalog.set_desired(conn, shadow.id, "TERMINATED"),
             )
-        proposed = parse_one(shadow.settings["promote_sql"])
+        recorded = shadow.settings.get("promote_sql", "")
+        proposed = parse_one(recorded) if recorded else None
         if not isinstance(proposed, st.CreateAsSelect):
-            raise self._error(f"the shadow {shadow.id} records no version to promote", stmt)
-        step = self._replace(proposed, self.check_replace(proposed))  # checked again: N may have changed
+            raise self._error(f"the shadow {shadow.id} records no statement to promote ({recorded[:80]!r})", stmt)
+        proposed = without_shadow(proposed)
+        if live.desired_state != "RUNNING":
+            raise self._error(f"{live.id} is {live.desired_state}: RESUME it before PROMOTE, or DISCARD", stmt)
+        checked = self.check_replace(proposed)  # checked again: N may have changed since
+        if checked[0].id != live.id:
+            raise self._error(
+                f"{proposed.name} is now written by {checked[0].id}, not by {live.id}, which {shadow.id} "
+                f"shadowed: DISCARD it",
+                stmt,
+            )
+        step = self._replace(proposed, checked)
         replaced = step.write
 
         def write(conn: Connection) -> None:
@@ -212,11 +268,11 @@ class ShadowStatements(PersistentQueries):
 
     def _diff(self, stmt: st.DiffShadow) -> Step:
         live, shadow = self._pair(stmt.query_id, stmt)
-        on_kafka = [n for n in live.sources if self.snapshot.sources[n].kafka_topic]
         live_sink = self.snapshot.sources[live.sink]
-        if on_kafka or live_sink.kafka_topic:
+        if live_sink.kind == "STREAM" and not live_sink.batch_files:
             raise self._error(
-                f"DIFF compares file topics: {live.id} reads or writes Kafka ({', '.join(on_kafka or [live.sink])})",
+                f"DIFF reads the output batch by batch; {live.sink} is written by Spark's file sink (an output "
+                f"created before per-batch files), whose files name no batch",
                 stmt,
             )
         after = int(shadow.settings.get("shadow_from_batch", -1))
@@ -236,5 +292,11 @@ class ShadowStatements(PersistentQueries):
                 query_id=live.id,
                 columns=["written_by", *diff.columns],
                 rows=rows,
+                details={
+                    "inputs": diff.inputs,
+                    "only_live": len(diff.only_live),
+                    "only_shadow": len(diff.only_shadow),
+                    "behind": diff.behind,
+                },
             )
         )
