@@ -122,3 +122,15 @@ def test_bad_shadow_statements_change_nothing(sqlite_engine, statement, error, w
     with pytest.raises(error, match=words):
         engine.execute(statement)
     assert states(engine) == before
+
+
+def test_the_streaming_queries_page_marks_a_shadow(sqlite_engine):
+    """The page's listing (plugins/overview.py) says which query a shadow shadows, so the two
+    are told apart in the UI."""
+    from airflow_provider_streamql.plugins.overview import query_list
+
+    engine = sqlite_engine
+    engine.execute(PIPELINE)
+    shadow = engine.execute("CREATE OR REPLACE STREAM big WITH (shadow=true) AS SELECT id, v FROM src WHERE v > 1")[0]
+    marks = {r["query_id"]: r["shadow_of"] for r in query_list(engine)}
+    assert marks == {BIG: None, TOTALS: None, shadow.query_id: BIG}

@@ -36,6 +36,7 @@ def query_list(engine: Engine) -> list[dict[str, Any]]:
                 "last_batch_at": progress.last_batch_at if progress else None,
                 "lag_files": unprocessed_files(engine, query) if query.desired_state != "TERMINATED" else None,
                 "actions": actions(query.desired_state),
+                "shadow_of": query.settings.get("shadow_of"),  # a shadow version (docs/upgrades.md)
             }
         )
     return rows
