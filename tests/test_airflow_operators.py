@@ -201,6 +201,28 @@ def test_replacing_mode_rebuilds_under_a_new_id(running, capfd):
     assert table(engine, "stats") == {"ann": (6.0,), "bob": (2.0,)}  # rebuilt from the earliest input
 
 
+def test_promote_a_shadow_then_retry_the_task(running, capfd):
+    """The promote waits for the swap, drops the shadow's output; a retry of the task (after
+    the statement committed) succeeds without promoting twice, and a discard of a promoted
+    shadow fails saying so."""
+    engine = running
+    shadow = engine.upgrade("CREATE OR REPLACE STREAM valid AS SELECT * FROM purchases WHERE cost > 1",
+                            shadow=True).query_id
+    engine.wait_for_state(shadow, "RUNNING", timeout=90)
+    run = run_dag("t_promote", capfd, query_id=shadow)
+    assert run.states == {"task": "success"}, run.log
+    assert (run.xcom("task", "query_id"), run.xcom("task", "version")) == ("CSAS_VALID_1", 2)
+    assert engine.query("CSAS_VALID_1").running_version == 2 and engine.state(shadow) == "TERMINATED"
+    assert "VALID_SHADOW" not in {r[0] for r in engine.execute("SHOW STREAMS")[0].rows}  # dropped
+    again = run_dag("t_promote", capfd, query_id=shadow)
+    assert again.states == {"task": "success"}, again.log
+    assert f"{shadow} was promoted already; CSAS_VALID_1 runs version 2" in again.log
+    assert len([v for v in engine.catalog.versions("CSAS_VALID_1")]) == 2  # not promoted twice
+    wrong = run_dag("t_discard", capfd, query_id=shadow)
+    assert wrong.states == {"task": "failed"}
+    assert f"shadow {shadow} was promoted already, not discarded" in wrong.log
+
+
 def test_pause_resume_terminate_change_what_the_runtime_does(running, runtimes, capfd):
     engine = running
     (runtime, _thread), = runtimes.started

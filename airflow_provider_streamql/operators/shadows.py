@@ -11,7 +11,11 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from ..conditions import AllOf, QueriesInState, VersionRunning
 from ..language.statements import DropSource, ShadowAction
+from ..results import Result
 from .base import StreamQLOperator, engine_errors, push
+
+#: what each action makes of a shadow
+ENDED = {"PROMOTE": "promoted", "DISCARD": "discarded"}
 
 
 class ShadowActionOperator(StreamQLOperator):
@@ -19,6 +23,9 @@ class ShadowActionOperator(StreamQLOperator):
     promote, the query runs its new version, ready), then drops the shadow's output and
     checkpoint (``DROP ... DELETE TOPIC``) unless ``keep_shadow_output`` (or ``wait=False``:
     the shadow may still run, so its output stays).
+
+    Safe to retry: a shadow the statement already stopped (the task failed after it) is
+    waited for and dropped, not an error.
 
     XCom: ``query_id`` (the live query), ``shadow_query_id``, ``version`` and ``message``.
 
@@ -36,7 +43,8 @@ class ShadowActionOperator(StreamQLOperator):
     def apply(self, context: Context) -> Any:
         engine = self.engine(context)
         with engine_errors():
-            result = engine.run([ShadowAction.of(self.action, self.query_id)])[0]
+            statement = ShadowAction.of(self.action, self.query_id)
+            result = self._already_done(engine, statement.query_id) or engine.run([statement])[0]
         self.log.info("%s", result.message)
         shadow = next((q for q, state in result.waits if state == "TERMINATED"), None)
         if shadow is None:  # never: PROMOTE and DISCARD always stop the shadow
@@ -48,6 +56,28 @@ class ShadowActionOperator(StreamQLOperator):
         if self.wait:
             return self.wait_for(context, engine, AllOf.of(*conditions))
         return self.no_wait(context, engine)
+
+    def _already_done(self, engine, query_id: str) -> Result | None:
+        """A retry after the statement committed (the task failed later, e.g. while waiting):
+        ``query_id`` names a shadow that was already stopped this way. Then the task only
+        waits and drops, as the first try would have."""
+        shadow = engine.catalog.query(query_id)
+        if shadow is None or not shadow.settings.get("shadow_of") or shadow.desired_state != "TERMINATED":
+            return None
+        live = engine.query(shadow.settings["shadow_of"])
+        promoted = live.version == shadow.settings.get("shadow_version")
+        done, wanted = ("promoted" if promoted else "discarded"), ENDED[self.action]
+        if done != wanted:
+            raise AirflowFailException(
+                f"shadow {shadow.id} was {done} already, not {wanted}: {live.id} runs version {live.version}"
+            )
+        return Result(
+            statement=f"{self.action} {shadow.id}",
+            message=f"{shadow.id} was {done} already; {live.id} runs version {live.version}",
+            query_id=live.id,
+            version=live.version if promoted else None,
+            waits=[(shadow.id, "TERMINATED")],
+        )
 
     def finish(self, context: Context, event: dict[str, Any]) -> Any:
         returned = super().finish(context, event)

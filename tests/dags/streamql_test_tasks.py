@@ -15,6 +15,7 @@ from airflow_provider_streamql.operators.queries import (
     ValidateUpgradeOperator,
 )
 from airflow_provider_streamql.operators.runtime import SubmitRuntimeOperator
+from airflow_provider_streamql.operators.shadows import DiscardShadowOperator, PromoteShadowOperator
 from airflow_provider_streamql.sensors.queries import QueryProgressSensor, QueryStateSensor
 
 FAST = {"timeout": 90, "poll_interval": 0.2}
@@ -40,6 +41,10 @@ for name, cls in (("pause", PauseQueryOperator), ("resume", ResumeQueryOperator)
                   ("terminate", TerminateQueryOperator)):
     single(f"t_{name}", lambda cls=cls: cls(task_id="task", query_id="{{ params.query_id }}", **FAST),
            query_id="ALL")
+single("t_promote", lambda: PromoteShadowOperator(task_id="task", query_id="{{ params.query_id }}", **FAST),
+       query_id="")
+single("t_discard", lambda: DiscardShadowOperator(task_id="task", query_id="{{ params.query_id }}", **FAST),
+       query_id="")
 single("t_resume_skipping", lambda: ResumeQueryOperator(
     task_id="task", query_id="{{ params.query_id }}", skip_bad_records=True, **FAST), query_id="")
 single("t_pause_in_worker", lambda: PauseQueryOperator(
