@@ -23,7 +23,7 @@ class SnapshotRecords:
     def snapshots(self, query_id: str, conn: Connection | None = None) -> list[CheckpointSnapshot]:
         """The query's snapshots, oldest first."""
         t = s.checkpoint_snapshots
-        with self._open(conn, write=False) as c:
+        with self._reading(conn) as c:  # ObservedState's, beside it in Catalog
             rows = c.execute(select(t).where(t.c.query_id == query_id).order_by(t.c.number))
             return [CheckpointSnapshot.from_row(r) for r in rows]
 
@@ -32,7 +32,7 @@ class SnapshotRecords:
         ``s<number>``); returns it numbered. An older record of the same folder (a version
         snapshotted again before another upgrade) is replaced: a folder holds one copy."""
         t = s.checkpoint_snapshots
-        with self._open(conn, write=True) as c:
+        with self._writing(conn) as c:
             last = c.execute(select(func.max(t.c.number)).where(t.c.query_id == snap.query_id)).scalar()
             number = (last or 0) + 1
             snap = replace(snap, number=number, folder=snap.folder or f"s{number:04d}")
@@ -42,11 +42,11 @@ class SnapshotRecords:
 
     def remove_snapshots(self, query_id: str, numbers: list[int], conn: Connection | None = None) -> None:
         t = s.checkpoint_snapshots
-        with self._open(conn, write=True) as c:
+        with self._writing(conn) as c:
             c.execute(delete(t).where(t.c.query_id == query_id, t.c.number.in_(numbers)))
 
-    def _open(self, conn: Connection | None, *, write: bool) -> AbstractContextManager[Connection]:
-        if conn is not None:
-            return nullcontext(conn)
+    def _reading(self, conn: Connection | None) -> AbstractContextManager[Connection]: ...
+
+    def _writing(self, conn: Connection | None) -> AbstractContextManager[Connection]:
         # exclusive: numbering (max + 1) must not race a statement's SNAPSHOT (PostgreSQL)
-        return write_connection(self.engine, exclusive=True) if write else self.engine.connect()
+        return nullcontext(conn) if conn is not None else write_connection(self.engine, exclusive=True)

@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from ..catalog import Catalog, QueryInfo, Snapshot, SourceInfo
-from ..errors import NotFoundError, ValidationError
+from ..errors import NotFoundError, StateError, ValidationError
 from ..language import statements as st
 from ..language.analyzer import SelectAnalysis, analyze_select
 from ..results import Result
@@ -82,6 +82,20 @@ class PlannerBase:
     @staticmethod
     def _error(message: str, stmt: st.Statement) -> ValidationError:
         return ValidationError(message, line=stmt.line, col=stmt.col, text=stmt.text.strip()[:120])
+
+    @staticmethod
+    def _state_error(message: str, stmt: st.Statement) -> StateError:
+        return StateError(message, line=stmt.line, col=stmt.col, text=stmt.text)
+
+    def _query_named(self, query_id: str, stmt: st.Statement) -> QueryInfo:
+        """The query ``query_id``, or NotFoundError listing the known ones."""
+        query = self.snapshot.queries.get(query_id)
+        if query is None:
+            known = ", ".join(sorted(self.snapshot.queries)) or "none"
+            raise NotFoundError(
+                f"no query {query_id!r} (known queries: {known})", line=stmt.line, col=stmt.col, text=stmt.text
+            )
+        return query
 
     def _unknown(self, name: str, stmt) -> NotFoundError:
         known = ", ".join(sorted(self.snapshot.sources)) or "none"

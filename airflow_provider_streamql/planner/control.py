@@ -11,7 +11,6 @@ from dataclasses import replace
 
 from sqlalchemy import Connection
 
-from ..errors import NotFoundError, StateError
 from ..language import statements as st
 from ..results import Result
 from ..storage.deadletter import append_dead_letters, dead_letter_source
@@ -32,20 +31,13 @@ class ControlStatements(PlannerBase):
                 if q.pipeline == self.pipeline and q.desired_state != "TERMINATED"
             ]
         else:
-            query = self.snapshot.queries.get(stmt.query_id)
-            if query is None:
-                known = ", ".join(sorted(self.snapshot.queries)) or "none"
-                raise NotFoundError(
-                    f"no query {stmt.query_id!r} (known queries: {known})", line=stmt.line, col=stmt.col, text=stmt.text
-                )
+            query = self._query_named(stmt.query_id, stmt)
             if query.desired_state == "TERMINATED" and target != "TERMINATED":
-                raise StateError(
+                raise self._state_error(
                     f"query {query.id} is terminated and cannot be "
                     f"{'resumed' if target == 'RUNNING' else 'paused'}; "
                     f"create a new query instead",
-                    line=stmt.line,
-                    col=stmt.col,
-                    text=stmt.text,
+                    stmt,
                 )
             chosen = [query]
         # records holding paused queries: a RESUME retries their batch, or skips them
@@ -55,11 +47,8 @@ class ControlStatements(PlannerBase):
         held = {q: records for q, records in held.items() if records}
         if stmt.skip_bad_records and not held:
             what = stmt.query_id or f"any query of pipeline {self.pipeline!r}"
-            raise StateError(
-                f"no bad records are holding {what}; nothing to skip (RESUME without SKIP BAD RECORDS)",
-                line=stmt.line,
-                col=stmt.col,
-                text=stmt.text,
+            raise self._state_error(
+                f"no bad records are holding {what}; nothing to skip (RESUME without SKIP BAD RECORDS)", stmt
             )
         changed = [q for q in chosen if q.desired_state != target]
         for q in changed:

@@ -21,7 +21,7 @@ from dataclasses import replace
 from sqlalchemy import Connection
 
 from ..catalog import QueryInfo
-from ..errors import NotFoundError, StateError, StreamQLError, ValidationError
+from ..errors import StreamQLError, ValidationError
 from ..language import parse_one
 from ..language import statements as st
 from ..results import Result
@@ -107,23 +107,16 @@ class ShadowStatements(PersistentQueries):
 
     def _pair(self, query_id: str, stmt: st.Statement) -> tuple[QueryInfo, QueryInfo]:
         """(live query, its shadow) from either's ID."""
-        query = self.snapshot.queries.get(query_id)
-        if query is None:
-            known = ", ".join(sorted(self.snapshot.queries)) or "none"
-            raise NotFoundError(
-                f"no query {query_id!r} (known queries: {known})", line=stmt.line, col=stmt.col, text=stmt.text
-            )
+        query = self._query_named(query_id, stmt)
         live_id = query.settings.get("shadow_of")
         live = self.snapshot.queries[live_id] if live_id in self.snapshot.queries else query
         shadow = query if live_id else self._shadow_of(query)
         if shadow is None or shadow.desired_state == "TERMINATED":
             ended = f" ({query.id} was promoted or discarded)" if live_id else ""
-            raise StateError(
+            raise self._state_error(
                 f"query {live.id} has no shadow{ended}: create one with CREATE OR REPLACE {live.sink} "
                 f"WITH (shadow=true) AS SELECT ...",
-                line=stmt.line,
-                col=stmt.col,
-                text=stmt.text,
+                stmt,
             )
         return live, shadow
 

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from ..catalog import CheckpointSnapshot, QueryInfo
-from ..errors import NotFoundError, StateError
+from ..errors import StateError
 from ..language import statements as st
 from ..results import Result
 from ..storage.checkpoints import last_committed_batch, source_positions
@@ -58,18 +58,10 @@ def expired(snaps: list[CheckpointSnapshot], keep: int, max_age_hours: float, no
 
 class SnapshotStatements(PlannerBase):
     def _query_for(self, query_id: str, stmt: st.Statement) -> QueryInfo:
-        query = self.snapshot.queries.get(query_id)
-        if query is None:
-            known = ", ".join(sorted(self.snapshot.queries)) or "none"
-            raise NotFoundError(
-                f"no query {query_id!r} (known queries: {known})", line=stmt.line, col=stmt.col, text=stmt.text
-            )
+        query = self._query_named(query_id, stmt)
         if query.desired_state == "TERMINATED":
             raise self._state_error(f"query {query.id} is terminated; its checkpoint is no longer kept", stmt)
         return query
-
-    def _state_error(self, message: str, stmt: st.Statement) -> StateError:
-        return StateError(message, line=stmt.line, col=stmt.col, text=stmt.text)
 
     def _once_per_script(self, query: QueryInfo, stmt: st.Statement) -> None:
         """A script takes one SNAPSHOT or RESTORE of a query: each is planned against the

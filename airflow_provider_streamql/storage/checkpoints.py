@@ -25,22 +25,6 @@ def last_planned_batch(checkpoint: str) -> int:
     return max(ids, default=-1)
 
 
-def source_offsets(checkpoint: str, batch_id: int) -> dict[str, int]:
-    """Source index -> the file source's log offset that micro-batch ``batch_id`` reads up
-    to, from the offset log ({} if that batch was never planned). Source offsets count only
-    batches with new files, so they differ from micro-batch ids."""
-    path = os.path.join(checkpoint, "offsets", str(batch_id))
-    if batch_id < 0 or not os.path.exists(path):
-        return {}
-    with open(path, encoding="utf-8") as f:
-        lines = f.read().splitlines()[2:]  # version, metadata, then one offset per source
-    offsets = {}
-    for index, line in enumerate(lines):
-        if line.strip().startswith("{"):
-            offsets[str(index)] = int(json.loads(line).get("logOffset", -1))
-    return offsets
-
-
 def source_positions(checkpoint: str, batch_id: int) -> dict[str, object]:
     """Source index -> where micro-batch ``batch_id`` reads up to, as the offset log holds it:
     a file source's log offset, a Kafka source's offsets per topic and partition."""
@@ -55,6 +39,17 @@ def source_positions(checkpoint: str, batch_id: int) -> dict[str, object]:
             value = json.loads(line)
             positions[str(index)] = value.get("logOffset", value) if isinstance(value, dict) else value
     return positions
+
+
+def source_offsets(checkpoint: str, batch_id: int) -> dict[str, int]:
+    """Source index -> the file source's log offset that micro-batch ``batch_id`` reads up
+    to, from the offset log ({} if that batch was never planned; -1 for a source that logs
+    no files, such as Kafka). Source offsets count only batches with new files, so they
+    differ from micro-batch ids."""
+    return {
+        index: position if isinstance(position, int) else -1
+        for index, position in source_positions(checkpoint, batch_id).items()
+    }
 
 
 def committed_source_offsets(checkpoint: str) -> dict[str, int]:
