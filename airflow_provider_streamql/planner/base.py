@@ -77,6 +77,8 @@ class PlannerBase:
     skip_unchanged: bool = False
     #: who issues the statements (the command log's issuer), recorded on skipped bad records
     issuer: str = ""
+    #: queries a SNAPSHOT or RESTORE of this script names (one each per script)
+    snapshotted: set[str] = field(default_factory=set)
 
     # -- errors ----------------------------------------------------------------------
     @staticmethod

@@ -84,8 +84,7 @@ class ShadowStatements(PersistentQueries):
             return self._create_shadow(stmt)
         if "shadow" in stmt.properties:  # shadow=false: an ordinary statement
             stmt = replace(stmt, properties={k: v for k, v in stmt.properties.items() if k != "shadow"})
-        output = self.snapshot.sources.get(stmt.name)
-        writer = self.snapshot.queries.get(output.writer_query) if output and output.writer_query else None
+        writer = self._writer_of(stmt.name)
         if stmt.or_replace and writer is not None and writer.settings.get("shadow_of"):
             raise self._error(
                 f"{stmt.name} is the output of {writer.id}, a shadow of {writer.settings['shadow_of']}: PROMOTE or "
@@ -93,6 +92,11 @@ class ShadowStatements(PersistentQueries):
                 stmt,
             )
         return self._create_as_select(stmt)
+
+    def _writer_of(self, name: str) -> QueryInfo | None:
+        """The query writing stream or table ``name``, if any."""
+        output = self.snapshot.sources.get(name)
+        return self.snapshot.queries.get(output.writer_query) if output and output.writer_query else None
 
     def _shadow_of(self, query: QueryInfo) -> QueryInfo | None:
         """The query's live shadow (not terminated), if any."""
@@ -123,7 +127,7 @@ class ShadowStatements(PersistentQueries):
     def _create_shadow(self, stmt: st.CreateAsSelect) -> Step:
         """Version N+1 as a query of its own, beside N, on a copy of N's checkpoint."""
         existing = self.snapshot.sources.get(stmt.name)
-        writer = self.snapshot.queries.get(existing.writer_query) if existing and existing.writer_query else None
+        writer = self._writer_of(stmt.name)
         if writer is not None and writer.settings.get("shadow_of"):
             raise self._error(f"{stmt.name} is the output of {writer.id}, a shadow: PROMOTE or DISCARD it", stmt)
         if writer is not None and writer.desired_state != "RUNNING":

@@ -66,12 +66,11 @@ class SnapshotStatements(PlannerBase):
     def _once_per_script(self, query: QueryInfo, stmt: st.Statement) -> None:
         """A script takes one SNAPSHOT or RESTORE of a query: each is planned against the
         checkpoint as it is before the script, and applied after every check."""
-        touched = self.__dict__.setdefault("_snapshotted", set())
-        if query.id in touched:
+        if query.id in self.snapshotted:
             raise self._state_error(
                 f"{query.id} is already snapshotted or restored by this script; run one at a time", stmt
             )
-        touched.add(query.id)
+        self.snapshotted.add(query.id)
 
     def _take_snapshot(self, stmt: st.TakeSnapshot) -> Step:
         query = self._query_for(stmt.query_id, stmt)
