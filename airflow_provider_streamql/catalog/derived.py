@@ -22,9 +22,11 @@ def derive_query(
     sink: SourceInfo,
     *,
     default_grace: float | None = None,
+    named: bool = False,
 ) -> tuple[StreamingPlan, dict[str, Any]]:
     """(plan, shape) of ``stmt`` (its SELECT analysed as ``analysis``) run as ``query_id``;
-    ``default_grace`` as :func:`plan_streaming` takes it."""
+    ``default_grace`` as :func:`plan_streaming` takes it. ``named``: the streams are named for
+    Spark's source evolution (:func:`source_names`)."""
     # a query over tables reads each one's changelog as a stream; a stream's query joins
     # tables as they are at each micro-batch
     over_tables = sources[analysis.sources[0]].kind == "TABLE"
@@ -45,12 +47,23 @@ def derive_query(
         plan.table_query = "recompute" if analysis.aggregate or analysis.joins else "changes"
         if plan.table_query == "changes":
             plan.table_keys = passed_keys(analysis, sources[analysis.sources[0]].key_columns)
-    writer = ("kafka sink" if sink.kafka_topic else "file sink") if kind == "CSAS" and not static else "batch files"
+    streams = [n for n in analysis.sources if n not in static]
+    if named and not over_tables:
+        plan.source_names = source_names(streams)
+    plain = kind == "CSAS" and not static and not sink.batch_files
+    writer = ("kafka sink" if sink.kafka_topic else "file sink") if plain else "batch files"
     shape = {
         **analysis.shape,
         "kind": kind,
         "sink": {"path": sink.path, "format": sink.format, "writer": writer},
-        "streams": [n for n in analysis.sources if n not in static],
+        "streams": streams,
         "grace": plan.grace_by_source(),
     }
     return plan, shape
+
+
+def source_names(streams: list[str]) -> dict[str, str]:
+    """Stream -> its Spark source name: the stream's name (a plain name, checked by the
+    grammar), lower-case. Stable: the same stream keeps its position in the checkpoint
+    whatever else a later version reads."""
+    return {name: name.lower() for name in streams}

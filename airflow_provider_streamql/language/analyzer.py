@@ -18,6 +18,7 @@ from .dialect import DIALECT
 from .names import reserved_name_problem
 from .outputs import joined_tables, output_projections
 from .pseudocolumns import resolve_pseudo_columns
+from .query_shape import shape_of
 from .statements import Column, Statement
 
 T = exp.DataType.Type
@@ -199,66 +200,6 @@ CODE_FUNCTIONS = {
     "java_method": "it calls a Java method by name",
     "try_reflect": "it calls a Java method by name",
 }
-
-NONDETERMINISTIC = (
-    "rand",
-    "random",
-    "randn",
-    "uuid",
-    "shuffle",
-    "current_timestamp",
-    "now",
-    "current_date",
-    "monotonically_increasing_id",
-    "spark_partition_id",
-)
-
-
-def _norm(node: exp.Expression | None) -> str | None:
-    """Clause SQL that compares equal when only spelling differs (case, qualifiers)."""
-    return None if node is None else node.sql(dialect=DIALECT, normalize=True).lower()
-
-
-def shape_of(
-    tree: exp.Select, names: list[str], columns: list[Column], joins: list[tuple[str, str]], stmt: Statement
-) -> dict:
-    """The clauses of a query that decide whether an upgrade can reuse its state."""
-    if not joins:  # one source: qualifiers only repeat its name; compare without them
-        tree = tree.copy().transform(
-            lambda n: exp.column(n.this.copy()) if isinstance(n, exp.Column) and n.table else n
-        )
-    # Spark computes each distinct aggregate once (HAVING COUNT(*) reuses the SELECT's)
-    aggregates = list(dict.fromkeys(_norm(a) for a in tree.find_all(exp.AggFunc)))
-    functions = {f.sql_name().lower() for f in tree.find_all(exp.Func)} | {
-        f.name.lower() for f in tree.find_all(exp.Anonymous)
-    }
-    group = tree.args.get("group")
-    rest = tree.copy()
-    for clause in ("expressions", "where", "having", "group", "joins", "from", "from_"):
-        rest.set(clause, None)
-    return {
-        "columns": [[c.name, c.type, c.key] for c in columns],
-        "projections": {name: _norm(p.unalias()) for name, p in zip(names, tree.selects, strict=True)},
-        "where": _norm(tree.args.get("where")),
-        "having": _norm(tree.args.get("having")),
-        "group_by": [_norm(g) for g in group.expressions] if group else [],
-        "aggregates": aggregates,
-        "joins": [list(j) for j in joins],
-        "join_on": [_norm(j.args.get("on")) for j in tree.args.get("joins") or []],
-        "window": None if stmt.window is None else vars(stmt.window).copy(),
-        # one join: its WITHIN (as before several joins were planned); several: one per join
-        "within": (
-            None
-            if stmt.within is None
-            else [None if w is None else vars(w).copy() for w in stmt.withins]
-            if len(stmt.withins) > 1
-            else vars(stmt.within).copy()
-        ),
-        "emit": getattr(stmt, "emit", None),
-        "subqueries": any(isinstance(n, (exp.Subquery, exp.CTE)) for n in tree.walk()),
-        "nondeterministic": sorted(functions & set(NONDETERMINISTIC)),
-        "rest": _norm(rest),
-    }
 
 
 def _grouping_keys(tree: exp.Select, names: list[str], where: _Locator, select: exp.Select) -> list[str]:

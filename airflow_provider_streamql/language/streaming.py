@@ -47,6 +47,11 @@ class StreamingPlan:
     #: update makes fail it is deleted from the table, as ksqlDB's tombstone does, instead of
     #: keeping the row it had while it passed; "" when the SQL filters (plans from before)
     having_column: str = ""
+    #: stream -> the name Spark knows its streaming source by (``DataStreamReader.name``),
+    #: fixed at the query's first version: a checkpoint written with named sources lets a
+    #: later version add or drop a stream (Spark's source evolution). Empty for queries
+    #: created before streams were named, and for queries over tables (changelogs)
+    source_names: dict[str, str] = field(default_factory=dict)
 
     def grace_by_source(self) -> dict[str, float]:
         """Source -> the grace period its watermark runs with, seconds (the effective one: a

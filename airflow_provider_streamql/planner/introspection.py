@@ -147,6 +147,7 @@ def explain(catalog: Catalog, conn: Connection, snapshot: Snapshot, stmt: st.Exp
         ("sink", q.sink),
         ("sink_path", snapshot.sources[q.sink].path if q.sink in snapshot.sources else None),
         ("sources", ", ".join(q.sources)),
+        ("source_names", source_naming(q)),
         ("checkpoint", q.checkpoint),
         ("sql", q.sql),
         ("spark_select", q.select_sql),
@@ -207,6 +208,17 @@ def describe_state(q: QueryInfo, stmt: st.Describe) -> Step:
         result.rows = state_rows(state_session(), q.checkpoint, operators, stmt.state_limit)
 
     return Step(result, after_commit=read_rows)
+
+
+def source_naming(query: QueryInfo) -> str:
+    """How the query's checkpoint knows its streams: by name (a version may add or drop one
+    in place) or by position (created before streams were named)."""
+    if query.plan.source_names:
+        names = ", ".join(f"{stream} as {name!r}" for stream, name in query.plan.source_names.items())
+        return f"{names} (source evolution: a version may add or drop a stream in place)"
+    if query.plan.table_query:
+        return "by position (a query over tables reads their changelogs; another set needs a new checkpoint)"
+    return "by position (created before streams were named: another set of streams needs a new checkpoint)"
 
 
 def grace_period(q: QueryInfo) -> str | None:

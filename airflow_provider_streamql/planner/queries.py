@@ -90,7 +90,15 @@ class PersistentQueries(PlannerBase):
         sink = self._sink(stmt, analysis, current.id, replacing=old_sink)
         version = max(self.catalog.next_version(self.conn, current.id), current.version + 1)
         new = self._query(
-            current.id, current.seq, QUERY_PREFIX[stmt.kind], sink, analysis, stmt, version=version, register=False
+            current.id,
+            current.seq,
+            QUERY_PREFIX[stmt.kind],
+            sink,
+            analysis,
+            stmt,
+            version=version,
+            register=False,
+            named=is_named(current),
         )
         if "on_error" not in stmt.properties and "on_error" in current.settings:
             new.settings["on_error"] = current.settings["on_error"]
@@ -100,8 +108,14 @@ class PersistentQueries(PlannerBase):
             q.id for q in self.snapshot.queries.values() if sink.name in q.sources and q.desired_state != "TERMINATED"
         )
         # the grace the current version runs with (versions from before shapes recorded it)
-        old_shape = current.shape | {"grace": current.plan.grace_by_source(), "state_key": _state_key(current)}
-        report = validate_upgrade(current.id, old_shape, new.shape, downstream=readers)
+        old_shape = current.shape | {
+            "grace": current.plan.grace_by_source(),
+            "state_key": _state_key(current),
+            "named": is_named(current),
+            "sink": _sink_as_written(current.shape["sink"], old_sink),
+        }
+        new_shape = new.shape | {"starts": _starts(new, self.snapshot.sources)}
+        report = validate_upgrade(current.id, old_shape, new_shape, downstream=readers)
         writers = [
             q.id
             for q in self.snapshot.queries.values()
@@ -255,9 +269,12 @@ class PersistentQueries(PlannerBase):
         *,
         version: int = 1,
         register: bool = True,
+        named: bool = True,
     ) -> QueryInfo:
+        """The query record of a new query or version; ``named``: its streams are named for
+        Spark's source evolution (every new query; a version keeps its query's choice)."""
         now = time.time()
-        plan, shape = derive_query(stmt, analysis, query_id, kind, self.snapshot.sources, sink)
+        plan, shape = derive_query(stmt, analysis, query_id, kind, self.snapshot.sources, sink, named=named)
         settings = dict(self.settings)
         policy = getattr(stmt, "properties", {}).get("on_error")
         if policy is not None:
@@ -351,3 +368,29 @@ def _state_key(query: QueryInfo) -> list[tuple[str, str]] | None:
         if op.name == "stateStoreSave":
             return next((store.key for store in op.stores if store.key), None)
     return None
+
+
+def is_named(query: QueryInfo) -> bool:
+    """The query's streams are named for Spark's source evolution: it was created since
+    streamql names them (its checkpoint records positions by name), so a version may add or
+    drop a stream in place."""
+    return bool(query.plan.source_names)
+
+
+def _sink_as_written(recorded: dict, sink: SourceInfo) -> dict:
+    """The recorded sink of a version, with the writer it ran with: shapes recorded before
+    outputs written as whole files were told apart say ``file sink`` for them too."""
+    if sink.batch_files and recorded["writer"] == "file sink":
+        return {**recorded, "writer": "batch files"}
+    return recorded
+
+
+def _starts(query: QueryInfo, sources: dict[str, SourceInfo]) -> dict[str, str]:
+    """Stream -> where the query starts reading it on a checkpoint that has no position for
+    it (a stream a new version adds): a file topic from its first file, a Kafka topic from the
+    offset ``auto.offset.reset`` says."""
+    reset = query.settings.get("auto.offset.reset", "latest")
+    return {
+        name: f"its {reset} offset (auto.offset.reset)" if sources[name].kafka_topic else "its first file"
+        for name in query.shape["streams"]
+    }

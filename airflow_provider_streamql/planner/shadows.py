@@ -29,7 +29,7 @@ from ..storage.checkpoints import last_committed_batch
 from ..storage.diff import Side, compare
 from ..storage.snapshots import copy_committed, give_new_identity
 from .base import Step
-from .queries import QUERY_PREFIX, PersistentQueries
+from .queries import QUERY_PREFIX, PersistentQueries, is_named
 
 SHADOW_SUFFIX = "_SHADOW"
 #: ``shadow = true`` in a WITH list, and the comma that joins it to the next property
@@ -179,7 +179,10 @@ class ShadowStatements(PersistentQueries):
         seq = self.snapshot.next_seq
         shadow_id = f"{QUERY_PREFIX[stmt.kind]}_{shadow_stmt.name}_{seq}"
         sink = self._sink(shadow_stmt, analysis, shadow_id)
-        shadow = self._query(shadow_id, seq, QUERY_PREFIX[stmt.kind], sink, analysis, shadow_stmt)
+        # on a copy of the live checkpoint: its streams are named as the live query's are
+        shadow = self._query(
+            shadow_id, seq, QUERY_PREFIX[stmt.kind], sink, analysis, shadow_stmt, named=is_named(current)
+        )
         batch = last_committed_batch(current.checkpoint)
         if "on_error" not in proposed.properties and "on_error" in current.settings:
             shadow.settings["on_error"] = current.settings["on_error"]

@@ -25,6 +25,7 @@ from ..storage.layout import dead_letter_checkpoint
 from ..storage.topics import FORMATS, TOMBSTONES, is_data_name
 from . import kafka
 from .badrecords import RecordGuard, dead_letters
+from .evolution import source_evolution
 from .schemas import (
     CHECKED_FORMATS,
     CORRUPT,
@@ -38,15 +39,21 @@ from .schemas import (
 from .tables import Changes, HavingChanges, read_table_snapshot, table_query_frame
 
 
-def source_stream(spark: SparkSession, src: SourceInfo, *, checked: bool, starting: str = "earliest") -> DataFrame:
+def source_stream(
+    spark: SparkSession, src: SourceInfo, *, checked: bool, starting: str = "earliest", name: str | None = None
+) -> DataFrame:
     """A streaming DataFrame over a topic: a directory of files (only committed files if a
     query writes it) or a Kafka topic (read from ``starting`` on a new checkpoint).
-    ``checked``: with the corrupt-record and position columns that tell bad records apart."""
+    ``checked``: with the corrupt-record and position columns that tell bad records apart.
+    ``name``: the source's name in the checkpoint (Spark's source evolution, see
+    :mod:`.evolution`); None: known by its position."""
     if src.kafka_topic:
-        df = kafka.read(spark, src, starting)
+        df = kafka.read(spark, src, starting, name)
         return df if checked else df.drop(CORRUPT, FILE)
     os.makedirs(src.path, exist_ok=True)
     reader = spark.readStream.format(FORMATS[src.format][0])
+    if name:
+        reader = reader.name(name)
     reader = reader.schema(ddl_schema(src.columns, corrupt=checked and src.format in CHECKED_FORMATS))
     return reader.options(**reader_options(src), **(parse_options(src) if checked else {})).load(src.path)
 
@@ -57,10 +64,11 @@ def read_stream(
     watermark: list | None = None,
     record_guard: RecordGuard | None = None,
     starting: str = "earliest",
+    name: str | None = None,
 ) -> DataFrame:
     """A streaming DataFrame over a topic with the query's error policy applied to its bad
     records (``record_guard``) and its watermark on the event-time column."""
-    df = source_stream(spark, src, checked=record_guard is not None, starting=starting)
+    df = source_stream(spark, src, checked=record_guard is not None, starting=starting, name=name)
     if record_guard is not None:
         df = record_guard.apply(df, src)
     if watermark:
@@ -80,7 +88,7 @@ def streaming_frame(
     each micro-batch into the join with the tables as they are then (else None)."""
     starting = query.settings.get("auto.offset.reset", "latest")  # Kafka, on a new checkpoint
     streams = {
-        n: read_stream(spark, sources[n], plan.watermarks.get(n), record_guard, starting)
+        n: read_stream(spark, sources[n], plan.watermarks.get(n), record_guard, starting, plan.source_names.get(n))
         for n in query.sources
         if n not in plan.static_tables
     }
@@ -128,7 +136,22 @@ def start_query(
     record_guard: RecordGuard | None,
     frames: Frames,
 ) -> StreamingQuery:
-    """Start a query's streaming plan (built by ``frames``, or taken from them)."""
+    """Start a query's streaming plan (built by ``frames``, or taken from them), with source
+    evolution on if the plan names its streams."""
+    with source_evolution(spark, bool(plan.source_names)):
+        return _start(spark, query, plan, sources, sink, before_commit, record_guard, frames)
+
+
+def _start(
+    spark: SparkSession,
+    query: QueryInfo,
+    plan: StreamingPlan,
+    sources: dict[str, SourceInfo],
+    sink: SourceInfo,
+    before_commit: Callable[[], None],
+    record_guard: RecordGuard | None,
+    frames: Frames,
+) -> StreamingQuery:
     if plan.table_query:  # a changelog in, a changelog out (runtime/tables.py)
         changes, compute = table_query_frame(spark, query, plan, sources, sink)
         writer = changes.writeStream.foreachBatch(
@@ -152,24 +175,33 @@ def start_dead_letter_query(
     on_batch: Callable[[DataFrame, int], None],
 ) -> StreamingQuery | None:
     """For policy LOG_AND_CONTINUE: a companion query reading the query's streams, with a
-    checkpoint of its own, that hands each batch of bad records to ``on_batch``."""
+    checkpoint of its own, that hands each batch of bad records to ``on_batch``. Its streams
+    are named as the query's are, so it follows a version that adds or drops one."""
     starting = query.settings.get("auto.offset.reset", "latest")
-    frames = [
-        dead_letters(source_stream(spark, sources[n], checked=True, starting=starting), sources[n])
+    read = [
+        n
         for n in query.sources
         if n not in plan.static_tables and checked(sources[n]) and not plan.table_query  # changelogs: no dead letters
     ]
-    if not frames:
+    if not read:
         return None
-    df = frames[0]
-    for other in frames[1:]:
-        df = df.unionByName(other)
-    return (
-        df.writeStream.queryName(f"{query.id}__dead_letters")
-        .foreachBatch(on_batch)
-        .option("checkpointLocation", dead_letter_checkpoint(query.checkpoint))
-        .start()
-    )
+    with source_evolution(spark, bool(plan.source_names)):
+        frames = [
+            dead_letters(
+                source_stream(spark, sources[n], checked=True, starting=starting, name=plan.source_names.get(n)),
+                sources[n],
+            )
+            for n in read
+        ]
+        df = frames[0]
+        for other in frames[1:]:
+            df = df.unionByName(other)
+        return (
+            df.writeStream.queryName(f"{query.id}__dead_letters")
+            .foreachBatch(on_batch)
+            .option("checkpointLocation", dead_letter_checkpoint(query.checkpoint))
+            .start()
+        )
 
 
 def sink_writer(

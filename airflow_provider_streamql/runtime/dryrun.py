@@ -19,6 +19,7 @@ from ..errors import SPARK_ERROR_LIMIT, first_line
 from ..storage.checkpoints import processed_files
 from ..storage.snapshots import give_new_identity
 from .connectors import streaming_frame
+from .evolution import source_evolution
 
 
 @dataclass
@@ -60,19 +61,20 @@ def run_to_end(
     nothing (each batch is still computed, so stateful operators load their state)."""
     plan = query.plan
     try:
-        df, compute = streaming_frame(spark, query, plan, sources)
+        with source_evolution(spark, bool(plan.source_names)):
+            df, compute = streaming_frame(spark, query, plan, sources)
 
-        def discard(batch, _batch_id):
-            (compute(batch) if compute else batch).count()
+            def discard(batch, _batch_id):
+                (compute(batch) if compute else batch).count()
 
-        mode = plan.output_mode if query.kind == "CTAS" else "append"
-        stream = (
-            df.writeStream.foreachBatch(discard)
-            .outputMode(mode)
-            .option("checkpointLocation", query.checkpoint)
-            .trigger(availableNow=True)
-            .start()
-        )
+            mode = plan.output_mode if query.kind == "CTAS" else "append"
+            stream = (
+                df.writeStream.foreachBatch(discard)
+                .outputMode(mode)
+                .option("checkpointLocation", query.checkpoint)
+                .trigger(availableNow=True)
+                .start()
+            )
         before = processed_files(query.checkpoint)
         stream.awaitTermination(timeout)
         error = stream.exception()

@@ -131,11 +131,13 @@ def _key(sink: SourceInfo) -> SparkColumn:
     return F.lit(None).cast("string")
 
 
-def read(spark: SparkSession, src: SourceInfo, starting: str) -> DataFrame:
-    """A decoded streaming DataFrame over ``src``'s topic."""
+def read(spark: SparkSession, src: SourceInfo, starting: str, name: str | None = None) -> DataFrame:
+    """A decoded streaming DataFrame over ``src``'s topic (``name``: its source name in the
+    checkpoint, for Spark's source evolution)."""
     spec = reader_spec(src, settings(spark), starting)
+    reader = spark.readStream.format(spec.format).options(**spec.options)
     try:
-        df = spark.readStream.format(spec.format).options(**spec.options).load()
+        df = (reader.name(name) if name else reader).load()
     except AnalysisException as e:
         raise missing_connector(e) from None
     return decode(df, src)

@@ -5,8 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 from .topics import read_log, uri_path
+
+#: one source's line of an offset log entry: ``{...}`` (sources by position: the index is
+#: the folder under ``sources/``) or ``<name>:{...}`` (named sources, Spark's source
+#: evolution: the name is the folder); ``-`` is a source with no offset yet
+OFFSET_LINE = re.compile(r"(?:(?P<name>[A-Za-z0-9_]+):)?(?P<offset>\{.*|-)")
 
 
 def last_committed_batch(checkpoint: str) -> int:
@@ -26,8 +32,10 @@ def last_planned_batch(checkpoint: str) -> int:
 
 
 def source_positions(checkpoint: str, batch_id: int) -> dict[str, object]:
-    """Source index -> where micro-batch ``batch_id`` reads up to, as the offset log holds it:
-    a file source's log offset, a Kafka source's offsets per topic and partition."""
+    """Source -> where micro-batch ``batch_id`` reads up to, as the offset log holds it: a
+    file source's log offset, a Kafka source's offsets per topic and partition. A source is
+    known by its folder under ``sources/``: its index, or its name when the query names its
+    sources."""
     path = os.path.join(checkpoint, "offsets", str(batch_id))
     if batch_id < 0 or not os.path.exists(path):
         return {}
@@ -35,14 +43,16 @@ def source_positions(checkpoint: str, batch_id: int) -> dict[str, object]:
         lines = f.read().splitlines()[2:]
     positions: dict[str, object] = {}
     for index, line in enumerate(lines):
-        if line.strip().startswith("{"):
-            value = json.loads(line)
-            positions[str(index)] = value.get("logOffset", value) if isinstance(value, dict) else value
+        match = OFFSET_LINE.fullmatch(line.strip())
+        if match and match["offset"] != "-":
+            value = json.loads(match["offset"])
+            key = match["name"] or str(index)
+            positions[key] = value.get("logOffset", value) if isinstance(value, dict) else value
     return positions
 
 
 def source_offsets(checkpoint: str, batch_id: int) -> dict[str, int]:
-    """Source index -> the file source's log offset that micro-batch ``batch_id`` reads up
+    """Source -> the file source's log offset that micro-batch ``batch_id`` reads up
     to, from the offset log ({} if that batch was never planned; -1 for a source that logs
     no files, such as Kafka). Source offsets count only batches with new files, so they
     differ from micro-batch ids."""

@@ -116,10 +116,10 @@ def _source_logs_complete(target: str, offsets: dict[str, int]) -> bool:
     """Every file source's log in the copy holds each entry up to the batch's offset, from
     0 or a compaction on: a compaction written mid-copy past it (its trim, and Spark's
     deletion of the entries it replaced) would otherwise lose them."""
-    for index, offset in offsets.items():
+    for source, offset in offsets.items():
         if offset < 0:
             continue
-        folder = os.path.join(target, "sources", index)
+        folder = os.path.join(target, "sources", source)
         ids = sorted(read_log(folder))
         if not ids or ids != list(range(ids[0], offset + 1)):
             return False

@@ -2,7 +2,8 @@
 
 ``check(old, new)`` compares two recorded shapes and yields one plain sentence per problem.
 Grounded in Spark's "Recovery semantics after changes in a streaming query": filters and
-projections may change on a checkpoint, and so may a Kafka sink's topic; sources, a file
+projections may change on a checkpoint, and so may a Kafka sink's topic; streams may be
+added or dropped where Spark's source evolution allows it (named sources); a file
 sink's location, grouping keys,
 aggregates, windows, join types and output modes may not. Spark checks state schemas by
 type only, so a GROUP BY moved to another column of the same type passes Spark and
@@ -68,12 +69,66 @@ def kind_changed(old: Shape, new: Shape) -> Iterator[str]:
         yield f"the query changed from {old['kind']} to {new['kind']}"
 
 
+def _branches(shape: Shape) -> dict[str, str | None] | None:
+    """Stream -> what the query reads of it, for a query that reads streams without joining
+    them (language/analyzer.py ``merged_streams``); shapes recorded before branches were
+    recorded read one stream whole when they have no join, subquery or window."""
+    if "branches" in shape:
+        return shape["branches"]
+    plain = not (shape["joins"] or shape["subqueries"] or shape["window"])
+    return dict.fromkeys(shape["streams"]) if plain else None
+
+
+def _evolving(old: Shape, new: Shape) -> bool:
+    """Streams may be added or dropped in place: the old version's checkpoint knows its
+    sources by name (``old["named"]``) and both versions read streams without joining them."""
+    return bool(old.get("named")) and _branches(old) is not None and _branches(new) is not None
+
+
 def sources_changed(old: Shape, new: Shape) -> Iterator[str]:
-    if sorted(old["streams"]) != sorted(new["streams"]):
+    if sorted(old["streams"]) == sorted(new["streams"]) or _evolving(old, new):
+        return
+    if not old.get("named"):
+        why = (
+            "this query's streams were not named from its first run (it was created before "
+            "streamql named them for Spark's source evolution), and Spark refuses another set "
+            "of unnamed sources on its checkpoint"
+        )
+    else:
+        why = (
+            "a stream can be added or dropped in place only by a query that reads each stream "
+            "whole or in one UNION ALL branch of its FROM, with no JOIN or WINDOW"
+        )
+    yield f"the streams read changed from {_show(old['streams'])} to {_show(new['streams'])}: {why}"
+
+
+def source_added(old: Shape, new: Shape) -> Iterator[str]:
+    if _evolving(old, new):
+        for name in [n for n in _branches(new) if n not in _branches(old)]:
+            start = new.get("starts", {}).get(name, "its first record")
+            yield (
+                f"stream {name} is added: Spark reads it from {start}; the other streams go on "
+                f"from their positions in the checkpoint and the state is kept"
+            )
+
+
+def source_removed(old: Shape, new: Shape) -> Iterator[str]:
+    if _evolving(old, new):
+        for name in [n for n in _branches(old) if n not in _branches(new)]:
+            yield (
+                f"stream {name} is no longer read: its position leaves the checkpoint (records "
+                f"written to it from now on are not read); the state built from it is kept"
+            )
+
+
+def branch_changed(old: Shape, new: Shape) -> Iterator[str]:
+    before, after = _branches(old), _branches(new)
+    if before is None or after is None:
+        return
+    for name in [n for n in after if n in before and after[n] != before[n]]:
         yield (
-            f"the streams read changed from {_show(old['streams'])} to {_show(new['streams'])}: "
-            f"Spark refuses a different set of sources on an existing checkpoint (sources "
-            f"were not named from the first run for source evolution)"
+            f"what is read of {name} changed from {before[name] or 'the whole stream'} to "
+            f"{after[name] or 'the whole stream'} (row by row: no state)"
         )
 
 
@@ -244,6 +299,9 @@ RULES: tuple[tuple[str, str, str, str, Callable[[Shape, Shape], Iterator[str]]],
     ("SUBQUERY", "FROM", "unsupported", "REJECTED", subqueries),
     ("UNSUPPORTED_CHANGE", "query", "unsupported", "REJECTED", unexplained),
     ("SOURCES_CHANGED", "FROM", "source modifying", "REPLACING_REQUIRED", sources_changed),
+    ("SOURCE_ADDED", "FROM", "source modifying", "IN_PLACE", source_added),
+    ("SOURCE_REMOVED", "FROM", "source modifying", "IN_PLACE", source_removed),
+    ("BRANCH_CHANGED", "FROM", "data selection", "IN_PLACE", branch_changed),
     ("GROUP_BY_CHANGED", "GROUP BY", "topology", "REPLACING_REQUIRED", group_by_changed),
     ("AGGREGATES_CHANGED", "SELECT", "topology", "REPLACING_REQUIRED", aggregates_changed),
     ("WINDOW_CHANGED", "WINDOW", "topology", "REPLACING_REQUIRED", window_changed),
