@@ -14,7 +14,7 @@ import pytest
 from airflow_provider_streamql.errors import StateError
 from airflow_provider_streamql.storage.checkpoints import committed_source_offsets
 
-from .support import insert, stream_rows, table
+from .support import insert, stream_rows, table, wait_until
 
 SOURCES = """
 CREATE STREAM web (user STRING, amount INT) WITH (value_format='JSON');
@@ -77,8 +77,12 @@ def test_an_aggregation_gains_a_stream_in_place_and_its_state_carries_on(engine,
 
 @pytest.mark.spark
 def test_a_stream_gains_a_union_branch_and_each_record_is_written_once(sqlite_engine, runtimes):
+    """Its dead-letter companion (LOG_AND_CONTINUE) names its streams too, so it follows."""
     engine = sqlite_engine
-    engine.execute(SOURCES + "CREATE STREAM big AS SELECT user, amount FROM web WHERE amount > 10")
+    engine.execute(
+        SOURCES + "CREATE STREAM big WITH (on_error='LOG_AND_CONTINUE') AS "
+        "SELECT user, amount FROM web WHERE amount > 10"
+    )
     runtimes.start(engine)
     insert(engine, "web", [("ann", 50), ("bob", 1)])
     insert(engine, "shop", [("cy", 20)])
@@ -91,8 +95,14 @@ def test_a_stream_gains_a_union_branch_and_each_record_is_written_once(sqlite_en
     assert codes(result) == ["SOURCE_ADDED", "BRANCH_CHANGED"]
     insert(engine, "web", [("dan", 30)])
     insert(engine, "shop", [("eve", 5), ("fay", 40)])
+    shop = engine.catalog.source("SHOP").path
+    with open(os.path.join(shop, ".bad.tmp"), "w") as f:
+        f.write("not json at all\n")
+    os.rename(os.path.join(shop, ".bad.tmp"), os.path.join(shop, "bad.json"))
     engine.wait_caught_up("CSAS_BIG_1", timeout=90)
     assert sorted(stream_rows(engine, "big")) == [("ann", 50), ("cy", 20), ("dan", 30), ("fay", 40)]
+    wait_until(lambda: len(engine.bad_records("CSAS_BIG_1")) == 1, 60, "the added stream's bad record logged")
+    assert [r.raw for r in engine.bad_records("CSAS_BIG_1")] == ["not json at all"]
 
 
 @pytest.mark.spark
