@@ -8,10 +8,12 @@ carries on; a stream dropped is no longer read. Queries created before streams w
 """
 
 import os
+import re
 
 import pytest
 
-from airflow_provider_streamql.errors import StateError
+from airflow_provider_streamql.engine import Engine
+from airflow_provider_streamql.errors import StateError, ValidationError
 from airflow_provider_streamql.storage.checkpoints import committed_source_offsets
 
 from .support import insert, stream_rows, table, wait_until
@@ -40,6 +42,19 @@ def upgrade(engine, sql):
 
 def codes(result) -> list[str]:
     return [f["code"] for f in result.report["findings"]]
+
+
+@pytest.mark.parametrize("select, fragment", [
+    ("SELECT user FROM (SELECT user FROM web UNION ALL SELECT id FROM users)", "TABLE USERS is read in a subquery or a UNION ALL branch"),
+    ("SELECT user FROM (SELECT user FROM web UNION ALL SELECT user, amount FROM shop)", "the branches of a UNION ALL select 1 and 2 columns"),
+    ("SELECT user FROM (SELECT user FROM web UNION ALL SELECT user FROM nowhere)", "unknown stream or table 'nowhere'"),
+])
+def test_a_merge_that_cannot_run_is_refused_and_changes_nothing(tmp_path, select, fragment):
+    engine = Engine(f"sqlite:///{tmp_path}/c.db", home=str(tmp_path))
+    engine.execute(SOURCES + "CREATE TABLE users (id STRING PRIMARY KEY, name STRING) WITH (value_format='JSON');")
+    with pytest.raises(ValidationError, match=re.escape(fragment)):
+        engine.execute(f"CREATE STREAM merged AS {select}")
+    assert engine.catalog.queries() == [] and engine.catalog.sources().get("MERGED") is None
 
 
 @pytest.mark.spark
@@ -130,3 +145,32 @@ def test_a_query_from_before_names_keeps_replacing_required_and_still_runs(sqlit
         engine.execute(BOTH)
     assert "SOURCES_CHANGED" in str(refused.value) and "were not named from its first run" in str(refused.value)
     assert engine.query(QUERY).version == 1 and os.path.isdir(unnamed.checkpoint)
+
+
+@pytest.mark.spark
+def test_starts_of_both_kinds_each_see_their_setting(spark):
+    """The runtime starts queries on several threads: while a block of one kind runs, the
+    session's source evolution setting is that kind's, and a start of the other kind gets
+    its turn even while more of the first keep coming."""
+    import threading
+    import time
+
+    from airflow_provider_streamql.runtime.evolution import SOURCE_EVOLUTION, source_evolution
+
+    seen, done = [], []
+
+    def start(on: bool, n: int):
+        for _ in range(n):
+            with source_evolution(spark, on):
+                seen.append((on, spark.conf.get(SOURCE_EVOLUTION)))
+                time.sleep(0.01)
+        done.append(on)
+
+    threads = [threading.Thread(target=start, args=(True, 40)) for _ in range(3)]
+    threads.append(threading.Thread(target=start, args=(False, 5)))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert len(seen) == 125 and all(value == ("true" if on else "false") for on, value in seen)
+    assert done.index(False) < 3, "the other kind waited for every start of the first"

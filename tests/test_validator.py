@@ -16,6 +16,7 @@ T = "CREATE TABLE t AS SELECT user, COUNT(*) AS n, SUM(cost) AS total FROM purch
 W = "CREATE TABLE w AS SELECT user, COUNT(*) AS n FROM purchases"
 J = "CREATE STREAM j AS SELECT p.id AS id, p.cost AS cost, r.cost AS refund FROM purchases p"
 E = "CREATE STREAM e AS SELECT p.id AS id, u.name AS name FROM purchases p"
+C = "CREATE TABLE c AS SELECT user, COUNT(*) AS n FROM purchases GROUP BY user"
 # two streams merged: each UNION ALL branch reads one stream, row by row
 TU = ("CREATE TABLE t AS SELECT user, COUNT(*) AS n, SUM(cost) AS total FROM "
       "(SELECT user, cost FROM purchases UNION ALL SELECT user, cost FROM refunds WHERE cost > 0)")
@@ -61,6 +62,8 @@ PAIRS = [
     (TU + " GROUP BY user", TU.replace("refunds WHERE cost > 0", "refunds WHERE cost > 1") + " GROUP BY user", "IN_PLACE", {"BRANCH_CHANGED"}),
     (TU + " GROUP BY user", "CREATE TABLE t AS SELECT user, COUNT(*) AS n, SUM(cost) AS total FROM (SELECT user, cost FROM refunds WHERE cost > 0) GROUP BY user", "IN_PLACE", {"SOURCE_REMOVED"}),
     (TU + " GROUP BY user", TU + " GROUP BY user", "IN_PLACE", {"UNCHANGED"}),
+    (C, "CREATE TABLE c AS SELECT id AS user, COUNT(*) AS n FROM users GROUP BY id", "REPLACING_REQUIRED", {"SOURCES_CHANGED", "GROUP_BY_CHANGED"}),
+    (T + " GROUP BY user", TU.replace("SELECT user, cost FROM refunds", "SELECT user, EXPLODE(ARRAY(cost)) AS cost FROM refunds") + " GROUP BY user", "REJECTED", {"SUBQUERY", "SOURCES_CHANGED"}),
     # windowed
     (W + " WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY user", W + " WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY user", "IN_PLACE", {"UNCHANGED"}),
     (W + " WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY user", W + " WINDOW TUMBLING (SIZE 1 MINUTE) WHERE cost > 0 GROUP BY user", "IN_PLACE", {"FILTER_CHANGED"}),
@@ -131,6 +134,23 @@ def test_queries_from_before_named_streams(tmp_path, monkeypatch, old, new, verd
     for finding in report.findings:
         if finding.code == "SOURCES_CHANGED":
             assert "were not named from its first run" in finding.message
+
+
+# a UNION ALL branch whose column has another type changes what an aggregate reads
+WIDENED = [
+    ("MAX(cost) > 1", "AGGREGATES_CHANGED", "REPLACING_REQUIRED"),
+    ("COUNT(*) > 1", "SOURCE_ADDED", "IN_PLACE"),
+]
+
+
+@pytest.mark.parametrize("having, code, verdict", WIDENED)
+def test_a_branch_that_widens_an_aggregated_column(tmp_path, having, code, verdict):
+    engine = Engine(f"sqlite:///{tmp_path}/c.db", home=str(tmp_path))
+    engine.execute(SOURCES + "CREATE STREAM cents (id INT KEY, user STRING, cost INT);"
+                   f"CREATE TABLE h AS SELECT user, COUNT(*) AS n FROM cents GROUP BY user HAVING {having}")
+    report = engine.validate("CREATE OR REPLACE TABLE h AS SELECT user, COUNT(*) AS n FROM (SELECT user, cost FROM "
+                             f"cents UNION ALL SELECT user, cost FROM purchases) GROUP BY user HAVING {having}")
+    assert report.verdict == verdict and code in {f.code for f in report.findings}, report.render()
 
 
 def test_every_trait_and_kind_is_covered():

@@ -59,6 +59,8 @@ def derive_query(
         "streams": streams,
         "grace": plan.grace_by_source(),
     }
+    if over_tables:  # a query over tables reads changelogs, not streams: none to add or drop
+        shape["branches"] = None
     return plan, shape
 
 

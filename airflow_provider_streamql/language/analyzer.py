@@ -109,6 +109,16 @@ def analyze_select(
         name = (call.name if isinstance(call, exp.Anonymous) else call.sql_name()).lower()
         if name in CODE_FUNCTIONS:
             raise where.error(f"{name}() is refused: {CODE_FUNCTIONS[name]}; a statement never runs code", call)
+    for union in select.find_all(exp.Union):
+        left, right = len(union.this.selects), len(union.expression.selects)
+        if left != right:
+            raise where.error(
+                f"the branches of a UNION ALL select {left} and {right} columns: each branch selects "
+                f"the same columns, in the same order",
+                union,
+            )
+        if persistent and (union.args.get("order") or union.args.get("limit")):
+            raise where.error("ORDER BY and LIMIT are not allowed in a persistent query (here on a UNION)", union)
     sources = []
     cte_names = {cte.alias_or_name.upper() for cte in select.find_all(exp.CTE)}
     for table in select.find_all(exp.Table):

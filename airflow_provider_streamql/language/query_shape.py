@@ -38,6 +38,8 @@ def shape_of(
         )
     # Spark computes each distinct aggregate once (HAVING COUNT(*) reuses the SELECT's)
     aggregates = list(dict.fromkeys(_norm(a) for a in tree.find_all(exp.AggFunc)))
+    # the type each aggregates (its result's): a UNION ALL branch may widen an input
+    aggregate_types = {_norm(a): _type_of(a) for a in tree.find_all(exp.AggFunc)}
     functions = {f.sql_name().lower() for f in tree.find_all(exp.Func)} | {
         f.name.lower() for f in tree.find_all(exp.Anonymous)
     }
@@ -53,6 +55,7 @@ def shape_of(
         "having": _norm(tree.args.get("having")),
         "group_by": [_norm(g) for g in group.expressions] if group else [],
         "aggregates": aggregates,
+        "aggregate_types": aggregate_types,
         "joins": [list(j) for j in joins],
         "join_on": [_norm(j.args.get("on")) for j in tree.args.get("joins") or []],
         "window": None if stmt.window is None else vars(stmt.window).copy(),
@@ -72,8 +75,16 @@ def shape_of(
     }
 
 
+def _type_of(node: exp.Expression) -> str | None:
+    return None if node.type is None else node.type.sql(dialect=DIALECT)
+
+
 #: clauses a UNION ALL branch may not have: it reads one stream, row by row
-BRANCH_CLAUSES = ("joins", "group", "having", "qualify", "order", "limit", "distinct", "laterals", "windows")
+BRANCH_CLAUSES = ("joins", "group", "having", "qualify", "order", "limit", "offset", "distinct", "laterals", "windows")
+#: clauses the UNION ALL itself may not have
+UNION_CLAUSES = ("order", "limit", "offset")
+#: what makes a branch other than row by row: aggregates, window functions, generators
+NOT_ROW_BY_ROW = (exp.AggFunc, exp.Window, exp.UDTF, exp.Lateral)
 
 
 def merged_streams(select: exp.Select) -> dict[str, str | None] | None:
@@ -96,9 +107,13 @@ def merged_streams(select: exp.Select) -> dict[str, str | None] | None:
     while pending:
         node = pending.pop(0)
         if isinstance(node, exp.Union) and not node.args.get("distinct"):
+            if any(node.args.get(c) for c in UNION_CLAUSES):
+                return None
             pending[:0] = [node.this, node.expression]
             continue
         if not isinstance(node, exp.Select) or any(node.args.get(c) for c in BRANCH_CLAUSES):
+            return None
+        if node.find(*NOT_ROW_BY_ROW) is not None:
             return None
         clause = node.args.get("from_") or node.args.get("from")
         table = clause.this if clause is not None else None

@@ -284,6 +284,17 @@ def latest_offset_files(query: Query) -> Iterator[str]:
         )
 
 
+def tables_joined(query: Query) -> Iterator[str]:
+    joined = {name for _, name in query.analysis.joins}
+    for name in query.analysis.sources[1:]:
+        if query.kind(name) == "TABLE" and name not in joined:
+            yield (
+                f"TABLE {name} is read in a subquery or a UNION ALL branch: a query reads a table as "
+                f"its FROM source (CREATE TABLE ... AS SELECT ... FROM {name}) or joins it to a stream "
+                f"(JOIN {name} ON ...); a UNION ALL merges streams"
+            )
+
+
 class Rule(NamedTuple):
     name: str
     description: str
@@ -297,6 +308,7 @@ RULES: tuple[Rule, ...] = (
         "a query over a TABLE (its FROM source) is a CREATE TABLE ... AS SELECT: its changes are updates and deletes",
         table_query_makes_table,
     ),
+    Rule("tables_joined", "a TABLE is the FROM source or joined, not read in a subquery or UNION ALL", tables_joined),
     Rule("table_query_tables_only", "a query over a TABLE joins only tables", table_query_tables_only),
     Rule("table_query_window", "a query over a TABLE has no WINDOW (its rows have no event time)", table_query_window),
     Rule("table_query_files", "a query over tables reads and writes file changelogs, not Kafka", table_query_files),

@@ -114,7 +114,7 @@ class PersistentQueries(PlannerBase):
             "named": is_named(current),
             "sink": _sink_as_written(current.shape["sink"], old_sink),
         }
-        new_shape = new.shape | {"starts": _starts(new, self.snapshot.sources)}
+        new_shape = new.shape | {"named": is_named(new), "starts": _starts(new, self.snapshot.sources)}
         report = validate_upgrade(current.id, old_shape, new_shape, downstream=readers)
         writers = [
             q.id

@@ -80,15 +80,19 @@ def _branches(shape: Shape) -> dict[str, str | None] | None:
 
 
 def _evolving(old: Shape, new: Shape) -> bool:
-    """Streams may be added or dropped in place: the old version's checkpoint knows its
-    sources by name (``old["named"]``) and both versions read streams without joining them."""
-    return bool(old.get("named")) and _branches(old) is not None and _branches(new) is not None
+    """Streams may be added or dropped in place: both versions name their streams
+    (``named``, set by the planner: the old version's checkpoint keys them by name) and read
+    streams without joining them."""
+    named = bool(old.get("named")) and bool(new.get("named"))
+    return named and _branches(old) is not None and _branches(new) is not None
 
 
 def sources_changed(old: Shape, new: Shape) -> Iterator[str]:
     if sorted(old["streams"]) == sorted(new["streams"]) or _evolving(old, new):
         return
-    if not old.get("named"):
+    if old.get("named") and not new.get("named"):
+        why = "the new version reads tables' changelogs, whose positions are not named: it needs a new checkpoint"
+    elif not old.get("named"):
         why = (
             "this query's streams were not named from its first run (it was created before "
             "streamql named them for Spark's source evolution), and Spark refuses another set "
@@ -184,6 +188,17 @@ def aggregates_changed(old: Shape, new: Shape) -> Iterator[str]:
             f"the state holds the old aggregation buffers (Spark: "
             f"STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE)"
         )
+        return
+    # the same aggregate over an input of another type (a UNION ALL branch that widens it);
+    # shapes recorded before types were have none
+    before, after = old.get("aggregate_types") or {}, new.get("aggregate_types") or {}
+    for text, was in before.items():
+        now = after.get(text)
+        if was and now and was != now:
+            yield (
+                f"{text} now aggregates {now} (was {was}): the state holds buffers of the old type "
+                f"(Spark: STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE)"
+            )
 
 
 def _without_grace(spec: Any) -> Any:
