@@ -40,6 +40,30 @@ def get_provider_info() -> dict[str, Any]:
         "triggers": [
             {"integration-name": "StreamQL", "python-modules": ["airflow_provider_streamql.triggers.streamql"]}
         ],
+        "plugins": [{"name": "streamql", "plugin-class": "airflow_provider_streamql.plugins.streamql.StreamQLPlugin"}],
+        "config": {
+            "streamql": {
+                "description": "Defaults for the streamql operators' waits (each operator may override them).",
+                "options": {
+                    "wait_timeout": {
+                        "description": "Seconds an operator waits for its change to take effect (a query "
+                        "running, a version ready, a query paused) before the task fails.",
+                        "version_added": "0.1.0",
+                        "type": "float",
+                        "example": "1800",
+                        "default": "600",
+                    },
+                    "poll_interval": {
+                        "description": "Seconds between looks at the catalog while an operator waits, in "
+                        "the worker or deferred to the triggerer.",
+                        "version_added": "0.1.0",
+                        "type": "float",
+                        "example": "5",
+                        "default": "2",
+                    },
+                },
+            }
+        },
         "extra-links": [
             "airflow_provider_streamql.operators.links.StreamQLQueryLink",
             "airflow_provider_streamql.operators.links.SparkUILink",

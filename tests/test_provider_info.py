@@ -34,3 +34,26 @@ def test_what_the_provider_info_names_can_be_imported(dotted):
     except ModuleNotFoundError:
         module, _, name = dotted.rpartition(".")
         assert hasattr(importlib.import_module(module), name), dotted
+
+
+REGISTERED = """
+from airflow import plugins_manager
+plugins, errors = plugins_manager._get_plugins()
+print([p.name for p in plugins].count("streamql"), sorted(errors))
+"""
+
+
+@pytest.mark.parametrize("lazy", ["True", "False"])
+def test_the_plugin_is_registered_once_whichever_way_airflow_discovers_providers(tmp_path, lazy):
+    """From the entry point while provider discovery is lazy (Airflow's default), from the
+    provider info's ``plugins`` when it is eager; never both (Airflow would report it as
+    registered twice)."""
+    import os
+    import subprocess
+    import sys
+    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__LAZY_DISCOVER_PROVIDERS": lazy,
+           "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
+    # run outside the repository: its setup-made .egg-info would be a second distribution
+    out = subprocess.run([sys.executable, "-c", REGISTERED], env=env, cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120)
+    assert out.stdout.strip().splitlines()[-1] == "1 []", out.stderr[-2000:]

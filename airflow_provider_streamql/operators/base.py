@@ -3,12 +3,15 @@ condition either in the worker or deferred to the triggerer."""
 
 from __future__ import annotations
 
+import configparser
+import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
+from airflow.providers.common.compat.sdk import conf
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
@@ -21,6 +24,18 @@ from .links import LINK_KEYS, SparkUILink, StreamQLQueryLink
 
 # Errors in what the task asked for: retrying cannot help, so the task fails at once.
 STATEMENT_ERRORS = (ParseError, ValidationError, NotFoundError, StateError)
+
+
+def default_deferrable() -> bool:
+    """Whether an operator or sensor waits in the triggerer when its DAG does not say:
+    ``[operators] default_deferrable`` where the deployment sets it (an environment
+    variable or ``airflow.cfg``), else True. Airflow's own default (false) suits operators
+    whose waits are short; a streamql wait (a query started, upgraded, caught up) can take
+    minutes, which would hold a worker slot."""
+    option = ("operators", "default_deferrable")
+    if "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE" in os.environ or configparser.ConfigParser.has_option(conf, *option):
+        return conf.getboolean(*option)
+    return True
 
 
 def issuer_of(context: Context) -> str:
@@ -70,9 +85,12 @@ class StreamQLOperator(BaseOperator):
     :param pipeline: the pipeline new queries join and ``ALL`` means; default the
         connection's. (templated)
     :param wait: wait until observed state shows the change took effect.
-    :param deferrable: wait in the triggerer instead of holding a worker slot.
-    :param timeout: seconds the wait may take before the task fails.
-    :param poll_interval: seconds between looks at the catalog while waiting.
+    :param deferrable: wait in the triggerer instead of holding a worker slot; default
+        ``[operators] default_deferrable`` where the deployment sets it, else True.
+    :param timeout: seconds the wait may take before the task fails; default
+        ``[streamql] wait_timeout`` (600).
+    :param poll_interval: seconds between looks at the catalog while waiting; default
+        ``[streamql] poll_interval`` (2).
     """
 
     template_fields: tuple[str, ...] = ("pipeline",)
@@ -85,18 +103,20 @@ class StreamQLOperator(BaseOperator):
         streamql_conn_id: str = StreamQLHook.default_conn_name,
         pipeline: str | None = None,
         wait: bool = True,
-        deferrable: bool = True,
-        timeout: float = 600.0,
-        poll_interval: float = 2.0,
+        deferrable: bool | None = None,
+        timeout: float | None = None,
+        poll_interval: float | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.streamql_conn_id = streamql_conn_id
         self.pipeline = pipeline
         self.wait = wait
-        self.deferrable = deferrable
-        self.timeout = timeout
-        self.poll_interval = poll_interval
+        self.deferrable = default_deferrable() if deferrable is None else deferrable
+        self.timeout = conf.getfloat("streamql", "wait_timeout", fallback=600.0) if timeout is None else timeout
+        self.poll_interval = (
+            conf.getfloat("streamql", "poll_interval", fallback=2.0) if poll_interval is None else poll_interval
+        )
 
     def execute(self, context: Context) -> Any:
         # the links read these keys; until the task knows better they are empty (set here,

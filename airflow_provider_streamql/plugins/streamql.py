@@ -1,8 +1,16 @@
-"""The Airflow plugin (entry point ``airflow.plugins``): the Streaming queries page in the
-Airflow navigation, served by a FastAPI app the API server mounts at /streamql."""
+"""The Airflow plugin: the Streaming queries page in the Airflow navigation, served by a
+FastAPI app the API server mounts at /streamql.
+
+Airflow registers a provider's plugin from its provider info (``plugins``) only when it
+discovers providers eagerly (``[core] lazy_discover_providers = False``), and from the
+``airflow.plugins`` entry point always. The entry point loads :data:`entry_point_plugin`,
+which is the plugin only while discovery is lazy (Airflow's default): registered once
+either way, never reported as registered twice.
+"""
 
 from __future__ import annotations
 
+from airflow import settings
 from airflow.plugins_manager import AirflowPlugin
 
 from .app import app
@@ -25,3 +33,8 @@ class StreamQLPlugin(AirflowPlugin):
             "nav_top_level": True,
         }
     ]
+
+
+#: what the ``airflow.plugins`` entry point loads: the plugin, unless Airflow registers it
+#: from the provider info (eager provider discovery); None is skipped by Airflow
+entry_point_plugin = StreamQLPlugin if settings.LAZY_LOAD_PROVIDERS else None

@@ -11,7 +11,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
 from ..conditions import CaughtUp, Condition, ProgressSince, QueriesInState
 from ..engine import Engine
 from ..hooks.streamql import StreamQLHook
-from ..operators.base import defer_until, engine_errors, open_engine, push
+from ..operators.base import default_deferrable, defer_until, engine_errors, open_engine, push
 
 
 class StreamQLSensor(BaseSensorOperator):
@@ -21,7 +21,8 @@ class StreamQLSensor(BaseSensorOperator):
 
     :param streamql_conn_id: the ``streamql`` connection.
     :param pipeline: the pipeline ``ALL`` means; default the connection's. (templated)
-    :param deferrable: wait in the triggerer instead of holding a worker slot.
+    :param deferrable: wait in the triggerer instead of holding a worker slot; default
+        ``[operators] default_deferrable`` where the deployment sets it, else True.
     """
 
     template_fields: Sequence[str] = ("pipeline",)
@@ -32,13 +33,13 @@ class StreamQLSensor(BaseSensorOperator):
         *,
         streamql_conn_id: str = StreamQLHook.default_conn_name,
         pipeline: str | None = None,
-        deferrable: bool = True,
+        deferrable: bool | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.streamql_conn_id = streamql_conn_id
         self.pipeline = pipeline
-        self.deferrable = deferrable
+        self.deferrable = default_deferrable() if deferrable is None else deferrable
 
     def engine(self, context: Context) -> Engine:
         return open_engine(self, context)

@@ -1,0 +1,51 @@
+"""Operators and sensors wait in the triggerer unless the DAG or the deployment says not to:
+an argument wins, then ``[operators] default_deferrable`` where the deployment sets it, then
+True (Airflow's own default, false, is not taken for a setting)."""
+import pytest
+
+from airflow_provider_streamql.operators.queries import CreateQueryOperator
+from airflow_provider_streamql.sensors.queries import QueryStateSensor
+
+ENV = "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE"
+
+# (deferrable=..., the deployment's [operators] default_deferrable, deferrable)
+CASES = [
+    (None, None, True),
+    (None, "False", False),
+    (None, "true", True),
+    (True, "False", True),
+    (False, None, False),
+]
+BUILD = {
+    "operator": lambda **kw: CreateQueryOperator(task_id="t", sql="CREATE STREAM s (id INT)", **kw),
+    "sensor": lambda **kw: QueryStateSensor(task_id="t", query_id="CSAS_S_1", **kw),
+}
+
+
+@pytest.mark.parametrize("kind", BUILD)
+@pytest.mark.parametrize("argument, setting, deferrable", CASES)
+def test_deferrable_by_default(monkeypatch, kind, argument, setting, deferrable):
+    if setting is None:
+        monkeypatch.delenv(ENV, raising=False)
+    else:
+        monkeypatch.setenv(ENV, setting)
+    task = BUILD[kind](**({} if argument is None else {"deferrable": argument}))
+    assert task.deferrable is deferrable
+
+
+# ([streamql] wait_timeout and poll_interval set by the deployment, arguments, what the operator uses)
+WAITS = [
+    ({}, {}, (600.0, 2.0)),
+    ({"AIRFLOW__STREAMQL__WAIT_TIMEOUT": "1800", "AIRFLOW__STREAMQL__POLL_INTERVAL": "5"}, {}, (1800.0, 5.0)),
+    ({"AIRFLOW__STREAMQL__WAIT_TIMEOUT": "1800"}, {"timeout": 30, "poll_interval": 0.5}, (30, 0.5)),
+]
+
+
+@pytest.mark.parametrize("settings, arguments, waits", WAITS)
+def test_wait_defaults_come_from_the_streamql_section(monkeypatch, settings, arguments, waits):
+    for key in ("AIRFLOW__STREAMQL__WAIT_TIMEOUT", "AIRFLOW__STREAMQL__POLL_INTERVAL"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in settings.items():
+        monkeypatch.setenv(key, value)
+    task = BUILD["operator"](**arguments)
+    assert (task.timeout, task.poll_interval) == waits
