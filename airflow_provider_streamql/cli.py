@@ -92,6 +92,12 @@ def _parser() -> argparse.ArgumentParser:
         help="seconds a new version has to fail and be rolled back automatically "
         "after an in-place upgrade (it is ready earlier once it commits a batch)",
     )
+    p.add_argument(
+        "--metrics-port",
+        type=_port,
+        default=None,
+        help="serve the pipeline's queries in Prometheus' format at http://<host>:PORT/metrics (default: off)",
+    )
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="Spark configuration (repeatable)")
     p.set_defaults(handler=_runtime)
 
@@ -202,6 +208,17 @@ def _read(path: str) -> str:
             file=sys.stderr,
         )
         raise _Unreadable(path) from None
+
+
+def _port(text: str) -> int:
+    """A TCP port for argparse: 0 (any free one) to 65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a port is a whole number from 0 to 65535, not {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is a whole number from 0 to 65535, not {text!r}")
+    return port
 
 
 def _positive_int(text: str) -> int:
@@ -361,6 +378,7 @@ def _runtime(args: argparse.Namespace) -> int:
         readiness_window=args.readiness_window,
         on_error=args.on_error,
         workers=args.workers,
+        metrics_port=args.metrics_port,
     )
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: runtime.stop())

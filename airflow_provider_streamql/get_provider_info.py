@@ -76,13 +76,19 @@ def get_provider_info() -> dict[str, Any]:
                 "ui-field-behaviour": {
                     "hidden-fields": ["host", "schema", "port", "extra"],
                     "relabeling": {"login": "Catalog user", "password": "Catalog password"},
-                    "placeholders": {"catalog": "postgresql+psycopg://streamql@db:5432/streamql"},
+                    # Airflow's connection form shows placeholders on its standard fields only
+                    "placeholders": {
+                        "login": "streamql",
+                        "password": "the catalog user's password",
+                        "description": "the catalog and home of the pipelines these DAGs manage",
+                    },
                 },
                 "conn-fields": {
                     "catalog": {
                         "label": "Catalog URL",
                         "schema": TEXT,
-                        "description": "SQLAlchemy URL of the streamql catalog; the password goes in the "
+                        "description": "SQLAlchemy URL of the streamql catalog, e.g. "
+                        "postgresql+psycopg://streamql@db:5432/streamql; the password goes in the "
                         "Password field. Empty: SQLite under the home directory.",
                     },
                     "home": {

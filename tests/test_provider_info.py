@@ -57,3 +57,12 @@ def test_the_plugin_is_registered_once_whichever_way_airflow_discovers_providers
     out = subprocess.run([sys.executable, "-c", REGISTERED], env=env, cwd=tmp_path, capture_output=True, text=True,
                          timeout=120)
     assert out.stdout.strip().splitlines()[-1] == "1 []", out.stderr[-2000:]
+
+
+def test_placeholders_are_on_fields_the_connection_form_shows():
+    """Airflow's connection form shows placeholders on its standard fields only (not on
+    ``conn-fields``), and never on a hidden one."""
+    (streamql,) = INFO["connection-types"]
+    behaviour = streamql["ui-field-behaviour"]
+    shown = {"description", "schema", "host", "port", "login", "password"} - set(behaviour["hidden-fields"])
+    assert behaviour["placeholders"] and set(behaviour["placeholders"]) <= shown

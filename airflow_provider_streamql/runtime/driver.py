@@ -29,6 +29,7 @@ from ..errors import SPARK_ERROR_LIMIT, StateError, first_line
 from .connectors import Frames, start_query
 from .holds import Holds
 from .listener import ProgressListener
+from .metrics import MetricsServer, exposition
 from .reconcile import Reconciler, Running
 from .rollout import Rollout
 
@@ -48,6 +49,9 @@ class Runtime:
         and be rolled back automatically; it is ready earlier once it commits a batch.
     :param on_error: the pipeline's error policy for records a query cannot read (FAIL,
         LOG_AND_CONTINUE or PAUSE), for queries whose statement sets none.
+    :param metrics_port: serve the pipeline's queries in Prometheus' format at
+        ``http://<host>:<port>/metrics`` (:mod:`.metrics`; 0: any free port, see
+        ``metrics.port``); None: no endpoint.
     :param workers: how many queries a pass reconciles at once. Queries are independent,
         and starting or stopping one is mostly waiting on Spark, so a pass that starts,
         stops or swaps many queries (PAUSE ALL, RESUME ALL, a new pipeline) takes about as
@@ -66,6 +70,7 @@ class Runtime:
         readiness_window: float = 30.0,
         on_error: str = "FAIL",
         workers: int = 8,
+        metrics_port: int | None = None,
     ):
         if workers < 1:
             raise ValueError(f"workers must be at least 1, not {workers!r}")
@@ -114,6 +119,11 @@ class Runtime:
         # progress before start() returns.
         self.listener = ProgressListener(catalog, lambda name: name in self.epochs)
         spark.streams.addListener(self.listener)
+        self.metrics = None
+        if metrics_port is not None:
+            render = lambda: exposition(catalog, pipeline, self.listener.latest, self.id)
+            self.metrics = MetricsServer(render, port=metrics_port)
+            log.info("metrics at http://%s:%d/metrics", self.host, self.metrics.port)
 
     # -- loop ------------------------------------------------------------------------------
     def run(self) -> None:
@@ -180,6 +190,8 @@ class Runtime:
         self._each("stopping", self._unassign, list(self.active))
         self.workers.shutdown()
         self.catalog.runtime_stopped(self.id)
+        if self.metrics is not None:
+            self.metrics.close()
         try:
             self.spark.streams.removeListener(self.listener)
         except Exception:  # the session may already be gone

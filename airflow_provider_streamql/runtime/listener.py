@@ -30,6 +30,8 @@ class ProgressListener(StreamingQueryListener):
     def __init__(self, catalog: Catalog, owns: Callable[[str], bool]):
         self.catalog = catalog
         self.owns = owns
+        #: query id -> Spark's rates and duration of its last micro-batch here (the metrics)
+        self.latest: dict[str, dict[str, float]] = {}
 
     @property
     def _jlistener(self):
@@ -56,6 +58,11 @@ class ProgressListener(StreamingQueryListener):
         of this runtime."""
         if not p.get("name") or not self.owns(p["name"]):
             return
+        self.latest[p["name"]] = {  # Spark leaves a NaN or infinite rate out of the JSON
+            "inputRowsPerSecond": p.get("inputRowsPerSecond", 0.0),
+            "processedRowsPerSecond": p.get("processedRowsPerSecond", 0.0),
+            "batchDuration": p.get("batchDuration", p.get("durationMs", {}).get("triggerExecution", 0)),
+        }
         operators = [
             {
                 "operator": op["operatorName"],
