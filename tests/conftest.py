@@ -2,6 +2,7 @@
 catalogs on both backends, and runtimes running in threads on the shared session."""
 from __future__ import annotations
 
+import glob
 import json
 import os
 import shutil
@@ -25,6 +26,8 @@ _bundle = lambda name, path: {"name": name, "classpath": "airflow.dag_processing
 os.environ.update({
     "AIRFLOW_HOME": AIRFLOW_HOME,
     "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+    # as the compose stack sets it: streamql's waits run in the triggerer (Airflow ships false)
+    "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": "True",
     "AIRFLOW__CORE__DAGS_FOLDER": os.path.join(REPO, "dags"),
     "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{AIRFLOW_HOME}/airflow.db",
     "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": json.dumps([
@@ -37,7 +40,10 @@ from airflow_provider_streamql.engine import Engine
 
 from .support import CLI
 
-PG_BIN = os.environ.get("STREAMQL_PG_BIN", "/usr/lib/postgresql/15/bin")
+# Debian's postgresql package (15 on Debian 12; Ubuntu ships 14 or 16): the newest found
+PG_BIN = os.environ.get("STREAMQL_PG_BIN") or max(
+    glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(p.split("/")[-2]) if p.split("/")[-2].isdigit() else 0,
+    default="/usr/lib/postgresql/15/bin")
 
 
 @pytest.fixture(scope="session")

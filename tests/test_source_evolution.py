@@ -48,6 +48,10 @@ def codes(result) -> list[str]:
     ("SELECT user FROM (SELECT user FROM web UNION ALL SELECT id FROM users)", "TABLE USERS is read in a subquery or a UNION ALL branch"),
     ("SELECT user FROM (SELECT user FROM web UNION ALL SELECT user, amount FROM shop)", "the branches of a UNION ALL select 1 and 2 columns"),
     ("SELECT user FROM (SELECT user FROM web UNION ALL SELECT user FROM nowhere)", "unknown stream or table 'nowhere'"),
+    ("SELECT user FROM (SELECT user FROM web UNION SELECT user FROM shop)", "UNION without ALL drops duplicates"),
+    ("SELECT user FROM (SELECT user FROM web INTERSECT SELECT user FROM shop)", "INTERSECT is not supported on streams"),
+    ("SELECT user FROM (SELECT user FROM web EXCEPT SELECT user FROM shop)", "EXCEPT is not supported on streams"),
+    ("SELECT user FROM (SELECT user FROM web UNION ALL SELECT user FROM shop ORDER BY user)", "ORDER BY and LIMIT"),
 ])
 def test_a_merge_that_cannot_run_is_refused_and_changes_nothing(tmp_path, select, fragment):
     engine = Engine(f"sqlite:///{tmp_path}/c.db", home=str(tmp_path))

@@ -109,7 +109,7 @@ def analyze_select(
         name = (call.name if isinstance(call, exp.Anonymous) else call.sql_name()).lower()
         if name in CODE_FUNCTIONS:
             raise where.error(f"{name}() is refused: {CODE_FUNCTIONS[name]}; a statement never runs code", call)
-    for union in select.find_all(exp.Union):
+    for union in select.find_all(exp.SetOperation):
         left, right = len(union.this.selects), len(union.expression.selects)
         if left != right:
             raise where.error(
@@ -119,6 +119,16 @@ def analyze_select(
             )
         if persistent and (union.args.get("order") or union.args.get("limit")):
             raise where.error("ORDER BY and LIMIT are not allowed in a persistent query (here on a UNION)", union)
+        if persistent and isinstance(union, (exp.Intersect, exp.Except)):
+            raise where.error(
+                f"{union.key.upper()} is not supported on streams (Spark); merge streams with UNION ALL", union
+            )
+        if persistent and union.args.get("distinct"):
+            raise where.error(
+                "UNION without ALL drops duplicates, which a stream can only do with state that never ends "
+                "(Spark refuses it): merge streams with UNION ALL",
+                union,
+            )
     sources = []
     cte_names = {cte.alias_or_name.upper() for cte in select.find_all(exp.CTE)}
     for table in select.find_all(exp.Table):

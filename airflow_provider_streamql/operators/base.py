@@ -3,8 +3,6 @@ condition either in the worker or deferred to the triggerer."""
 
 from __future__ import annotations
 
-import configparser
-import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,14 +26,10 @@ STATEMENT_ERRORS = (ParseError, ValidationError, NotFoundError, StateError)
 
 def default_deferrable() -> bool:
     """Whether an operator or sensor waits in the triggerer when its DAG does not say:
-    ``[operators] default_deferrable`` where the deployment sets it (an environment
-    variable or ``airflow.cfg``), else True. Airflow's own default (false) suits operators
-    whose waits are short; a streamql wait (a query started, upgraded, caught up) can take
-    minutes, which would hold a worker slot."""
-    option = ("operators", "default_deferrable")
-    if "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE" in os.environ or configparser.ConfigParser.has_option(conf, *option):
-        return conf.getboolean(*option)
-    return True
+    ``[operators] default_deferrable``, as every provider's operators take it (true when a
+    configuration has no such option). Airflow ships it false: set it true (the compose stack
+    does) so that waits of minutes (a query started, upgraded, caught up) hold no worker slot."""
+    return conf.getboolean("operators", "default_deferrable", fallback=True)
 
 
 def issuer_of(context: Context) -> str:
@@ -86,7 +80,7 @@ class StreamQLOperator(BaseOperator):
         connection's. (templated)
     :param wait: wait until observed state shows the change took effect.
     :param deferrable: wait in the triggerer instead of holding a worker slot; default
-        ``[operators] default_deferrable`` where the deployment sets it, else True.
+        ``[operators] default_deferrable``.
     :param timeout: seconds the wait may take before the task fails; default
         ``[streamql] wait_timeout`` (600).
     :param poll_interval: seconds between looks at the catalog while waiting; default

@@ -139,32 +139,20 @@ def start_query(
     """Start a query's streaming plan (built by ``frames``, or taken from them), with source
     evolution on if the plan names its streams."""
     with source_evolution(spark, bool(plan.source_names)):
-        return _start(spark, query, plan, sources, sink, before_commit, record_guard, frames)
-
-
-def _start(
-    spark: SparkSession,
-    query: QueryInfo,
-    plan: StreamingPlan,
-    sources: dict[str, SourceInfo],
-    sink: SourceInfo,
-    before_commit: Callable[[], None],
-    record_guard: RecordGuard | None,
-    frames: Frames,
-) -> StreamingQuery:
-    if plan.table_query:  # a changelog in, a changelog out (runtime/tables.py)
-        changes, compute = table_query_frame(spark, query, plan, sources, sink)
-        writer = changes.writeStream.foreachBatch(
-            BatchWriter(sink, f"v{query.version:04d}", before_commit, as_directory=True, compute=compute)
-        )
-        return writer.queryName(query.id).option("checkpointLocation", query.checkpoint).start()
-    df, compute = frames.frame(spark, query, plan, sources, record_guard)
-    if compute is not None:
-        writer = df.writeStream.foreachBatch(
-            BatchWriter(sink, f"{query.id}-v{query.version:04d}", before_commit, as_directory=False, compute=compute)
-        )
-        return writer.queryName(query.id).option("checkpointLocation", query.checkpoint).start()
-    return sink_writer(df, query, plan, sink, before_commit).start()
+        if plan.table_query:  # a changelog in, a changelog out (runtime/tables.py)
+            changes, compute = table_query_frame(spark, query, plan, sources, sink)
+            writer = changes.writeStream.foreachBatch(
+                BatchWriter(sink, f"v{query.version:04d}", before_commit, as_directory=True, compute=compute)
+            )
+            return writer.queryName(query.id).option("checkpointLocation", query.checkpoint).start()
+        df, compute = frames.frame(spark, query, plan, sources, record_guard)
+        if compute is not None:
+            name = f"{query.id}-v{query.version:04d}"
+            writer = df.writeStream.foreachBatch(
+                BatchWriter(sink, name, before_commit, as_directory=False, compute=compute)
+            )
+            return writer.queryName(query.id).option("checkpointLocation", query.checkpoint).start()
+        return sink_writer(df, query, plan, sink, before_commit).start()
 
 
 def start_dead_letter_query(

@@ -314,6 +314,7 @@ class Runtime:
         if running.dead_letters is not None:
             _stop_quietly(running.dead_letters)
         del self.active[query_id]
+        self.listener.latest.pop(query_id, None)  # its rates are no longer this runtime's to tell
         return running.epoch
 
     def failed(self, query: QueryInfo, epoch: int, message: str) -> None:

@@ -98,7 +98,7 @@ def exposition(catalog: Catalog, pipeline: str, latest: dict[str, dict], runtime
         for row in rows:
             value = read(row, latest.get(row["query_id"]), lags[row["query_id"]])
             if value is not None:
-                lines.append(f"{name}{_labels(query=row['query_id'], pipeline=pipeline)} {float(value):g}")
+                lines.append(f"{name}{_labels(query=row['query_id'], pipeline=pipeline)} {_number(value)}")
     return "\n".join(lines) + "\n"
 
 
@@ -111,6 +111,11 @@ def _lag(catalog: Catalog, query) -> int | None:
         return None
 
 
+def _number(value: float) -> str:
+    """A sample value at full precision (whole numbers as integers)."""
+    return str(value) if isinstance(value, int) else repr(float(value))
+
+
 def _labels(**labels: str) -> str:
     return "{" + ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items()) + "}"
 
@@ -121,7 +126,8 @@ def _escape(value: str) -> str:
 
 class MetricsServer:
     """``GET /metrics`` on ``host:port`` (port 0: any free one, see :attr:`port`), served on
-    a thread of its own; each scrape reads the catalog once."""
+    a thread of its own, without authentication, as Prometheus exporters are: it shows query
+    IDs, states and counts, no SQL, paths or data."""
 
     def __init__(self, render: Callable[[], str], *, port: int, host: str = "0.0.0.0"):
         render_text = render

@@ -15,14 +15,14 @@ from ..operators.base import default_deferrable, defer_until, engine_errors, ope
 
 
 class StreamQLSensor(BaseSensorOperator):
-    """Base of the streamql sensors: poke a condition, or (``deferrable``, the default)
-    hand it to :class:`StreamQLConditionTrigger` until it holds. ``timeout`` and
-    ``poke_interval`` are the usual sensor arguments.
+    """Base of the streamql sensors: poke a condition, or (``deferrable``) hand it to
+    :class:`StreamQLConditionTrigger` until it holds. ``timeout`` and ``poke_interval`` are
+    the usual sensor arguments.
 
     :param streamql_conn_id: the ``streamql`` connection.
     :param pipeline: the pipeline ``ALL`` means; default the connection's. (templated)
     :param deferrable: wait in the triggerer instead of holding a worker slot; default
-        ``[operators] default_deferrable`` where the deployment sets it, else True.
+        ``[operators] default_deferrable``.
     """
 
     template_fields: Sequence[str] = ("pipeline",)
