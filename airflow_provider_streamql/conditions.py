@@ -308,6 +308,11 @@ def unprocessed_files(engine: QueryView, query) -> int:
     return len(_input_files(engine, query, float("inf")) - processed_files(query.checkpoint))
 
 
+def lag_files(engine: QueryView, query) -> int | None:
+    """:func:`unprocessed_files`, for a query that may still read (None once terminated)."""
+    return None if query.desired_state == "TERMINATED" else unprocessed_files(engine, query)
+
+
 def _input_files(engine: QueryView, query, as_of: float) -> set[str]:
     wanted: set[str] = set()
     # tables joined as of each batch are read whole each time, never consumed

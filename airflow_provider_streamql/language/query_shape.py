@@ -36,9 +36,8 @@ def shape_of(
         tree = tree.copy().transform(
             lambda n: exp.column(n.this.copy()) if isinstance(n, exp.Column) and n.table else n
         )
-    # Spark computes each distinct aggregate once (HAVING COUNT(*) reuses the SELECT's)
-    aggregates = list(dict.fromkeys(_norm(a) for a in tree.find_all(exp.AggFunc)))
-    # the type each aggregates (its result's): a UNION ALL branch may widen an input
+    # each distinct aggregate once (Spark computes HAVING COUNT(*) with the SELECT's), with the
+    # type it aggregates (its result's): a UNION ALL branch may widen an input
     aggregate_types = {_norm(a): _type_of(a) for a in tree.find_all(exp.AggFunc)}
     functions = {f.sql_name().lower() for f in tree.find_all(exp.Func)} | {
         f.name.lower() for f in tree.find_all(exp.Anonymous)
@@ -54,7 +53,7 @@ def shape_of(
         "where": _norm(tree.args.get("where")),
         "having": _norm(tree.args.get("having")),
         "group_by": [_norm(g) for g in group.expressions] if group else [],
-        "aggregates": aggregates,
+        "aggregates": list(aggregate_types),
         "aggregate_types": aggregate_types,
         "joins": [list(j) for j in joins],
         "join_on": [_norm(j.args.get("on")) for j in tree.args.get("joins") or []],
@@ -95,12 +94,10 @@ def merged_streams(select: exp.Select) -> dict[str, str | None] | None:
     if select.args.get("joins"):
         return None
     source = (select.args.get("from_") or select.args.get("from")).this
+    nested = [n for n in select.walk() if isinstance(n, (exp.Subquery, exp.CTE))]
     if isinstance(source, exp.Table):
-        plain = not any(isinstance(n, (exp.Subquery, exp.CTE)) for n in select.walk())
-        return {source.name.upper(): None} if plain else None  # a CTE's name is no stream
-    if not isinstance(source, exp.Subquery):
-        return None
-    if any(isinstance(n, (exp.Subquery, exp.CTE)) and n is not source for n in select.walk()):
+        return None if nested else {source.name.upper(): None}  # a CTE's name is no stream
+    if nested != [source]:
         return None  # a CTE, or a subquery outside the FROM (or inside a branch)
     branches: dict[str, str | None] = {}
     pending = [source.this]

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from sqlglot import exp
 
 from ..catalog import QueryInfo
-from ..conditions import unprocessed_files
+from ..conditions import lag_files
 from ..errors import StreamQLError
 from ..language import parse
 from ..language.statements import QueryControl
@@ -34,7 +34,7 @@ def query_list(engine: Engine) -> list[dict[str, Any]]:
                 "throughput": [round(h["rows_per_second"], 1) for h in history],
                 "last_batch": row["last_batch"],
                 "last_batch_at": progress.last_batch_at if progress else None,
-                "lag_files": unprocessed_files(engine, query) if query.desired_state != "TERMINATED" else None,
+                "lag_files": lag_files(engine, query),
                 "actions": actions(query.desired_state),
                 "shadow_of": query.settings.get("shadow_of"),  # a shadow version (docs/upgrades.md)
             }

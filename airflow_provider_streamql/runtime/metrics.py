@@ -19,7 +19,7 @@ from typing import Any
 
 from ..catalog import Catalog
 from ..catalog.model import OBSERVED_STATES
-from ..conditions import unprocessed_files
+from ..conditions import lag_files
 from ..planner.introspection import query_rows
 
 log = logging.getLogger(__name__)
@@ -103,10 +103,8 @@ def exposition(catalog: Catalog, pipeline: str, latest: dict[str, dict], runtime
 
 
 def _lag(catalog: Catalog, query) -> int | None:
-    if query.desired_state == "TERMINATED":
-        return None
     try:
-        return unprocessed_files(SimpleNamespace(catalog=catalog), query)
+        return lag_files(SimpleNamespace(catalog=catalog), query)  # all it reads of an engine
     except Exception:  # a topic folder gone or unreadable: no lag series for it
         return None
 

@@ -57,8 +57,8 @@ def source_offsets(checkpoint: str, batch_id: int) -> dict[str, int]:
     no files, such as Kafka). Source offsets count only batches with new files, so they
     differ from micro-batch ids."""
     return {
-        index: position if isinstance(position, int) else -1
-        for index, position in source_positions(checkpoint, batch_id).items()
+        source: position if isinstance(position, int) else -1
+        for source, position in source_positions(checkpoint, batch_id).items()
     }
 
 

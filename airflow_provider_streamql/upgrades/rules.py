@@ -71,7 +71,7 @@ def kind_changed(old: Shape, new: Shape) -> Iterator[str]:
 
 def _branches(shape: Shape) -> dict[str, str | None] | None:
     """Stream -> what the query reads of it, for a query that reads streams without joining
-    them (language/analyzer.py ``merged_streams``); shapes recorded before branches were
+    them (language/query_shape.py ``merged_streams``); shapes recorded before branches were
     recorded read one stream whole when they have no join, subquery or window."""
     if "branches" in shape:
         return shape["branches"]
