@@ -44,3 +44,24 @@ def test_wait_defaults_come_from_the_streamql_section(monkeypatch, settings, arg
         monkeypatch.setenv(key, value)
     task = BUILD["operator"](**arguments)
     assert (task.timeout, task.poll_interval) == waits
+
+
+# a bad wait, from an argument or the deployment's [streamql] section: refused, naming it
+BAD_WAITS = [
+    ({"AIRFLOW__STREAMQL__WAIT_TIMEOUT": "-5"}, {}, "[streamql] wait_timeout must be a positive number of seconds, not -5.0"),
+    ({"AIRFLOW__STREAMQL__WAIT_TIMEOUT": "nan"}, {}, "[streamql] wait_timeout must be a positive number"),
+    ({"AIRFLOW__STREAMQL__POLL_INTERVAL": "inf"}, {}, "[streamql] poll_interval must be a positive number"),
+    ({}, {"timeout": 0}, "timeout=0 must be a positive number of seconds, not 0"),
+    ({}, {"poll_interval": True}, "poll_interval=True must be a positive number"),
+]
+
+
+@pytest.mark.parametrize("settings, arguments, message", BAD_WAITS)
+def test_a_bad_wait_is_refused_naming_it(monkeypatch, settings, arguments, message):
+    for key in ("AIRFLOW__STREAMQL__WAIT_TIMEOUT", "AIRFLOW__STREAMQL__POLL_INTERVAL"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in settings.items():
+        monkeypatch.setenv(key, value)
+    with pytest.raises(ValueError) as refused:
+        BUILD["operator"](**arguments)
+    assert message in str(refused.value)

@@ -3,6 +3,7 @@ condition either in the worker or deferred to the triggerer."""
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,6 +31,17 @@ def default_deferrable() -> bool:
     configuration has no such option). Airflow ships it false: set it true (the compose stack
     does) so that waits of minutes (a query started, upgraded, caught up) hold no worker slot."""
     return conf.getboolean("operators", "default_deferrable", fallback=True)
+
+
+def _seconds(argument: str, value: float | None, option: str, default: float) -> float:
+    """A wait's ``argument``, else ``[streamql] <option>``: a positive, finite number of
+    seconds (a NaN deadline never passes, a negative one at once), or ValueError naming it."""
+    where = f"{argument}={value!r}" if value is not None else f"[streamql] {option}"
+    if value is None:
+        value = conf.getfloat("streamql", option, fallback=default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise ValueError(f"{where} must be a positive number of seconds, not {value!r}")
+    return value
 
 
 def issuer_of(context: Context) -> str:
@@ -107,10 +119,8 @@ class StreamQLOperator(BaseOperator):
         self.pipeline = pipeline
         self.wait = wait
         self.deferrable = default_deferrable() if deferrable is None else deferrable
-        self.timeout = conf.getfloat("streamql", "wait_timeout", fallback=600.0) if timeout is None else timeout
-        self.poll_interval = (
-            conf.getfloat("streamql", "poll_interval", fallback=2.0) if poll_interval is None else poll_interval
-        )
+        self.timeout = _seconds("timeout", timeout, "wait_timeout", 600.0)
+        self.poll_interval = _seconds("poll_interval", poll_interval, "poll_interval", 2.0)
 
     def execute(self, context: Context) -> Any:
         # the links read these keys; until the task knows better they are empty (set here,
