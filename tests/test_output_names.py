@@ -53,6 +53,12 @@ NAMES = [
     # names that were already there stay as they were
     ("CREATE STREAM x AS SELECT * FROM pageviews", "user STRING, page STRING, ms INT, ts TIMESTAMP"),
     ("CREATE STREAM x AS SELECT p.user, p.ms AS ms FROM pageviews p", "user STRING, ms INT"),
+    # 3. * over a subquery is its output columns; over a UNION ALL, its first branch's
+    ("CREATE STREAM x AS SELECT * FROM (SELECT user, ms FROM pageviews)", "user STRING, ms INT"),
+    ("CREATE STREAM x AS SELECT * FROM (SELECT * FROM pageviews WHERE ms > 0)", "user STRING, page STRING, ms INT, ts TIMESTAMP"),
+    ("CREATE STREAM x AS SELECT v.* FROM (SELECT user, ms * 2 AS ms2 FROM pageviews) v", "user STRING, ms2 INT"),
+    ("CREATE STREAM x AS SELECT * FROM (SELECT oid, user FROM orders UNION ALL SELECT oid, carrier AS user FROM shipments)", "oid INT, user STRING"),
+    ("CREATE STREAM x AS SELECT *, 1 AS one FROM (SELECT * FROM (SELECT user, page FROM pageviews))", "user STRING, page STRING, one INT"),
 ]
 
 REFUSED = [

@@ -28,7 +28,9 @@ def output_projections(select: exp.Select, schemas: dict[str, list[Column]]) -> 
     - An expression without ``AS`` is named ``KSQL_COL_<n>``, ``n`` counting from 0 in
       SELECT order and skipping names the sources' columns or the other outputs have.
 
-    When the FROM clause is not plain sources (a subquery), ``*`` is left as written.
+    - ``*`` over a subquery (or ``x.*`` over one named ``x``) is the subquery's output
+      columns; over a ``UNION ALL``, its first branch's, which name the columns. Otherwise,
+      when the FROM clause is not plain sources, ``*`` is left as written.
     """
     tables = joined_tables(select, schemas)
     columns = {i: schemas[t.name.upper()] for i, t in enumerate(tables or [])}
@@ -60,7 +62,10 @@ def output_projections(select: exp.Select, schemas: dict[str, list[Column]]) -> 
                         named.append((exp.alias_(column, name, quoted=True), name))
             if chosen:
                 continue
-        if star:
+        inner = subquery_outputs(select, projection, schemas) if star and tables is None else None
+        if inner is not None:
+            named += [(exp.column(name, quoted=True), name) for name in inner]
+        elif star:
             named.append((projection.copy(), "*"))
         elif isinstance(projection, exp.Alias):
             named.append((projection.copy(), projection.alias))
@@ -83,6 +88,30 @@ def output_projections(select: exp.Select, schemas: dict[str, list[Column]]) -> 
             used.add(GENERATED_NAME.format(n))
         result.append(projection)
     return result
+
+
+def subquery_outputs(select: exp.Select, star: exp.Expression, schemas: dict[str, list[Column]]) -> list[str] | None:
+    """The names of the columns ``star`` stands for when ``select`` reads one subquery (no
+    joins), or None when it does not or they cannot be named here."""
+    first = select.args.get("from_") or select.args.get("from")
+    sub = first.this if first else None
+    if not isinstance(sub, exp.Subquery) or select.args.get("joins"):
+        return None
+    if isinstance(star, exp.Column) and star.table.lower() != sub.alias_or_name.lower():
+        return None
+    query = sub.this
+    while isinstance(query, (exp.Subquery, exp.Union)):  # a UNION's first branch names its columns
+        query = query.this
+    if not isinstance(query, exp.Select):
+        return None
+    names: list[str] = []
+    for projection in output_projections(query, schemas):
+        if isinstance(projection, exp.Star) or (
+            isinstance(projection, exp.Column) and isinstance(projection.this, exp.Star)
+        ):
+            return None  # left as written by output_projections: nothing to name it by
+        names.append(projection.alias_or_name)
+    return names
 
 
 def joined_tables(select: exp.Select, schemas: dict[str, list[Column]]) -> list[exp.Table] | None:
