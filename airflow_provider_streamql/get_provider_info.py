@@ -106,6 +106,12 @@ def get_provider_info() -> dict[str, Any]:
                         "schema": TEXT,
                         "description": "Spark connection SubmitRuntimeOperator submits runtimes through.",
                     },
+                    "kafka_bootstrap_servers": {
+                        "label": "Kafka bootstrap servers",
+                        "schema": TEXT,
+                        "description": "host:9092,... of the pipeline's Kafka topics: given to the runtimes "
+                        "SubmitRuntimeOperator starts, and their namespace in OpenLineage (kafka://host:9092).",
+                    },
                 },
             }
         ],

@@ -39,7 +39,8 @@ def test_what_the_provider_info_names_can_be_imported(dotted):
 REGISTERED = """
 from airflow import plugins_manager
 plugins, errors = plugins_manager._get_plugins()
-print([p.name for p in plugins].count("streamql"), sorted(errors))
+# only streamql's own errors: another provider's registration is its own business
+print([p.name for p in plugins].count("streamql"), sorted(k for k, v in errors.items() if "streamql" in f"{k}{v}".lower()))
 """
 
 

@@ -26,6 +26,9 @@ class StreamQLHook(BaseHook):
       (default ``$STREAMQL_HOME``).
     - ``pipeline``: the pipeline operators act on when they name none (default ``default``).
     - ``spark_conn_id``: the Spark connection runtimes are submitted through.
+    - ``kafka_bootstrap_servers``: the Kafka cluster of the pipeline's Kafka topics
+      (``host:9092,...``): given to runtimes this connection submits, and the namespace of
+      those topics in lineage (``kafka://host:9092``).
 
     :param streamql_conn_id: the connection to use.
     """
@@ -36,7 +39,7 @@ class StreamQLHook(BaseHook):
     hook_name = "StreamQL"
 
     #: extra fields shown in the connection form (see get_provider_info)
-    EXTRA_FIELDS = ("catalog", "home", "pipeline", "spark_conn_id")
+    EXTRA_FIELDS = ("catalog", "home", "pipeline", "spark_conn_id", "kafka_bootstrap_servers")
 
     def __init__(self, streamql_conn_id: str = default_conn_name, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -106,4 +109,5 @@ class StreamQLHook(BaseHook):
             "home": home,
             "pipeline": field("pipeline"),
             "spark_conn_id": field("spark_conn_id"),
+            "kafka_bootstrap_servers": field("kafka_bootstrap_servers"),
         }

@@ -14,11 +14,16 @@ from airflow.sdk.exceptions import AirflowFailException
 from ..conditions import AllOf, QueriesInState, VersionRunning
 from ..upgrades.report import VERDICTS
 from .base import StreamQLOperator, engine_errors, push
+from .lineage import QueryLineageMixin
 
 MODES = ("in_place", "replacing", "shadow")
 
 
-class CreateQueryOperator(StreamQLOperator):
+def _pulled(task_instance, key: str) -> Any:
+    return task_instance.xcom_pull(task_ids=task_instance.task_id, key=key)
+
+
+class CreateQueryOperator(QueryLineageMixin, StreamQLOperator):
     """Apply a StreamQL script: streams, tables and the persistent queries that fill them.
 
     The script is validated whole before any of it is applied. Applying an unchanged
@@ -64,8 +69,13 @@ class CreateQueryOperator(StreamQLOperator):
     def result(self, context: Context) -> Any:
         return context["ti"].xcom_pull(task_ids=context["ti"].task_id, key="query_ids")
 
+    def deployed_versions(self, task_instance) -> dict[str, int]:
+        versions = _pulled(task_instance, "versions") or {}
+        changed = {a["query_id"] for a in _pulled(task_instance, "actions") or [] if a["action"] != "unchanged"}
+        return {q: v for q, v in versions.items() if q in changed}
 
-class DeployScriptOperator(StreamQLOperator):
+
+class DeployScriptOperator(QueryLineageMixin, StreamQLOperator):
     """Headless deploy: a SQL file is the desired state of the pipeline. Plans it against the
     catalog (create, replace in place, replacing required, unchanged, rejected, and what left
     the file), pushes the plan to XCom as ``plan``, and unless ``plan_only`` applies it: every
@@ -129,6 +139,9 @@ class DeployScriptOperator(StreamQLOperator):
 
     def result(self, context: Context) -> Any:
         return context["ti"].xcom_pull(task_ids=context["ti"].task_id, key="plan")["summary"]
+
+    def deployed_versions(self, task_instance) -> dict[str, int]:
+        return dict(_pulled(task_instance, "versions") or {})
 
 
 class ValidateUpgradeOperator(StreamQLOperator):
@@ -213,7 +226,7 @@ class ValidateUpgradeOperator(StreamQLOperator):
                 spark.stop()
 
 
-class ReplaceQueryOperator(StreamQLOperator):
+class ReplaceQueryOperator(QueryLineageMixin, StreamQLOperator):
     """Upgrade a running query to a new definition.
 
     ``mode="in_place"`` (default): CREATE OR REPLACE behind the validator, keeping the
@@ -288,6 +301,21 @@ class ReplaceQueryOperator(StreamQLOperator):
         if self.wait:
             return self.wait_for(context, engine, condition)
         return self.no_wait(context, engine)
+
+    def deployed_versions(self, task_instance) -> dict[str, int]:
+        shadow = _pulled(task_instance, "shadow_query_id")
+        if shadow:
+            return {shadow: _pulled(task_instance, "shadow_version")}
+        query_id = _pulled(task_instance, "query_id")
+        return {query_id: _pulled(task_instance, "version")} if query_id else {}
+
+    def replaced_versions(self, task_instance) -> dict[str, int]:
+        """The version an in-place upgrade ended, or the query a replacing one rebuilt (a
+        shadow ends nothing until it is promoted)."""
+        previous = _pulled(task_instance, "previous_query_id")
+        if _pulled(task_instance, "shadow_query_id") or not previous:
+            return {}
+        return {previous: _pulled(task_instance, "previous_version")}
 
 
 class QueryControlOperator(StreamQLOperator):

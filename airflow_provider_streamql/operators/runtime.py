@@ -11,6 +11,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from airflow.providers.common.compat.sdk import conf as airflow_conf
 from airflow.sdk import BaseHook, Context
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowNotFoundException
 
@@ -63,6 +64,9 @@ class SubmitRuntimeOperator(StreamQLOperator):
         the catalog password (e.g. shipped to a YARN container with ``files``, or a mounted
         Kubernetes secret). (templated)
     :param spark_submit_kwargs: further SparkSubmitHook arguments (memory, cores, ...).
+    :param openlineage_inject_parent_job_info: pass the task's OpenLineage run to the Spark
+        application as its parent (``spark.openlineage.parent*``), as the Spark provider's
+        ``SparkSubmitOperator`` does; default ``[openlineage] spark_inject_parent_job_info``.
     """
 
     template_fields = (
@@ -87,6 +91,7 @@ class SubmitRuntimeOperator(StreamQLOperator):
         spark_submit_kwargs: dict[str, Any] | None = None,
         catalog_password_secret: str | None = None,
         catalog_password_file: str | None = None,
+        openlineage_inject_parent_job_info: bool | None = None,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("timeout", 300.0)
@@ -100,6 +105,11 @@ class SubmitRuntimeOperator(StreamQLOperator):
         self.spark_submit_kwargs = spark_submit_kwargs or {}
         self.catalog_password_secret = catalog_password_secret
         self.catalog_password_file = catalog_password_file
+        self.openlineage_inject_parent_job_info = (
+            airflow_conf.getboolean("openlineage", "spark_inject_parent_job_info", fallback=False)
+            if openlineage_inject_parent_job_info is None
+            else openlineage_inject_parent_job_info
+        )
 
     def apply(self, context: Context) -> str:
         from ..hooks.streamql import StreamQLHook
@@ -112,7 +122,7 @@ class SubmitRuntimeOperator(StreamQLOperator):
             return self._push(context, live[-1])
         settings = StreamQLHook.settings(BaseHook.get_connection(self.streamql_conn_id))
         spark_conn_id = self.spark_conn_id or settings["spark_conn_id"] or "spark_default"
-        hook, secret_env = self._hook(spark_conn_id, pipeline, settings)
+        hook, secret_env = self._hook(spark_conn_id, pipeline, settings, context)
         master, mode = hook._connection["master"], hook._connection["deploy_mode"] or "client"
         self.log.info("submitting the runtime of pipeline %r to %s (%s mode)", pipeline, master, mode)
         if mode == "cluster":
@@ -132,7 +142,7 @@ class SubmitRuntimeOperator(StreamQLOperator):
         push(context, pid=process.pid if process else None, log=log_path)
         return self._push(context, runtime)
 
-    def _hook(self, spark_conn_id: str, pipeline: str, settings: dict[str, Any]):
+    def _hook(self, spark_conn_id: str, pipeline: str, settings: dict[str, Any], context: Context | None = None):
         """The SparkSubmitHook that submits the runtime, and the environment only the
         spark-submit process gets (the catalog password in client mode: never the hook's
         ``env_vars``, which YARN and Kubernetes masters put into argv)."""
@@ -148,7 +158,7 @@ class SubmitRuntimeOperator(StreamQLOperator):
             ) from None
         if not spark_conn.host:
             raise AirflowFailException(f"Spark connection {spark_conn_id!r} names no master (its host is empty)")
-        env, conf, secret_env = self._submit_settings(spark_conn, pipeline, settings)
+        env, conf, secret_env = self._submit_settings(spark_conn, pipeline, settings, context)
         kwargs = {
             "spark_binary": _spark_binary(spark_conn.extra_dejson.get("spark-binary", "spark-submit")),
             **self.spark_submit_kwargs,
@@ -165,13 +175,26 @@ class SubmitRuntimeOperator(StreamQLOperator):
         )
         return hook, secret_env
 
-    def _submit_settings(self, spark_conn, pipeline: str, settings: dict[str, Any]):
+    def _submit_settings(self, spark_conn, pipeline: str, settings: dict[str, Any], context: Context | None = None):
         """The hook's ``env_vars`` and ``conf`` (both end up in argv on some masters: no
-        secret in them), and the spark-submit process's own extra environment."""
+        secret in them), and the spark-submit process's own extra environment. ``conf``
+        also carries the connection's Kafka servers unless given, and with
+        ``openlineage_inject_parent_job_info`` the task's OpenLineage run as the Spark
+        application's parent, as the Spark provider's operator passes it."""
         # where the driver runs, decided as the hook decides it
         mode = self.spark_submit_kwargs.get("deploy_mode") or spark_conn.extra_dejson.get("deploy-mode") or "client"
         env = {"STREAMQL_HOME": settings["home"], "STREAMQL_PIPELINE": pipeline}
         conf = {**self.conf}
+        if settings.get("kafka_bootstrap_servers"):
+            # the runtime's Kafka settings (runtime/kafka.py CONF_PREFIX), never from SQL text
+            conf.setdefault("spark.streamql.kafka.bootstrap.servers", settings["kafka_bootstrap_servers"])
+        if self.openlineage_inject_parent_job_info and context is not None:
+            # a no-op without the OpenLineage provider; keeps spark.openlineage.parent* given in conf
+            from airflow.providers.common.compat.openlineage.utils.spark import (
+                inject_parent_job_information_into_spark_properties,
+            )
+
+            conf = inject_parent_job_information_into_spark_properties(conf, context)
         password = None
         if settings["catalog"]:
             from sqlalchemy import make_url

@@ -1,0 +1,65 @@
+"""OpenLineage for the operators that create, replace or deploy queries.
+
+Airflow's OpenLineage provider is optional: it is imported only when its listener asks an
+operator for lineage, so nothing here runs without it. Two kinds of events come out:
+
+- the task's own (the listener's COMPLETE), with the queries' inputs and outputs from the
+  catalog, each with its schema, the output's column lineage, the statements as a ``sql``
+  job facet and a ``streamql`` run facet (query ID, version, verdict, processing type);
+- one run per query version, on a job of its own (``streamql.<pipeline>.<QUERY_ID>``,
+  ``processingType`` STREAMING, the task's run as its parent): START when the task deployed
+  the version, COMPLETE for the version it replaced. A query outlives the task that created
+  it, and the listener stamps every task's job as a BATCH task, so the streaming job is a
+  separate one.
+"""
+
+from __future__ import annotations
+
+from ..planner.lineage import query_lineage
+from .base import STATEMENT_ERRORS
+
+
+class QueryLineageMixin:
+    """``get_openlineage_facets_on_complete`` for an operator whose XCom says which query
+    versions it deployed (:meth:`deployed_versions`)."""
+
+    def deployed_versions(self, task_instance) -> dict[str, int]:
+        """Query ID -> the version this task created or replaced (empty when it changed
+        nothing)."""
+        raise NotImplementedError
+
+    def replaced_versions(self, task_instance) -> dict[str, int]:
+        """Query ID -> the version this task ended (a query upgraded or rebuilt)."""
+        return {q: v - 1 for q, v in self.deployed_versions(task_instance).items() if v > 1}
+
+    def get_openlineage_facets_on_complete(self, task_instance):
+        from airflow.providers.openlineage.extractors import OperatorLineage
+
+        from .lineage_events import emit_query_runs, operator_lineage
+
+        deployed = self.deployed_versions(task_instance)
+        if not deployed:
+            return OperatorLineage()
+        from ..hooks.streamql import StreamQLHook
+
+        conn = StreamQLHook.get_connection(self.streamql_conn_id)
+        kafka = StreamQLHook.settings(conn)["kafka_bootstrap_servers"]
+        engine = StreamQLHook.engine_for(conn)
+        try:
+            lineages = self._lineages(engine.catalog, deployed, kafka)
+            ended = self._lineages(engine.catalog, self.replaced_versions(task_instance), kafka)
+        finally:
+            engine.close()
+        if not lineages:
+            return OperatorLineage()
+        emit_query_runs(lineages, ended, task_instance)
+        return operator_lineage(lineages)
+
+    def _lineages(self, catalog, versions: dict[str, int], kafka: str | None) -> list:
+        found = []
+        for query_id, version in versions.items():
+            try:
+                found.append(query_lineage(catalog, query_id, version=version, kafka_bootstrap=kafka))
+            except STATEMENT_ERRORS as e:  # dropped since: the lineage of what is left
+                self.log.warning("no lineage for %s version %s: %s", query_id, version, e)
+        return found
