@@ -38,7 +38,21 @@ def get_provider_info() -> dict[str, Any]:
         "sensors": [{"integration-name": "StreamQL", "python-modules": ["airflow_provider_streamql.sensors.queries"]}],
         "hooks": [{"integration-name": "StreamQL", "python-modules": ["airflow_provider_streamql.hooks.streamql"]}],
         "triggers": [
-            {"integration-name": "StreamQL", "python-modules": ["airflow_provider_streamql.triggers.streamql"]}
+            {
+                "integration-name": "StreamQL",
+                "python-modules": [
+                    "airflow_provider_streamql.triggers.streamql",
+                    "airflow_provider_streamql.triggers.events",
+                ],
+            }
+        ],
+        "asset-uris": [
+            {
+                "schemes": ["streamql"],
+                "handler": "airflow_provider_streamql.assets.streamql.sanitize_uri",
+                "factory": "airflow_provider_streamql.assets.streamql.create_asset",
+                "to_openlineage_converter": "airflow_provider_streamql.assets.streamql.convert_asset_to_openlineage",
+            }
         ],
         "plugins": [{"name": "streamql", "plugin-class": "airflow_provider_streamql.plugins.streamql.StreamQLPlugin"}],
         "config": {

@@ -217,7 +217,7 @@ def airflow_db():
 
 # -- the fast selection: `pytest -m "not slow"` ---------------------------------------------
 #: fixtures that start Spark, runtime processes or Airflow's metadata database
-SLOW_FIXTURES = {"spark", "runtimes", "processes", "airflow_db"}
+SLOW_FIXTURES = {"spark", "runtimes", "processes", "airflow_db", "openlineage"}
 #: modules whose tests start Airflow, an api-server, a browser or spark-submit themselves
 SLOW_MODULES = {"test_airflow_operators", "test_airflow_triggers", "test_cluster", "test_compose",
                 "test_docs", "test_example_dags", "test_processes", "test_secrets", "test_ui"}

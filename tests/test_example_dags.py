@@ -39,8 +39,13 @@ def deployed(mart):
 def test_every_dag_file_imports_cleanly(airflow_db):
     bag = dag_bag(DAGS)
     assert bag.import_errors == {}
-    assert sorted(bag.dag_ids) == ["streamql_control", "streamql_deploy", "streamql_health", "streamql_rewind",
-                                   "streamql_shadow_upgrade", "streamql_snapshots", "streamql_upgrade"]
+    assert sorted(bag.dag_ids) == ["streamql_control", "streamql_deploy", "streamql_health", "streamql_repair",
+                                   "streamql_rewind", "streamql_shadow_upgrade", "streamql_snapshots",
+                                   "streamql_upgrade"]
+    # scheduled on the query's events (tests/test_asset_events.py runs it end to end)
+    [asset] = bag.get_dag("streamql_repair").timetable.asset_condition.objects
+    [watcher] = asset.watchers
+    assert (asset.uri, watcher.trigger.events) == ("streamql://streamql_default/VALID_PURCHASES", ["held"])
     assert bag.get_dag("streamql_snapshots").timetable.expression in ("@hourly", "0 * * * *")
     assert bag.get_dag("streamql_deploy").timetable.expression in ("@hourly", "0 * * * *")
     assert set(bag.get_dag("streamql_upgrade").params) == {"query_id", "new_sql", "mode", "dry_run"}

@@ -34,6 +34,7 @@ from .schema import (
     MIGRATION_7_COLUMNS,
     MIGRATION_8_COLUMNS,
     MIGRATION_9_TABLES,
+    MIGRATION_10_TABLES,
     queries,
     query_versions,
     schema_version,
@@ -164,6 +165,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     7: _split_properties,
     8: _complete_old_catalog,
     9: _create(MIGRATION_9_TABLES),
+    10: _create(MIGRATION_10_TABLES),
 }
 LATEST = max(MIGRATIONS)
 

@@ -145,6 +145,9 @@ class Progress:
     state_operators: list[dict[str, Any]] = field(default_factory=list)
 
 
+#: how the command log names the runtime when it pauses a query at a bad record (policy PAUSE)
+HOLD_ISSUER = "runtime:{runtime_id} (BAD_RECORD)"
+
 #: what became of a bad record
 BAD_RECORD_STATUSES = {
     "PENDING": "the query is paused on it (policy PAUSE)",

@@ -15,7 +15,7 @@ from sqlalchemy.exc import IntegrityError
 
 from . import schema as s
 from .connections import write_connection
-from .model import BadRecord, Progress
+from .model import HOLD_ISSUER, BadRecord, Progress
 
 #: batches of throughput history kept per query
 HISTORY = 60
@@ -294,7 +294,7 @@ class ObservedState:
                 .where(s.queries.c.id == query_id)
                 .values(desired_state="PAUSED", observed_state="PAUSED", error=reason, updated_at=time.time())
             )
-            self.log_command(conn, f"PAUSE {query_id}", pipeline, f"runtime:{runtime_id} (BAD_RECORD)")
+            self.log_command(conn, f"PAUSE {query_id}", pipeline, HOLD_ISSUER.format(runtime_id=runtime_id))
             return True
 
     def bad_records(

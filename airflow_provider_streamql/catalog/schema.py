@@ -185,6 +185,17 @@ checkpoint_snapshots = Table(
     Column("output_after", Integer),
 )
 
+# -- migration 10: how far each consumer of query events has read ------------------------
+event_cursors = Table(
+    "event_cursors",
+    metadata,
+    Column("consumer", String(255), primary_key=True),  # e.g. an Airflow asset watcher's trigger
+    Column("query_id", NAME, primary_key=True),
+    Column("kind", String(16), primary_key=True),  # see planner/events.py EVENTS
+    Column("last_key", String(64), nullable=False),  # the last event delivered
+    Column("updated_at", Float, nullable=False),
+)
+
 MIGRATION_1_TABLES = (sources, queries, query_versions, commands)
 MIGRATION_2_TABLES = (runtimes, leases, progress)
 MIGRATION_3_COLUMNS = {runtimes: ("spark_app_id", "spark_ui_url", "master")}
@@ -193,6 +204,7 @@ MIGRATION_5_TABLES = (bad_records,)
 MIGRATION_6_COLUMNS = {queries: ("run_id",)}
 MIGRATION_7_COLUMNS = {queries: ("settings", "plan", "shape"), query_versions: ("settings", "plan", "shape")}
 MIGRATION_9_TABLES = (checkpoint_snapshots,)
+MIGRATION_10_TABLES = (event_cursors,)
 #: the columns a query's version is made of (copied back by a rollback)
 DEFINITION = ("sql", "select_sql", "sources", "settings", "plan", "shape")
 

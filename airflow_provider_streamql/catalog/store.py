@@ -23,6 +23,7 @@ from sqlalchemy.pool import NullPool
 from ..errors import CatalogError, first_line
 from . import schema as s
 from .connections import serialise_sqlite, write_connection
+from .events import EventCursors
 from .migrations import LATEST, migrate
 from .model import QueryInfo, Snapshot, SourceInfo
 from .observed import ObservedState
@@ -30,7 +31,7 @@ from .snapshots import SnapshotRecords
 from .urls import default_url, parse_url, redact, safe_url, with_env_password
 
 
-class Catalog(ObservedState, SnapshotRecords):
+class Catalog(ObservedState, SnapshotRecords, EventCursors):
     """Access to one catalog database (SQLite or PostgreSQL), migrated to the latest schema."""
 
     def __init__(self, url: str | None = None, *, home: str | None = None, migrate_to: int = LATEST):

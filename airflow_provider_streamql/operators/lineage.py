@@ -19,6 +19,11 @@ from ..planner.lineage import query_lineage
 from .base import STATEMENT_ERRORS
 
 
+def pulled(task_instance, key: str):
+    """The task's own XCom value ``key``."""
+    return task_instance.xcom_pull(task_ids=task_instance.task_id, key=key)
+
+
 class QueryLineageMixin:
     """``get_openlineage_facets_on_complete`` for an operator whose XCom says which query
     versions it deployed (:meth:`deployed_versions`)."""

@@ -11,16 +11,13 @@ from typing import Any
 from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowFailException
 
+from ..assets.streamql import with_sink_outlets
 from ..conditions import AllOf, QueriesInState, VersionRunning
 from ..upgrades.report import VERDICTS
 from .base import StreamQLOperator, engine_errors, push
-from .lineage import QueryLineageMixin
+from .lineage import QueryLineageMixin, pulled
 
 MODES = ("in_place", "replacing", "shadow")
-
-
-def _pulled(task_instance, key: str) -> Any:
-    return task_instance.xcom_pull(task_ids=task_instance.task_id, key=key)
 
 
 class CreateQueryOperator(QueryLineageMixin, StreamQLOperator):
@@ -35,6 +32,9 @@ class CreateQueryOperator(QueryLineageMixin, StreamQLOperator):
     ``query_id`` (the last of them), ``version``, ``versions``, ``actions`` (per statement)
     and, after the wait, ``states``. Returns the list of query IDs.
 
+    Outlets: the streams and tables the script writes (``streamql://<conn>/<NAME>`` Assets),
+    when ``sql`` is statements known when the DAG is parsed; give ``outlets`` for a file.
+
     :param sql: StreamQL statements, or a path ending in ``.sql``. (templated)
     """
 
@@ -43,6 +43,7 @@ class CreateQueryOperator(QueryLineageMixin, StreamQLOperator):
     template_fields_renderers = {"sql": "sql"}
 
     def __init__(self, *, sql: str, **kwargs: Any) -> None:
+        with_sink_outlets(sql, kwargs)
         super().__init__(**kwargs)
         self.sql = sql
 
@@ -70,8 +71,8 @@ class CreateQueryOperator(QueryLineageMixin, StreamQLOperator):
         return context["ti"].xcom_pull(task_ids=context["ti"].task_id, key="query_ids")
 
     def deployed_versions(self, task_instance) -> dict[str, int]:
-        versions = _pulled(task_instance, "versions") or {}
-        changed = {a["query_id"] for a in _pulled(task_instance, "actions") or [] if a["action"] != "unchanged"}
+        versions = pulled(task_instance, "versions") or {}
+        changed = {a["query_id"] for a in pulled(task_instance, "actions") or [] if a["action"] != "unchanged"}
         return {q: v for q, v in versions.items() if q in changed}
 
 
@@ -90,7 +91,7 @@ class DeployScriptOperator(QueryLineageMixin, StreamQLOperator):
     :param sql: the deploy file (a path ending in ``.sql``) or its statements. (templated)
     :param teardown_sql: statements run after a successful apply, e.g. ``TERMINATE`` and
         ``DROP ... DELETE TOPIC`` for what the file no longer declares. (templated)
-    :param plan_only: push the plan and change nothing.
+    :param plan_only: push the plan and change nothing. Outlets as for CreateQueryOperator.
     """
 
     template_fields = ("sql", "teardown_sql", "pipeline")
@@ -98,6 +99,7 @@ class DeployScriptOperator(QueryLineageMixin, StreamQLOperator):
     template_fields_renderers = {"sql": "sql", "teardown_sql": "sql"}
 
     def __init__(self, *, sql: str, teardown_sql: str | None = None, plan_only: bool = False, **kwargs: Any) -> None:
+        with_sink_outlets(sql, kwargs)
         super().__init__(**kwargs)
         self.sql = sql
         self.teardown_sql = teardown_sql
@@ -141,7 +143,7 @@ class DeployScriptOperator(QueryLineageMixin, StreamQLOperator):
         return context["ti"].xcom_pull(task_ids=context["ti"].task_id, key="plan")["summary"]
 
     def deployed_versions(self, task_instance) -> dict[str, int]:
-        return dict(_pulled(task_instance, "versions") or {})
+        return dict(pulled(task_instance, "versions") or {})
 
 
 class ValidateUpgradeOperator(StreamQLOperator):
@@ -250,6 +252,8 @@ class ReplaceQueryOperator(QueryLineageMixin, StreamQLOperator):
     :param query_id: the query it must replace (checked when given). (templated)
     :param mode: ``in_place``, ``replacing`` or ``shadow``. (templated)
     :param start_from: where a replacing upgrade reads from: ``earliest``. (templated)
+
+    Outlets as for :class:`CreateQueryOperator` (none for a shadow, which writes elsewhere).
     """
 
     template_fields = ("sql", "query_id", "mode", "start_from", "pipeline")
@@ -265,6 +269,8 @@ class ReplaceQueryOperator(QueryLineageMixin, StreamQLOperator):
         start_from: str = "earliest",
         **kwargs: Any,
     ) -> None:
+        if mode != "shadow":
+            with_sink_outlets(sql, kwargs)
         super().__init__(**kwargs)
         self.sql = sql
         self.query_id = query_id
@@ -303,19 +309,18 @@ class ReplaceQueryOperator(QueryLineageMixin, StreamQLOperator):
         return self.no_wait(context, engine)
 
     def deployed_versions(self, task_instance) -> dict[str, int]:
-        shadow = _pulled(task_instance, "shadow_query_id")
+        shadow = pulled(task_instance, "shadow_query_id")
         if shadow:
-            return {shadow: _pulled(task_instance, "shadow_version")}
-        query_id = _pulled(task_instance, "query_id")
-        return {query_id: _pulled(task_instance, "version")} if query_id else {}
+            return {shadow: pulled(task_instance, "shadow_version")}
+        query_id = pulled(task_instance, "query_id")
+        return {query_id: pulled(task_instance, "version")} if query_id else {}
 
     def replaced_versions(self, task_instance) -> dict[str, int]:
-        """The version an in-place upgrade ended, or the query a replacing one rebuilt (a
-        shadow ends nothing until it is promoted)."""
-        previous = _pulled(task_instance, "previous_query_id")
-        if _pulled(task_instance, "shadow_query_id") or not previous:
+        """The version upgraded in place, or the query rebuilt (a shadow ends nothing)."""
+        previous = pulled(task_instance, "previous_query_id")
+        if pulled(task_instance, "shadow_query_id") or not previous:
             return {}
-        return {previous: _pulled(task_instance, "previous_version")}
+        return {previous: pulled(task_instance, "previous_version")}
 
 
 class QueryControlOperator(StreamQLOperator):

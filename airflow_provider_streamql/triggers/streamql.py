@@ -51,7 +51,7 @@ class StreamQLConditionTrigger(BaseTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         condition = Condition.from_dict(self.condition)
-        engine = await self._engine()
+        engine = await engine_of(self.streamql_conn_id, pipeline=self.pipeline)
         try:
             while True:
                 try:
@@ -69,11 +69,13 @@ class StreamQLConditionTrigger(BaseTrigger):
         finally:
             engine.close()
 
-    async def _engine(self):
-        from ..hooks.streamql import StreamQLHook
 
-        conn = await _connection(self.streamql_conn_id)
-        return await asyncio.to_thread(StreamQLHook.engine_for, conn, pipeline=self.pipeline)
+async def engine_of(streamql_conn_id: str, pipeline: str | None = None):
+    """The engine of a connection, opened without blocking the triggerer's event loop."""
+    from ..hooks.streamql import StreamQLHook
+
+    conn = await _connection(streamql_conn_id)
+    return await asyncio.to_thread(StreamQLHook.engine_for, conn, pipeline=pipeline)
 
 
 async def _connection(conn_id: str):

@@ -1,0 +1,125 @@
+"""Query events, derived from the catalog: a query caught up with its input, held at a bad
+record, entered ERROR, or runs a new version. Each occurrence has a key of its own, and a
+consumer's cursor in the catalog (:class:`~..catalog.events.EventCursors`) says which it has
+been given, so an event reaches each consumer once however often it looks, across restarts.
+
+``EventFeed`` is what an Airflow asset watcher's trigger polls
+(``triggers/events.py``); it is plain catalog reading, so any other scheduler can poll it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..conditions import CaughtUp, QueryView
+from ..errors import NotFoundError, ValidationError
+from .introspection import shown_state
+
+#: the kinds of query events, and what each means
+EVENTS = {
+    "caught_up": "every input record written so far is processed and committed (file topics)",
+    "held": "a bad record paused the query (WITH (on_error='PAUSE'))",
+    "error": "the query entered ERROR",
+    "upgraded": "a runtime runs a new version of the query",
+}
+
+
+@dataclass(frozen=True)
+class QueryEvent:
+    """One occurrence of an event: ``key`` tells it from every other of its kind."""
+
+    kind: str
+    query_id: str
+    key: str
+    pipeline: str
+    version: int
+    state: str
+    message: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"event": self.kind, **{k: v for k, v in asdict(self).items() if k != "kind"}}
+
+
+def check_events(kinds: object) -> list[str]:
+    """``kinds`` as a list of known event kinds, or ValidationError naming the unknown."""
+    if isinstance(kinds, str) or not isinstance(kinds, (list, tuple)) or not kinds:
+        raise ValidationError(f"events must be a non-empty list of {', '.join(EVENTS)}, not {kinds!r}")
+    unknown = [k for k in kinds if k not in EVENTS]
+    if unknown:
+        raise ValidationError(f"unknown query event(s) {unknown!r} (known: {', '.join(EVENTS)})")
+    return list(dict.fromkeys(kinds))
+
+
+def current_events(engine: QueryView, query_id: str) -> dict[str, QueryEvent]:
+    """The events whose condition holds for ``query_id`` now, by kind."""
+    query = engine.query(query_id)
+    catalog = engine.catalog
+    state = shown_state(query, catalog.leases().get(query.id))
+    common: dict[str, Any] = {
+        "query_id": query.id,
+        "pipeline": query.pipeline,
+        "version": query.version,
+        "state": state,
+    }
+    found: dict[str, QueryEvent] = {}
+    if state == "ERROR":
+        found["error"] = QueryEvent("error", key=f"{query.updated_at:.6f}", message=query.error or "", **common)
+    pending = catalog.bad_records(query.id, status="PENDING")
+    if query.desired_state == "PAUSED" and pending:
+        hold = catalog.last_hold(query.id)
+        if hold is not None:
+            first = pending[0]
+            details = {
+                "bad_records": len(pending),
+                "batch_id": first.batch_id,
+                "source": first.source,
+                "error": first.error,
+            }
+            message = f"{query.id} is held at {len(pending)} bad record(s) of {first.source}: {first.error}"
+            found["held"] = QueryEvent("held", key=str(hold), message=message, details=details, **common)
+    if query.running_version == query.version > 1 and state == "RUNNING":
+        message = f"{query.id} runs version {query.version}"
+        found["upgraded"] = QueryEvent("upgraded", key=f"v{query.version}", message=message, **common)
+    progress = engine.progress(query.id)
+    if state == "RUNNING" and progress is not None and not _on_kafka(engine, query):
+        check = CaughtUp(query.id, as_of=time.time()).check(engine)
+        if check.done:
+            key = str(progress.batch_id)
+            found["caught_up"] = QueryEvent(
+                "caught_up", key=key, message=check.message, details={"batch_id": progress.batch_id}, **common
+            )
+    return found
+
+
+def _on_kafka(engine: QueryView, query) -> bool:
+    return any(getattr(engine.catalog.source(n), "kafka_topic", None) for n in query.sources)
+
+
+@dataclass
+class EventFeed:
+    """The events of ``kinds`` for ``query_id`` that ``consumer`` has not been given.
+
+    ``poll`` returns them; ``acknowledge`` records one as given (after it was handed on, so
+    a consumer that dies in between gets it again: at least once). Keys never repeat: a
+    caught-up event is keyed by its batch, a hold by its PAUSE in the command log, an upgrade
+    by its version, an ERROR by when the query entered it (a query that fails again after a
+    restart is a new event).
+    """
+
+    consumer: str
+    query_id: str
+    kinds: list[str]
+
+    def poll(self, engine: QueryView) -> list[QueryEvent]:
+        try:
+            now = current_events(engine, self.query_id)
+        except NotFoundError:  # not created yet, or dropped: nothing to tell
+            return []
+        given = engine.catalog.event_cursors(self.consumer, self.query_id.upper())
+        return [now[k] for k in self.kinds if k in now and given.get(k) != now[k].key]
+
+    def acknowledge(self, engine: QueryView, event: QueryEvent) -> None:
+        engine.catalog.set_event_cursor(self.consumer, event.query_id, event.kind, event.key)

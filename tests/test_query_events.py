@@ -1,0 +1,200 @@
+"""Query events (planner/events.py) and their Airflow faces: the ``streamql`` asset URI
+scheme, operators' outlets, and QueryEventTrigger delivering each event once. A real SQLite
+catalog whose observed state is written as a runtime writes it (no JVM here; the whole path
+with Spark and a real Airflow is tests/test_asset_events.py)."""
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+
+from airflow_provider_streamql.catalog import BadRecord
+from airflow_provider_streamql.engine import Engine
+from airflow_provider_streamql.errors import ValidationError
+from airflow_provider_streamql.planner.events import EventFeed, current_events
+
+PIPELINE = """
+CREATE STREAM purchases (id INT KEY, product STRING, cost DOUBLE) WITH (value_format='JSON');
+CREATE STREAM valid_purchases WITH (on_error='PAUSE') AS SELECT * FROM purchases WHERE cost > 0;
+"""
+Q = "CSAS_VALID_PURCHASES_1"
+
+
+@pytest.fixture
+def engine(tmp_path):
+    engine = Engine(f"sqlite:///{tmp_path}/catalog.db", home=str(tmp_path), issuer="test")
+    engine.execute(PIPELINE)
+    yield engine
+    engine.close()
+
+
+def lease(engine) -> int:
+    return engine.catalog.acquire_lease(Q, "rt-1", ttl=60)
+
+
+def hold(engine, batch: int) -> None:
+    """What a runtime does at a bad record under policy PAUSE."""
+    record = BadRecord(Q, f"r{batch}", batch, "PURCHASES", "/x/part.json", 1, "{oops", "malformed JSON", "PENDING")
+    assert engine.catalog.hold_on_bad_records(Q, [record], "BAD_RECORD: malformed JSON", runtime_id="rt-1",
+                                              epoch=lease(engine))
+
+
+def test_a_hold_is_one_event_until_the_query_is_held_again(engine):
+    feed = EventFeed("repair", Q, ["held"])
+    assert feed.poll(engine) == []
+    hold(engine, 3)
+    [event] = feed.poll(engine)
+    assert (event.kind, event.query_id, event.details["bad_records"], event.details["batch_id"]) == ("held", Q, 1, 3)
+    assert "held at 1 bad record(s) of PURCHASES: malformed JSON" in event.message
+    assert feed.poll(engine) == [event]  # not acknowledged: handed on again
+    feed.acknowledge(engine, event)
+    assert feed.poll(engine) == []
+    assert EventFeed("other consumer", Q, ["held"]).poll(engine) == [event]  # cursors are per consumer
+
+    engine.execute(f"RESUME {Q} SKIP BAD RECORDS")
+    assert feed.poll(engine) == []
+    hold(engine, 5)
+    [again] = feed.poll(engine)
+    assert again.key != event.key and again.details["batch_id"] == 5
+
+
+def test_each_entry_into_error_is_an_event(engine):
+    feed = EventFeed("alerts", Q, ["error", "held"])
+    epoch = lease(engine)
+    engine.catalog.set_observed(Q, "ERROR", "boom", runtime_id="rt-1", epoch=epoch)
+    [first] = feed.poll(engine)
+    assert (first.kind, first.message, first.state) == ("error", "boom", "ERROR")
+    feed.acknowledge(engine, first)
+    assert feed.poll(engine) == []
+    time.sleep(0.01)
+    engine.catalog.set_observed(Q, "STARTING", runtime_id="rt-1", epoch=epoch)
+    engine.catalog.set_observed(Q, "ERROR", "boom", runtime_id="rt-1", epoch=epoch)
+    [second] = feed.poll(engine)
+    assert second.key != first.key
+
+
+def test_a_new_version_running_is_an_upgraded_event_once(engine):
+    feed = EventFeed("audit", Q, ["upgraded"])
+    epoch = lease(engine)
+    engine.catalog.set_observed(Q, "RUNNING", runtime_id="rt-1", epoch=epoch, running_version=1)
+    assert feed.poll(engine) == []  # the first version is not an upgrade
+    engine.execute("CREATE OR REPLACE STREAM valid_purchases WITH (on_error='PAUSE') AS "
+                   "SELECT * FROM purchases WHERE cost > 1;")
+    assert feed.poll(engine) == []  # written, not yet running
+    engine.catalog.set_observed(Q, "RUNNING", runtime_id="rt-1", epoch=epoch, running_version=2)
+    [event] = feed.poll(engine)
+    assert (event.kind, event.key, event.version) == ("upgraded", "v2", 2)
+    feed.acknowledge(engine, event)
+    assert feed.poll(engine) == []
+
+
+def test_a_query_not_there_yet_has_no_events(engine):
+    assert EventFeed("early", "CSAS_LATER_9", ["held", "error"]).poll(engine) == []
+    assert current_events(engine, Q) == {}
+
+
+@pytest.mark.parametrize("events, fragment", [
+    (["held", "exploded"], "unknown query event(s) ['exploded']"),
+    ("held", "events must be a non-empty list"),
+    ([], "events must be a non-empty list"),
+])
+def test_unknown_events_are_refused_when_the_dag_is_parsed(events, fragment):
+    from airflow_provider_streamql.triggers.events import QueryEventTrigger
+    with pytest.raises(ValidationError) as e:
+        QueryEventTrigger(query_id=Q, events=events)
+    assert fragment in str(e.value)
+
+
+@pytest.mark.parametrize("query_id, fragment", [
+    ("CSAS_X_1; DROP", "is not a plain SQL name"),
+    ("../etc", "is not a plain SQL name"),
+    (7, "must be a string"),
+])
+def test_a_hostile_query_id_is_refused_by_the_trigger(query_id, fragment):
+    from airflow_provider_streamql.triggers.events import QueryEventTrigger
+    with pytest.raises(Exception) as e:
+        QueryEventTrigger(query_id=query_id, events=["held"])
+    assert fragment in str(e.value)
+
+
+def test_the_trigger_fires_once_per_event_and_survives_a_restart(engine, monkeypatch):
+    from airflow_provider_streamql.triggers.events import QueryEventTrigger
+    monkeypatch.setenv("AIRFLOW_CONN_STREAMQL_DEFAULT", json.dumps(
+        {"conn_type": "streamql", "extra": {"catalog": str(engine.catalog.url), "home": engine.home}}))
+    trigger = QueryEventTrigger(query_id=Q.lower(), events=["held"], poll_interval=0.05)
+    classpath, kwargs = trigger.serialize()
+    assert classpath == "airflow_provider_streamql.triggers.events.QueryEventTrigger"
+    assert kwargs["query_id"] == Q and kwargs["consumer"].startswith(f"airflow-watcher:{Q}:")
+    hold(engine, 2)
+
+    async def first_events(n: int, within: float) -> list:
+        run, found = QueryEventTrigger(**kwargs).run(), []
+        try:
+            while len(found) < n:
+                found.append((await asyncio.wait_for(anext(run), within)).payload)
+        except TimeoutError:
+            pass
+        finally:
+            await run.aclose()
+        return found
+
+    [payload] = asyncio.run(first_events(2, 1.0))  # one event, then nothing more
+    assert (payload["event"], payload["query_id"], payload["state"]) == ("held", Q, "PAUSED")
+    assert asyncio.run(first_events(1, 0.5)) == []  # a new trigger, as after a restart: delivered already
+
+
+# -- the streamql asset URI scheme ---------------------------------------------------------
+
+@pytest.mark.parametrize("uri, normalized", [
+    ("streamql://streamql_default/valid_purchases", "streamql://streamql_default/VALID_PURCHASES"),
+    ("STREAMQL://conn/Orders/", "streamql://conn/ORDERS"),
+    ("streamql://conn/a/b", "streamql://<connection id>/<stream or table>"),
+    ("streamql:///orders", "streamql://<connection id>/<stream or table>"),
+    ("streamql://conn/", "streamql://<connection id>/<stream or table>"),
+    ("streamql://conn/1orders", "is not a plain SQL name"),
+    ("streamql://conn/orders?x=1", "streamql://<connection id>/<stream or table>"),
+])
+def test_asset_uris(uri, normalized):
+    from airflow.sdk import Asset
+    if normalized.startswith("streamql://") and "<" not in normalized:
+        assert Asset(uri=uri).uri == normalized
+    else:
+        with pytest.raises(ValueError) as e:
+            Asset(uri=uri)
+        assert normalized in str(e.value)
+
+
+@pytest.mark.parametrize("sql, kwargs, outlets", [
+    (PIPELINE, {}, ["streamql://streamql_default/VALID_PURCHASES"]),
+    ("INSERT INTO totals SELECT * FROM more; CREATE TABLE t AS SELECT product, COUNT(*) AS n FROM purchases GROUP BY product",
+     {"streamql_conn_id": "shop"}, ["streamql://shop/T", "streamql://shop/TOTALS"]),
+    ("pipeline.sql", {}, []),  # a file: known when the task renders it
+    ("{{ params.new_sql }}", {}, []),
+    ("CREATE STREAM broken AS SELEC", {}, []),  # the task reports the parse error
+    (PIPELINE, {"outlets": []}, []),  # given outlets win
+])
+def test_operators_declare_the_streams_they_write_as_outlets(sql, kwargs, outlets):
+    from airflow_provider_streamql.operators.queries import CreateQueryOperator
+    task = CreateQueryOperator(task_id="create", sql=sql, **kwargs)
+    assert sorted(a.uri for a in task.outlets) == outlets
+
+
+def test_a_shadow_upgrade_declares_no_outlet():
+    from airflow_provider_streamql.operators.queries import ReplaceQueryOperator
+    sql = "CREATE OR REPLACE STREAM v AS SELECT * FROM p"
+    assert [a.uri for a in ReplaceQueryOperator(task_id="r", sql=sql).outlets] == ["streamql://streamql_default/V"]
+    assert ReplaceQueryOperator(task_id="s", sql=sql, mode="shadow").outlets == []
+
+
+def test_an_asset_converts_to_the_dataset_lineage_names(engine, monkeypatch):
+    from airflow.sdk import Asset
+
+    from airflow_provider_streamql.assets.streamql import convert_asset_to_openlineage
+    monkeypatch.setenv("AIRFLOW_CONN_STREAMQL_DEFAULT", json.dumps(
+        {"conn_type": "streamql", "extra": {"catalog": str(engine.catalog.url), "home": engine.home}}))
+    found = convert_asset_to_openlineage(Asset(uri="streamql://streamql_default/valid_purchases"), None)
+    assert (found.namespace, found.name) == ("file", engine.catalog.source("VALID_PURCHASES").path)
+    missing = convert_asset_to_openlineage(Asset(uri="streamql://nowhere/valid_purchases"), None)
+    assert (missing.namespace, missing.name) == ("streamql://nowhere", "VALID_PURCHASES")
