@@ -67,6 +67,9 @@ REFUSED = [
     ("CREATE STREAM x AS SELECT user, user FROM pageviews", "column 'user' appears twice in the output"),
     (f"CREATE STREAM x AS SELECT oid {OS}", "column 'oid' is ambiguous: more than one joined source has it; qualify it (o.oid or s.oid)"),
     (f"CREATE STREAM x AS SELECT o.oid AS oid FROM orders o JOIN shipments s {W} ON oid = s.oid", "column 'oid' is ambiguous"),
+    ("CREATE STREAM x AS SELECT * FROM (SELECT user, ms * 2 FROM pageviews)", "* reads a subquery whose ms * 2 has no name: give it one with AS"),
+    ("CREATE STREAM x AS SELECT v.* FROM (SELECT * FROM (SELECT user, ms * 2 FROM pageviews)) v", "has no name: give it one with AS"),
+    (f"CREATE STREAM x AS SELECT * FROM (SELECT oid, user FROM orders) v JOIN shipments s {W} ON v.oid = s.oid", "* over a join with a subquery: name the columns"),
 ]
 
 

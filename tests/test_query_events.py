@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 
 import pytest
 
@@ -60,19 +59,25 @@ def test_a_hold_is_one_event_until_the_query_is_held_again(engine):
     assert again.key != event.key and again.details["batch_id"] == 5
 
 
-def test_each_entry_into_error_is_an_event(engine):
+def test_an_error_is_one_event_until_the_query_runs_again(engine):
     feed = EventFeed("alerts", Q, ["error", "held"])
     epoch = lease(engine)
     engine.catalog.set_observed(Q, "ERROR", "boom", runtime_id="rt-1", epoch=epoch)
     [first] = feed.poll(engine)
     assert (first.kind, first.message, first.state) == ("error", "boom", "ERROR")
     feed.acknowledge(engine, first)
-    assert feed.poll(engine) == []
-    time.sleep(0.01)
-    engine.catalog.set_observed(Q, "STARTING", runtime_id="rt-1", epoch=epoch)
+    for _retry in range(2):  # the runtime's retries, failing alike: the same event
+        engine.catalog.set_observed(Q, "STARTING", runtime_id="rt-1", epoch=epoch)
+        engine.catalog.set_observed(Q, "ERROR", "boom", runtime_id="rt-1", epoch=epoch)
+        assert feed.poll(engine) == []
+    engine.catalog.set_observed(Q, "ERROR", "another failure", runtime_id="rt-1", epoch=epoch)
+    [other] = feed.poll(engine)
+    feed.acknowledge(engine, other)
+    engine.catalog.set_observed(Q, "RUNNING", runtime_id="rt-1", epoch=epoch)
+    assert feed.poll(engine) == []  # running again re-arms it
     engine.catalog.set_observed(Q, "ERROR", "boom", runtime_id="rt-1", epoch=epoch)
-    [second] = feed.poll(engine)
-    assert second.key != first.key
+    [again] = feed.poll(engine)
+    assert again.key == first.key
 
 
 def test_a_new_version_running_is_an_upgraded_event_once(engine):
@@ -88,11 +93,20 @@ def test_a_new_version_running_is_an_upgraded_event_once(engine):
     assert (event.kind, event.key, event.version) == ("upgraded", "v2", 2)
     feed.acknowledge(engine, event)
     assert feed.poll(engine) == []
+    # version 3 runs, fails and is rolled back to 2: a rollback is not an upgrade
+    engine.execute("CREATE OR REPLACE STREAM valid_purchases WITH (on_error='PAUSE') AS "
+                   "SELECT * FROM purchases WHERE cost > 2;")
+    engine.catalog.set_observed(Q, "RUNNING", runtime_id="rt-1", epoch=epoch, running_version=3)
+    [third] = feed.poll(engine)
+    feed.acknowledge(engine, third)
+    engine.catalog.roll_back(Q, good=2, failed=3, error="broke")
+    engine.catalog.set_observed(Q, "RUNNING", runtime_id="rt-1", epoch=epoch, running_version=2)
+    assert (engine.query(Q).version, feed.poll(engine)) == (2, [])
 
 
 def test_a_query_not_there_yet_has_no_events(engine):
     assert EventFeed("early", "CSAS_LATER_9", ["held", "error"]).poll(engine) == []
-    assert current_events(engine, Q) == {}
+    assert current_events(engine, Q).events == {}
 
 
 @pytest.mark.parametrize("events, fragment", [
@@ -143,6 +157,49 @@ def test_the_trigger_fires_once_per_event_and_survives_a_restart(engine, monkeyp
     [payload] = asyncio.run(first_events(2, 1.0))  # one event, then nothing more
     assert (payload["event"], payload["query_id"], payload["state"]) == ("held", Q, "PAUSED")
     assert asyncio.run(first_events(1, 0.5)) == []  # a new trigger, as after a restart: delivered already
+
+
+def test_an_event_airflow_did_not_save_is_handed_out_again(engine, monkeypatch):
+    """The triggerer's acknowledged stream: an event is recorded as delivered only once
+    Airflow saved its asset event (a clean outcome), else the next poll hands it out again."""
+    from airflow.triggers.shared_stream import AdvanceItem, AdvanceOutcome
+
+    from airflow_provider_streamql.triggers.events import QueryEventTrigger
+    monkeypatch.setenv("AIRFLOW_CONN_STREAMQL_DEFAULT", json.dumps(
+        {"conn_type": "streamql", "extra": {"catalog": str(engine.catalog.url), "home": engine.home}}))
+    trigger = QueryEventTrigger(query_id=Q, events=["held"], poll_interval=0.05)
+    assert trigger.shared_stream_key() == ("streamql-query-events", trigger.consumer)
+    producer = QueryEventTrigger.create_shared_stream_producer(trigger.serialize()[1])
+    hold(engine, 2)
+
+    async def go():
+        stream = producer.open_stream()
+        _payload, event = await anext(stream)
+        await producer.advance([AdvanceItem(event, AdvanceOutcome(acked=0, failed=1))])  # not saved
+        _payload, again = await asyncio.wait_for(anext(stream), 2)
+        await producer.advance([AdvanceItem(again, AdvanceOutcome(acked=1, failed=0))])
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(anext(stream), 0.5)
+        await producer.aclose()
+        return event, again
+
+    event, again = asyncio.run(go())
+    assert again.key == event.key
+    assert engine.catalog.event_cursors(trigger.consumer, Q) == {"held": event.key}
+
+
+def test_a_catalog_it_cannot_reach_is_retried_not_a_crash(caplog):
+    from airflow_provider_streamql.triggers.events import QueryEventTrigger
+    producer = QueryEventTrigger.create_shared_stream_producer(
+        QueryEventTrigger(query_id=Q, events=["held"], streamql_conn_id="no_such_connection", poll_interval=0.05)
+        .serialize()[1])
+
+    async def go():
+        with pytest.raises(TimeoutError):  # still polling, with a back-off: never raises
+            await asyncio.wait_for(anext(producer.open_stream()), 0.5)
+
+    asyncio.run(go())
+    assert "no_such_connection" in caplog.text and "retry in" in caplog.text
 
 
 # -- the streamql asset URI scheme ---------------------------------------------------------

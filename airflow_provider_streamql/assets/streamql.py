@@ -6,6 +6,7 @@ Asset of a stream or table in the catalog a ``streamql`` connection names. Regis
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult, urlsplit
 
@@ -20,6 +21,8 @@ if TYPE_CHECKING:
     from airflow.sdk import AssetWatcher
 
 SCHEME = "streamql"
+#: what an Airflow connection id may be, as the URI's host
+CONN_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,249}")
 #: StreamQLHook.default_conn_name (not imported: the hook imports the engine)
 DEFAULT_CONN_ID = "streamql_default"
 
@@ -33,6 +36,8 @@ def stream_asset(
 ) -> Asset:
     """The Asset of stream or table ``name`` (e.g. a query's sink): a DAG scheduled on it
     runs when a task with it as an outlet succeeds, or when one of its ``watchers`` fires."""
+    if not isinstance(streamql_conn_id, str) or not CONN_ID.fullmatch(streamql_conn_id):
+        raise ValueError(f"streamql_conn_id {streamql_conn_id!r} is not a connection id (letters, digits, _-.)")
     uri = f"{SCHEME}://{streamql_conn_id}/{check_object_name(name, 'stream or table')}"
     return Asset(name=uri, uri=uri, watchers=watchers or [], extra=extra or {})
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from ..errors import ValidationError
 from .statements import Column
 
 #: the names ksqlDB gives unaliased expressions, numbered in SELECT order: KSQL_COL_0, ...
@@ -65,6 +66,10 @@ def output_projections(select: exp.Select, schemas: dict[str, list[Column]]) -> 
         inner = subquery_outputs(select, projection, schemas) if star and tables is None else None
         if inner is not None:
             named += [(exp.column(name, quoted=True), name) for name in inner]
+        elif star and _reads_subquery(select):
+            raise ValidationError(
+                f"{projection.sql()} over a join with a subquery: name the columns it should select instead"
+            )
         elif star:
             named.append((projection.copy(), "*"))
         elif isinstance(projection, exp.Alias):
@@ -104,6 +109,11 @@ def subquery_outputs(select: exp.Select, star: exp.Expression, schemas: dict[str
         query = query.this
     if not isinstance(query, exp.Select):
         return None
+    unnamed = [p for p in query.expressions if not isinstance(p, (exp.Column, exp.Alias, exp.Star))]
+    if unnamed:
+        raise ValidationError(
+            f"{star.sql()} reads a subquery whose {unnamed[0].sql()} has no name: give it one with AS"
+        )
     names: list[str] = []
     for projection in output_projections(query, schemas):
         if isinstance(projection, exp.Star) or (
@@ -112,6 +122,12 @@ def subquery_outputs(select: exp.Select, star: exp.Expression, schemas: dict[str
             return None  # left as written by output_projections: nothing to name it by
         names.append(projection.alias_or_name)
     return names
+
+
+def _reads_subquery(select: exp.Select) -> bool:
+    first = select.args.get("from_") or select.args.get("from")
+    items = [first.this if first else None] + [j.this for j in select.args.get("joins") or []]
+    return any(isinstance(t, exp.Subquery) for t in items)
 
 
 def joined_tables(select: exp.Select, schemas: dict[str, list[Column]]) -> list[exp.Table] | None:

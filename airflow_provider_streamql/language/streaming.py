@@ -156,7 +156,8 @@ def _having_as_column(tree: exp.Select, source_columns: set[str]) -> None:
 
 def _expand_stars(tree: exp.Select, schemas: dict[str, list[Column]]) -> None:
     """The SELECT list under its output names (:func:`output_projections`: ``*`` expanded,
-    made-up names as aliases). A ``*`` over a subquery is expanded from the tables inside."""
+    over a subquery to its outputs; made-up names as aliases). A ``*`` it leaves as written
+    is expanded from the tables inside."""
     tree.set("expressions", output_projections(tree, schemas))
     tables = [t for t in tree.find_all(exp.Table) if t.name.upper() in schemas]
     projections = []

@@ -33,9 +33,10 @@ class QueryLineageMixin:
         nothing)."""
         raise NotImplementedError
 
-    def replaced_versions(self, task_instance) -> dict[str, int]:
-        """Query ID -> the version this task ended (a query upgraded or rebuilt)."""
-        return {q: v - 1 for q, v in self.deployed_versions(task_instance).items() if v > 1}
+    def replaced_versions(self, task_instance) -> dict[str, int | None]:
+        """Query ID -> the version this task ended (a query upgraded or rebuilt); None: the
+        version before the deployed one, a rolled-back one left out (its run ended then)."""
+        return {q: None for q, v in self.deployed_versions(task_instance).items() if v > 1}
 
     def get_openlineage_facets_on_complete(self, task_instance):
         from airflow.providers.openlineage.extractors import OperatorLineage
@@ -52,7 +53,9 @@ class QueryLineageMixin:
         engine = StreamQLHook.engine_for(conn)
         try:
             lineages = self._lineages(engine.catalog, deployed, kafka)
-            ended = self._lineages(engine.catalog, self.replaced_versions(task_instance), kafka)
+            replaced = self.replaced_versions(task_instance)
+            before = {q: v or _version_before(engine.catalog, q, deployed[q]) for q, v in replaced.items()}
+            ended = self._lineages(engine.catalog, before, kafka)
         finally:
             engine.close()
         if not lineages:
@@ -60,11 +63,19 @@ class QueryLineageMixin:
         emit_query_runs(lineages, ended, task_instance)
         return operator_lineage(lineages)
 
-    def _lineages(self, catalog, versions: dict[str, int], kafka: str | None) -> list:
+    def _lineages(self, catalog, versions: dict[str, int | None], kafka: str | None) -> list:
         found = []
         for query_id, version in versions.items():
+            if version is None:
+                continue
             try:
                 found.append(query_lineage(catalog, query_id, version=version, kafka_bootstrap=kafka))
             except STATEMENT_ERRORS as e:  # dropped since: the lineage of what is left
                 self.log.warning("no lineage for %s version %s: %s", query_id, version, e)
         return found
+
+
+def _version_before(catalog, query_id: str, version: int) -> int | None:
+    """The latest version of ``query_id`` before ``version`` that was not rolled back."""
+    earlier = [v for v in catalog.versions(query_id) if v["version"] < version]
+    return max((v["version"] for v in earlier if v["outcome"] != "ROLLED_BACK"), default=None)

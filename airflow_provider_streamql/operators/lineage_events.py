@@ -14,6 +14,7 @@ from airflow.providers.openlineage.plugins.macros import (
     lineage_job_name,
     lineage_job_namespace,
     lineage_root_job_name,
+    lineage_root_job_namespace,
     lineage_root_run_id,
     lineage_run_id,
 )
@@ -111,7 +112,9 @@ def _parent_facet(task_instance):
         job=parent_run.Job(namespace=namespace, name=lineage_job_name(task_instance)),
         root=parent_run.Root(
             run=parent_run.RootRun(runId=lineage_root_run_id(task_instance)),
-            job=parent_run.RootJob(namespace=namespace, name=lineage_root_job_name(task_instance)),
+            job=parent_run.RootJob(
+                namespace=lineage_root_job_namespace(task_instance), name=lineage_root_job_name(task_instance)
+            ),
         ),
     )
 

@@ -91,7 +91,8 @@ class DeployScriptOperator(QueryLineageMixin, StreamQLOperator):
     :param sql: the deploy file (a path ending in ``.sql``) or its statements. (templated)
     :param teardown_sql: statements run after a successful apply, e.g. ``TERMINATE`` and
         ``DROP ... DELETE TOPIC`` for what the file no longer declares. (templated)
-    :param plan_only: push the plan and change nothing. Outlets as for CreateQueryOperator.
+    :param plan_only: push the plan and change nothing. Outlets as for CreateQueryOperator
+        (none with ``plan_only``).
     """
 
     template_fields = ("sql", "teardown_sql", "pipeline")
@@ -99,7 +100,7 @@ class DeployScriptOperator(QueryLineageMixin, StreamQLOperator):
     template_fields_renderers = {"sql": "sql", "teardown_sql": "sql"}
 
     def __init__(self, *, sql: str, teardown_sql: str | None = None, plan_only: bool = False, **kwargs: Any) -> None:
-        with_sink_outlets(sql, kwargs)
+        with_sink_outlets("" if plan_only else sql, kwargs)
         super().__init__(**kwargs)
         self.sql = sql
         self.teardown_sql = teardown_sql
@@ -253,7 +254,7 @@ class ReplaceQueryOperator(QueryLineageMixin, StreamQLOperator):
     :param mode: ``in_place``, ``replacing`` or ``shadow``. (templated)
     :param start_from: where a replacing upgrade reads from: ``earliest``. (templated)
 
-    Outlets as for :class:`CreateQueryOperator` (none for a shadow, which writes elsewhere).
+    Outlets as for :class:`CreateQueryOperator` when ``mode`` is not a shadow (nor templated).
     """
 
     template_fields = ("sql", "query_id", "mode", "start_from", "pipeline")
@@ -269,8 +270,7 @@ class ReplaceQueryOperator(QueryLineageMixin, StreamQLOperator):
         start_from: str = "earliest",
         **kwargs: Any,
     ) -> None:
-        if mode != "shadow":
-            with_sink_outlets(sql, kwargs)
+        with_sink_outlets(sql if mode in ("in_place", "replacing") else "", kwargs)  # not a shadow, nor a template
         super().__init__(**kwargs)
         self.sql = sql
         self.query_id = query_id

@@ -9,6 +9,7 @@ been given, so an event reaches each consumer once however often it looks, acros
 
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -53,8 +54,16 @@ def check_events(kinds: object) -> list[str]:
     return list(dict.fromkeys(kinds))
 
 
-def current_events(engine: QueryView, query_id: str) -> dict[str, QueryEvent]:
-    """The events whose condition holds for ``query_id`` now, by kind."""
+@dataclass(frozen=True)
+class Now:
+    """A query's shown state and the events whose condition holds, by kind."""
+
+    state: str
+    events: dict[str, QueryEvent]
+
+
+def current_events(engine: QueryView, query_id: str) -> Now:
+    """The events whose condition holds for ``query_id`` now."""
     query = engine.query(query_id)
     catalog = engine.catalog
     state = shown_state(query, catalog.leases().get(query.id))
@@ -66,7 +75,9 @@ def current_events(engine: QueryView, query_id: str) -> dict[str, QueryEvent]:
     }
     found: dict[str, QueryEvent] = {}
     if state == "ERROR":
-        found["error"] = QueryEvent("error", key=f"{query.updated_at:.6f}", message=query.error or "", **common)
+        # the runtime retries with a back-off: the same failure again is the same event
+        key = hashlib.sha256((query.error or "").encode()).hexdigest()[:16]
+        found["error"] = QueryEvent("error", key=key, message=query.error or "", **common)
     pending = catalog.bad_records(query.id, status="PENDING")
     if query.desired_state == "PAUSED" and pending:
         hold = catalog.last_hold(query.id)
@@ -91,7 +102,7 @@ def current_events(engine: QueryView, query_id: str) -> dict[str, QueryEvent]:
             found["caught_up"] = QueryEvent(
                 "caught_up", key=key, message=check.message, details={"batch_id": progress.batch_id}, **common
             )
-    return found
+    return Now(state, found)
 
 
 def _on_kafka(engine: QueryView, query) -> bool:
@@ -103,10 +114,11 @@ class EventFeed:
     """The events of ``kinds`` for ``query_id`` that ``consumer`` has not been given.
 
     ``poll`` returns them; ``acknowledge`` records one as given (after it was handed on, so
-    a consumer that dies in between gets it again: at least once). Keys never repeat: a
-    caught-up event is keyed by its batch, a hold by its PAUSE in the command log, an upgrade
-    by its version, an ERROR by when the query entered it (a query that fails again after a
-    restart is a new event).
+    a consumer that dies in between gets it again: at least once). A caught-up event is
+    keyed by its batch and a hold by its PAUSE in the command log, which never repeat. An
+    upgrade is a version above the last one given (a rollback to an older one is not). An
+    ERROR is keyed by its error: the runtime's retries failing alike are one event, and the
+    query running again re-arms it.
     """
 
     consumer: str
@@ -118,8 +130,23 @@ class EventFeed:
             now = current_events(engine, self.query_id)
         except NotFoundError:  # not created yet, or dropped: nothing to tell
             return []
-        given = engine.catalog.event_cursors(self.consumer, self.query_id.upper())
-        return [now[k] for k in self.kinds if k in now and given.get(k) != now[k].key]
+        query_id = self.query_id.upper()
+        given = engine.catalog.event_cursors(self.consumer, query_id)
+        if now.state == "RUNNING" and given.get("error"):
+            engine.catalog.set_event_cursor(self.consumer, query_id, "error", REARMED)
+        return [e for k, e in now.events.items() if k in self.kinds and _is_new(e, given.get(k))]
 
     def acknowledge(self, engine: QueryView, event: QueryEvent) -> None:
         engine.catalog.set_event_cursor(self.consumer, event.query_id, event.kind, event.key)
+
+
+#: the cursor of a kind whose next event is new whatever its key
+REARMED = ""
+
+
+def _is_new(event: QueryEvent, given: str | None) -> bool:
+    if given is None or given == REARMED:
+        return True
+    if event.kind == "upgraded":  # "v<N>": only a later version
+        return int(event.key[1:]) > int(given[1:])
+    return event.key != given

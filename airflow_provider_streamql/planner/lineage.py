@@ -13,7 +13,6 @@ import json
 from dataclasses import dataclass, field
 
 from sqlglot import exp
-from sqlglot.errors import SqlglotError
 from sqlglot.lineage import lineage as column_lineage
 
 from ..catalog import Catalog, SourceInfo
@@ -73,8 +72,9 @@ def dataset_of(source: SourceInfo, kafka_bootstrap: str | None = None) -> Datase
 def query_lineage(
     catalog: Catalog, query_id: str, *, version: int | None = None, kafka_bootstrap: str | None = None
 ) -> QueryLineage:
-    """The lineage of ``version`` of ``query_id`` (default its current version), as the
-    catalog recorded that version: its statement, inputs and output columns then."""
+    """The lineage of ``version`` of ``query_id`` (default its current version): the
+    statement, inputs and output columns the catalog recorded for that version, each input
+    with its columns as they are now."""
     query = catalog.query(query_id.upper())
     if query is None:
         raise NotFoundError(f"no query {query_id!r}")
@@ -110,23 +110,28 @@ def _columns(
     columns: dict[str, tuple[InputColumn, ...]] = {}
     for out, _type in output.fields:
         try:
-            node = column_lineage(out, sql, schema=schema, dialect="spark")
-        except SqlglotError:  # a column the SELECT does not name (e.g. a table's key)
+            found = _inputs_of(column_lineage(out, sql, schema=schema, dialect="spark"), stream_of, inputs)
+        except Exception:  # a column the SELECT does not name (a table's key): no lineage for it
             continue
-        how = _transformation(node.expression)
-        found = []
-        for leaf in node.walk():
-            if leaf.downstream or not isinstance(leaf.expression, exp.Table):
-                continue
-            stream = stream_of.get(leaf.expression.name.lower())
-            if stream in inputs:
-                # sqlglot names it as written in the SELECT (quoted, case folded): the
-                # stream's own spelling is the dataset's field
-                name = exp.maybe_parse(leaf.name, into=exp.Column).name
-                column = next((f for f, _type in inputs[stream].fields if f.lower() == name.lower()), name)
-                found.append(InputColumn(inputs[stream].namespace, inputs[stream].name, column, how))
         columns[out] = tuple(sorted(set(found), key=lambda c: (c.name, c.column)))
     return columns
+
+
+def _inputs_of(node, stream_of: dict[str, str], inputs: dict[str, Dataset]) -> list[InputColumn]:
+    """The input columns at the leaves of one output column's lineage tree."""
+    how = _transformation(node.expression)
+    found = []
+    for leaf in node.walk():
+        if leaf.downstream or not isinstance(leaf.expression, exp.Table):
+            continue
+        stream = stream_of.get(leaf.expression.name.lower())
+        if stream in inputs:
+            # sqlglot names it as written in the SELECT (quoted, case folded): the stream's
+            # own spelling is the dataset's field
+            name = exp.maybe_parse(leaf.name, into=exp.Column).name
+            column = next((f for f, _type in inputs[stream].fields if f.lower() == name.lower()), name)
+            found.append(InputColumn(inputs[stream].namespace, inputs[stream].name, column, how))
+    return found
 
 
 def _transformation(expression: exp.Expression) -> str:

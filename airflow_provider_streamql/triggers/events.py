@@ -5,14 +5,23 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
+from airflow.triggers.shared_stream import AdvanceItem, AdvanceOutcome, SharedStreamProducer
 
 from ..language.names import check_object_name
-from ..planner.events import EventFeed, check_events
+from ..planner.events import EventFeed, QueryEvent, check_events
 from .streamql import engine_of
+
+log = logging.getLogger(__name__)
+
+#: longest back-off between attempts to read a catalog that cannot be reached
+MAX_RETRY_DELAY = 60.0
+#: a consumer name is stored in the catalog (event_cursors.consumer)
+MAX_CONSUMER_LENGTH = 255
 
 
 class QueryEventTrigger(BaseEventTrigger):
@@ -23,11 +32,12 @@ class QueryEventTrigger(BaseEventTrigger):
     (``event``, ``query_id``, ``key``, ``pipeline``, ``version``, ``state``, ``message``,
     ``details``).
 
-    The trigger polls the catalog and never ends. What it delivered is recorded in the
-    catalog under ``consumer`` (default: one derived from its arguments, so watchers with
-    the same arguments share it, as Airflow shares their trigger), so an event is delivered
-    once, also across triggerer restarts (at least once: a triggerer that dies between
-    handing an event on and recording it hands it on again).
+    The trigger polls the catalog and never ends; a catalog it cannot reach is retried with
+    a growing back-off. What it delivered is recorded in the catalog under ``consumer``
+    (default: derived from its arguments, so watchers with the same arguments share it, as
+    Airflow shares their trigger) once Airflow has saved the asset event (the triggerer's
+    acknowledged shared stream), so each event is delivered at least once, and once as long
+    as the catalog can be written.
 
     :param query_id: the query to watch (it may not exist yet).
     :param events: the kinds of events to fire on.
@@ -50,12 +60,14 @@ class QueryEventTrigger(BaseEventTrigger):
         self.events = check_events(events)
         if isinstance(poll_interval, bool) or not isinstance(poll_interval, (int, float)) or not poll_interval > 0:
             raise ValueError(f"poll_interval must be a positive number of seconds, not {poll_interval!r}")
+        if consumer is not None and (not isinstance(consumer, str) or not 0 < len(consumer) <= MAX_CONSUMER_LENGTH):
+            raise ValueError(f"consumer must be a name of 1 to {MAX_CONSUMER_LENGTH} characters, not {consumer!r}")
         self.streamql_conn_id = streamql_conn_id
         self.poll_interval = poll_interval
         self.consumer = consumer or self._default_consumer()
 
     def _default_consumer(self) -> str:
-        arguments = json.dumps([self.streamql_conn_id, self.query_id, self.events])
+        arguments = json.dumps([self.streamql_conn_id, self.query_id, self.events, self.poll_interval])
         return f"airflow-watcher:{self.query_id}:{hashlib.sha256(arguments.encode()).hexdigest()[:12]}"
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -70,15 +82,89 @@ class QueryEventTrigger(BaseEventTrigger):
             },
         )
 
+    # -- in the triggerer: an acknowledged shared stream ------------------------------------
+    def shared_stream_key(self) -> tuple[str, str]:
+        """One poll per consumer; its events are recorded only once Airflow saved them."""
+        return ("streamql-query-events", self.consumer)
+
+    @classmethod
+    def create_shared_stream_producer(cls, kwargs: dict[str, Any]) -> QueryEventProducer:
+        return QueryEventProducer(cls(**kwargs))
+
+    async def filter_shared_stream(self, shared_stream: AsyncIterator[Any]) -> AsyncIterator[TriggerEvent]:
+        async for payload in shared_stream:
+            yield TriggerEvent(payload)
+
+    # -- anywhere else (a triggerer without shared streams, a test) ------------------------
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        feed = EventFeed(self.consumer, self.query_id, self.events)
-        engine = await engine_of(self.streamql_conn_id)
+        """Each event, recorded as delivered when the next one is asked for."""
+        producer = QueryEventProducer(self)
         try:
-            while True:
-                for event in await asyncio.to_thread(feed.poll, engine):
-                    self.log.info("%s: %s", event.kind, event.message)
-                    yield TriggerEvent(event.to_dict())
-                    await asyncio.to_thread(feed.acknowledge, engine, event)
-                await asyncio.sleep(self.poll_interval)
+            async for payload, event in producer.open_stream():
+                yield TriggerEvent(payload)
+                await producer.advance([AdvanceItem(event, AdvanceOutcome(acked=1, failed=0))])
         finally:
+            await producer.aclose()
+
+
+class QueryEventProducer(SharedStreamProducer):
+    """Polls the catalog for the trigger's events and records each one delivered once the
+    triggerer says every subscriber's asset event is saved (``advance``); an event not yet
+    recorded is not handed out twice by this poll, and is handed out again by the next
+    (after a triggerer restart) if it never was."""
+
+    def __init__(self, trigger: QueryEventTrigger):
+        self.trigger = trigger
+        self.feed = EventFeed(trigger.consumer, trigger.query_id, trigger.events)
+        self.engine: Any = None
+        self.in_flight: dict[tuple[str, str], QueryEvent] = {}
+        self.delivered: list[QueryEvent] = []  # saved by Airflow, not yet recorded
+
+    async def open_stream(self) -> AsyncIterator[tuple[Any, Any]]:
+        delay = self.trigger.poll_interval
+        while True:
+            try:
+                if self.engine is None:
+                    self.engine = await engine_of(self.trigger.streamql_conn_id)
+                await self._record_delivered()
+                events = await asyncio.to_thread(self.feed.poll, self.engine)
+                delay = self.trigger.poll_interval
+            except Exception as e:  # the catalog or connection is not there: try again later
+                delay = min(MAX_RETRY_DELAY, delay * 2)
+                log.warning("query events of %s: %s (retry in %gs)", self.trigger.query_id, e, delay)
+                self._close()
+                await asyncio.sleep(delay)
+                continue
+            for event in events:
+                if (event.kind, event.key) not in self.in_flight:
+                    self.in_flight[(event.kind, event.key)] = event
+                    log.info("%s: %s", event.kind, event.message)
+                    yield event.to_dict(), event
+            await asyncio.sleep(self.trigger.poll_interval)
+
+    async def advance(self, batch: Sequence[AdvanceItem]) -> None:
+        for item in batch:
+            event: QueryEvent = item.broker_payload
+            if item.outcome.is_clean:
+                self.delivered.append(event)
+            else:  # not saved: the next poll hands it out again
+                self.in_flight.pop((event.kind, event.key), None)
+        try:
+            await self._record_delivered()
+        except Exception as e:  # kept, and recorded by the next poll
+            log.warning("query events of %s: could not record delivery yet: %s", self.trigger.query_id, e)
+
+    async def _record_delivered(self) -> None:
+        while self.delivered and self.engine is not None:
+            event = self.delivered[0]
+            await asyncio.to_thread(self.feed.acknowledge, self.engine, event)
+            self.delivered.pop(0)
+            self.in_flight.pop((event.kind, event.key), None)
+
+    async def aclose(self) -> None:
+        self._close()
+
+    def _close(self) -> None:
+        if self.engine is not None:
+            engine, self.engine = self.engine, None
             engine.close()
