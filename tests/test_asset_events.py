@@ -143,6 +143,8 @@ def test_a_query_held_at_a_poison_pill_is_resumed_by_the_dag_its_event_triggers(
     [record] = engine.bad_records("CSAS_VALID_PURCHASES_1")
     assert (record.status, record.raw) == ("SKIPPED", MALFORMED)
     assert record.handled_by.startswith("airflow:dag=streamql_repair/")
+    [(raw, status)] = engine.execute("SELECT raw, status FROM CSAS_VALID_PURCHASES_1_DLQ")[0].rows
+    assert (raw, status) == (MALFORMED, "SKIPPED")
     # delivered once: the trigger keeps running, and the hold it reported is not reported again
     with engine.catalog.engine.connect() as conn:
         cursors = list(conn.execute(text("SELECT query_id, kind, last_key FROM event_cursors WHERE consumer != 'test'")))

@@ -10,11 +10,16 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
-from airflow.triggers.shared_stream import AdvanceItem, AdvanceOutcome, SharedStreamProducer
 
 from ..language.names import check_object_name
 from ..planner.events import EventFeed, QueryEvent, check_events
 from .streamql import engine_of
+
+try:
+    from airflow.triggers.shared_stream import AdvanceItem, SharedStreamProducer
+except ImportError:  # Airflow before 3.3: no acknowledged shared streams; run() acknowledges
+    AdvanceItem = Any
+    SharedStreamProducer = object
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +41,9 @@ class QueryEventTrigger(BaseEventTrigger):
     a growing back-off. What it delivered is recorded in the catalog under ``consumer``
     (default: derived from its arguments, so watchers with the same arguments share it, as
     Airflow shares their trigger) once Airflow has saved the asset event (the triggerer's
-    acknowledged shared stream), so each event is delivered at least once, and once as long
-    as the catalog can be written.
+    acknowledged shared stream, Airflow 3.3 and later), so each event is delivered at least
+    once, and once as long as the catalog can be written. (Before Airflow 3.3, an event is
+    recorded when the triggerer asks for the next one.)
 
     :param query_id: the query to watch (it may not exist yet).
     :param events: the kinds of events to fire on.
@@ -102,7 +108,7 @@ class QueryEventTrigger(BaseEventTrigger):
         try:
             async for payload, event in producer.open_stream():
                 yield TriggerEvent(payload)
-                await producer.advance([AdvanceItem(event, AdvanceOutcome(acked=1, failed=0))])
+                await producer.saved([event])
         finally:
             await producer.aclose()
 
@@ -144,11 +150,13 @@ class QueryEventProducer(SharedStreamProducer):
 
     async def advance(self, batch: Sequence[AdvanceItem]) -> None:
         for item in batch:
-            event: QueryEvent = item.broker_payload
-            if item.outcome.is_clean:
-                self.delivered.append(event)
-            else:  # not saved: the next poll hands it out again
-                self.in_flight.pop((event.kind, event.key), None)
+            if not item.outcome.is_clean:  # not saved: the next poll hands it out again
+                self.in_flight.pop((item.broker_payload.kind, item.broker_payload.key), None)
+        await self.saved([item.broker_payload for item in batch if item.outcome.is_clean])
+
+    async def saved(self, events: list[QueryEvent]) -> None:
+        """Record ``events`` as delivered (Airflow saved their asset events)."""
+        self.delivered += events
         try:
             await self._record_delivered()
         except Exception as e:  # kept, and recorded by the next poll
