@@ -113,10 +113,10 @@ def openlineage(tmp_path_factory):
     subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], env=env, check=True, capture_output=True,
                    timeout=300, cwd=root)
     out = subprocess.run([sys.executable, "-c", RUN, env["AIRFLOW__CORE__DAGS_FOLDER"], "lineage_create",
-                          "lineage_upgrade", "lineage_submit"],
+                          "lineage_upgrade", "lineage_shadow", "lineage_submit"],
                          env=env, capture_output=True, text=True, timeout=600, cwd=root)
     runs = [json.loads(line[7:]) for line in out.stdout.splitlines() if line.startswith("RESULT ")]
-    assert [r["state"] for r in runs] == ["success"] * 3, out.stdout[-3000:] + out.stderr[-3000:]
+    assert [r["state"] for r in runs] == ["success"] * 4, out.stdout[-3000:] + out.stderr[-3000:]
     return {"events": [json.loads(line) for line in events.read_text().splitlines()], "home": home,
             "log": out.stdout + out.stderr}
 
@@ -171,10 +171,29 @@ def test_the_upgrade_task_ends_the_old_version_s_run_and_starts_the_new_one(open
     assert "WHERE cost > 0" in complete["job"]["facets"]["sql"]["query"]
     assert sorted(datasets(complete, "outputs")) == ["VALID_PURCHASES"]
     job = "streamql.default.CSAS_VALID_PURCHASES_1"
-    starts, [ended] = events_of(openlineage, job, "START"), events_of(openlineage, job, "COMPLETE")
-    assert [s["run"]["facets"]["streamql"]["queries"][0]["version"] for s in starts] == [1, 2]
-    assert ended["run"]["runId"] == starts[0]["run"]["runId"] != starts[1]["run"]["runId"]
-    assert "quantity > 0" in ended["job"]["facets"]["sql"]["query"]
+    starts, ended = events_of(openlineage, job, "START"), events_of(openlineage, job, "COMPLETE")
+    assert [s["run"]["facets"]["streamql"]["queries"][0]["version"] for s in starts[:2]] == [1, 2]
+    assert ended[0]["run"]["runId"] == starts[0]["run"]["runId"] != starts[1]["run"]["runId"]
+    assert "quantity > 0" in ended[0]["job"]["facets"]["sql"]["query"]
+
+
+def test_a_shadow_is_a_run_of_its_own_until_promoted(openlineage):
+    [shadow_task] = events_of(openlineage, "lineage_shadow.shadow", "COMPLETE")
+    [query] = shadow_task["run"]["facets"]["streamql"]["queries"]
+    shadow_job = f"streamql.default.{query['queryId']}"
+    assert query["queryId"].startswith("CSAS_VALID_PURCHASES_SHADOW_") and query["sink"] == "VALID_PURCHASES_SHADOW"
+    [shadow_start], [shadow_end] = events_of(openlineage, shadow_job, "START"), events_of(openlineage, shadow_job, "COMPLETE")
+    assert shadow_end["run"]["runId"] == shadow_start["run"]["runId"]
+    assert shadow_end["run"]["facets"]["parent"]["job"]["name"] == "lineage_shadow.promote"
+    # promoted: version 2's run ends, version 3 (the shadow's definition) starts on the live query
+    job = "streamql.default.CSAS_VALID_PURCHASES_1"
+    starts, ended = events_of(openlineage, job, "START"), events_of(openlineage, job, "COMPLETE")
+    assert [s["run"]["facets"]["streamql"]["queries"][0]["version"] for s in starts] == [1, 2, 3]
+    assert [e["run"]["runId"] for e in ended] == [starts[0]["run"]["runId"], starts[1]["run"]["runId"]]
+    assert "cost > 1" in starts[2]["job"]["facets"]["sql"]["query"]
+    [promote] = events_of(openlineage, "lineage_shadow.promote", "COMPLETE")
+    [(promoted)] = promote["run"]["facets"]["streamql"]["queries"]
+    assert (promoted["queryId"], promoted["version"]) == ("CSAS_VALID_PURCHASES_1", 3)
 
 
 def test_a_submitted_runtime_gets_the_task_as_its_openlineage_parent_and_the_kafka_servers(openlineage):

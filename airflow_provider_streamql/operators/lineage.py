@@ -26,48 +26,40 @@ def pulled(task_instance, key: str):
 
 class QueryLineageMixin:
     """``get_openlineage_facets_on_complete`` for an operator whose XCom says which query
-    versions it deployed (:meth:`deployed_versions`)."""
+    versions it deployed (:meth:`deployed_versions`) and ended (:meth:`replaced_versions`)."""
 
-    def deployed_versions(self, task_instance) -> dict[str, int]:
-        """Query ID -> the version this task created or replaced (empty when it changed
-        nothing)."""
+    def deployed_versions(self, task_instance) -> dict[str, int | None]:
+        """Query ID -> the version this task created or replaced (None: the query's current
+        version); empty when it changed nothing."""
         raise NotImplementedError
 
-    def replaced_versions(self, task_instance) -> dict[str, int | None]:
-        """Query ID -> the version this task ended (a query upgraded or rebuilt); None: the
-        version before the deployed one, a rolled-back one left out (its run ended then)."""
-        return {q: None for q, v in self.deployed_versions(task_instance).items() if v > 1}
+    def replaced_versions(self, task_instance, catalog) -> dict[str, int]:
+        """Query ID -> the version this task ended: by default the one before each deployed
+        version, a rolled-back one left out (its run ended then)."""
+        before = {q: version_before(catalog, q, v) for q, v in self.deployed_versions(task_instance).items() if v}
+        return {q: v for q, v in before.items() if v is not None}
 
     def get_openlineage_facets_on_complete(self, task_instance):
         from airflow.providers.openlineage.extractors import OperatorLineage
 
-        from .lineage_events import emit_query_runs, operator_lineage
-
-        deployed = self.deployed_versions(task_instance)
-        if not deployed:
-            return OperatorLineage()
         from ..hooks.streamql import StreamQLHook
+        from .lineage_events import emit_query_runs, operator_lineage
 
         conn = StreamQLHook.get_connection(self.streamql_conn_id)
         kafka = StreamQLHook.settings(conn)["kafka_bootstrap_servers"]
         engine = StreamQLHook.engine_for(conn)
         try:
-            lineages = self._lineages(engine.catalog, deployed, kafka)
-            replaced = self.replaced_versions(task_instance)
-            before = {q: v or _version_before(engine.catalog, q, deployed[q]) for q, v in replaced.items()}
-            ended = self._lineages(engine.catalog, before, kafka)
+            lineages = self._lineages(engine.catalog, self.deployed_versions(task_instance), kafka)
+            ended = self._lineages(engine.catalog, self.replaced_versions(task_instance, engine.catalog), kafka)
         finally:
             engine.close()
-        if not lineages:
-            return OperatorLineage()
-        emit_query_runs(lineages, ended, task_instance)
-        return operator_lineage(lineages)
+        if lineages or ended:
+            emit_query_runs(lineages, ended, task_instance)
+        return operator_lineage(lineages) if lineages else OperatorLineage()
 
     def _lineages(self, catalog, versions: dict[str, int | None], kafka: str | None) -> list:
         found = []
         for query_id, version in versions.items():
-            if version is None:
-                continue
             try:
                 found.append(query_lineage(catalog, query_id, version=version, kafka_bootstrap=kafka))
             except STATEMENT_ERRORS as e:  # dropped since: the lineage of what is left
@@ -75,7 +67,7 @@ class QueryLineageMixin:
         return found
 
 
-def _version_before(catalog, query_id: str, version: int) -> int | None:
+def version_before(catalog, query_id: str, version: int) -> int | None:
     """The latest version of ``query_id`` before ``version`` that was not rolled back."""
     earlier = [v for v in catalog.versions(query_id) if v["version"] < version]
     return max((v["version"] for v in earlier if v["outcome"] != "ROLLED_BACK"), default=None)

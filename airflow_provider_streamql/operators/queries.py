@@ -308,14 +308,14 @@ class ReplaceQueryOperator(QueryLineageMixin, StreamQLOperator):
             return self.wait_for(context, engine, condition)
         return self.no_wait(context, engine)
 
-    def deployed_versions(self, task_instance) -> dict[str, int]:
+    def deployed_versions(self, task_instance) -> dict[str, int | None]:
         shadow = pulled(task_instance, "shadow_query_id")
-        if shadow:
-            return {shadow: pulled(task_instance, "shadow_version")}
+        if shadow:  # a query of its own, at its first version
+            return {shadow: None}
         query_id = pulled(task_instance, "query_id")
         return {query_id: pulled(task_instance, "version")} if query_id else {}
 
-    def replaced_versions(self, task_instance) -> dict[str, int]:
+    def replaced_versions(self, task_instance, catalog) -> dict[str, int]:
         """The version upgraded in place, or the query rebuilt (a shadow ends nothing)."""
         previous = pulled(task_instance, "previous_query_id")
         if pulled(task_instance, "shadow_query_id") or not previous:

@@ -13,12 +13,13 @@ from ..conditions import AllOf, QueriesInState, VersionRunning
 from ..language.statements import DropSource, ShadowAction
 from ..results import Result
 from .base import StreamQLOperator, engine_errors, push
+from .lineage import QueryLineageMixin, pulled, version_before
 
 #: what each action makes of a shadow
 ENDED = {"PROMOTE": "promoted", "DISCARD": "discarded"}
 
 
-class ShadowActionOperator(StreamQLOperator):
+class ShadowActionOperator(QueryLineageMixin, StreamQLOperator):
     """Base of ``PROMOTE`` and ``DISCARD``: waits until the shadow is TERMINATED (and, for a
     promote, the query runs its new version, ready), then drops the shadow's output and
     checkpoint (``DROP ... DELETE TOPIC``) unless ``keep_shadow_output`` (or ``wait=False``:
@@ -28,6 +29,9 @@ class ShadowActionOperator(StreamQLOperator):
     waited for and dropped, not an error.
 
     XCom: ``query_id`` (the live query), ``shadow_query_id``, ``version`` and ``message``.
+
+    Lineage (with OpenLineage): the shadow's run completes; a promoted version starts a run
+    of the live query and completes the one it replaced.
 
     :param query_id: the query or its shadow. (templated)
     :param keep_shadow_output: leave the shadow's stream or table for a later look.
@@ -78,6 +82,19 @@ class ShadowActionOperator(StreamQLOperator):
             version=live.version if promoted else None,
             waits=[(shadow.id, "TERMINATED")],
         )
+
+    def deployed_versions(self, task_instance) -> dict[str, int | None]:
+        version = pulled(task_instance, "version")  # None unless promoted
+        return {pulled(task_instance, "query_id"): version} if version else {}
+
+    def replaced_versions(self, task_instance, catalog) -> dict[str, int]:
+        shadow = catalog.query(pulled(task_instance, "shadow_query_id") or "")
+        ended = {shadow.id: shadow.version} if shadow is not None else {}
+        for query_id, version in self.deployed_versions(task_instance).items():
+            before = version_before(catalog, query_id, version)
+            if before is not None:
+                ended[query_id] = before
+        return ended
 
     def finish(self, context: Context, event: dict[str, Any]) -> Any:
         returned = super().finish(context, event)

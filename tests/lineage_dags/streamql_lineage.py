@@ -1,6 +1,6 @@
-"""The ksqlMart pipeline created, then upgraded, by DAGs whose lineage tests/test_lineage.py
-reads from the OpenLineage provider's file transport; and the Spark conf a runtime would be
-submitted with."""
+"""The ksqlMart pipeline created, then upgraded in place and through a promoted shadow, by
+DAGs whose lineage tests/test_lineage.py reads from the OpenLineage provider's file
+transport; and the Spark conf a runtime would be submitted with."""
 from __future__ import annotations
 
 import json
@@ -12,6 +12,7 @@ from airflow.sdk import DAG, BaseHook
 from airflow_provider_streamql.hooks.streamql import StreamQLHook
 from airflow_provider_streamql.operators.queries import CreateQueryOperator, ReplaceQueryOperator
 from airflow_provider_streamql.operators.runtime import SubmitRuntimeOperator
+from airflow_provider_streamql.operators.shadows import PromoteShadowOperator
 
 SQL = os.path.join(os.path.dirname(__file__), "..", "..", "dags", "sql")
 COMMON = {"schedule": None, "start_date": datetime(2026, 1, 1), "catchup": False, "template_searchpath": [SQL]}
@@ -26,6 +27,19 @@ with DAG("lineage_upgrade", **COMMON):
         query_id="CSAS_VALID_PURCHASES_1",
         wait=False,
     )
+
+with DAG("lineage_shadow", **COMMON):
+    shadow = ReplaceQueryOperator(
+        task_id="shadow",
+        sql="CREATE OR REPLACE STREAM valid_purchases AS SELECT * FROM purchases WHERE cost > 1",
+        query_id="CSAS_VALID_PURCHASES_1",
+        mode="shadow",
+        wait=False,
+    )
+    promote = PromoteShadowOperator(
+        task_id="promote", query_id="CSAS_VALID_PURCHASES_1", wait=False, keep_shadow_output=True
+    )
+    shadow >> promote
 
 
 class SparkConfOfSubmit(SubmitRuntimeOperator):
