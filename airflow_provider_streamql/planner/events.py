@@ -62,8 +62,9 @@ class Now:
     events: dict[str, QueryEvent]
 
 
-def current_events(engine: QueryView, query_id: str) -> Now:
-    """The events whose condition holds for ``query_id`` now."""
+def current_events(engine: QueryView, query_id: str, kinds: tuple[str, ...] | list[str] = tuple(EVENTS)) -> Now:
+    """The events of ``kinds`` whose condition holds for ``query_id`` now (each kind is
+    looked at only when asked for: catching up lists the input files)."""
     query = engine.query(query_id)
     catalog = engine.catalog
     state = shown_state(query, catalog.leases().get(query.id))
@@ -74,11 +75,11 @@ def current_events(engine: QueryView, query_id: str) -> Now:
         "state": state,
     }
     found: dict[str, QueryEvent] = {}
-    if state == "ERROR":
+    if state == "ERROR" and "error" in kinds:
         # the runtime retries with a back-off: the same failure again is the same event
         key = hashlib.sha256((query.error or "").encode()).hexdigest()[:16]
         found["error"] = QueryEvent("error", key=key, message=query.error or "", **common)
-    pending = catalog.bad_records(query.id, status="PENDING")
+    pending = catalog.bad_records(query.id, status="PENDING") if "held" in kinds else []
     if query.desired_state == "PAUSED" and pending:
         hold = catalog.last_hold(query.id)
         if hold is not None:
@@ -91,10 +92,10 @@ def current_events(engine: QueryView, query_id: str) -> Now:
             }
             message = f"{query.id} is held at {len(pending)} bad record(s) of {first.source}: {first.error}"
             found["held"] = QueryEvent("held", key=str(hold), message=message, details=details, **common)
-    if query.running_version == query.version > 1 and state == "RUNNING":
+    if query.running_version == query.version > 1 and state == "RUNNING" and "upgraded" in kinds:
         message = f"{query.id} runs version {query.version}"
         found["upgraded"] = QueryEvent("upgraded", key=f"v{query.version}", message=message, **common)
-    progress = engine.progress(query.id)
+    progress = engine.progress(query.id) if "caught_up" in kinds else None
     if state == "RUNNING" and progress is not None and not _on_kafka(engine, query):
         check = CaughtUp(query.id, as_of=time.time()).check(engine)
         if check.done:
@@ -127,7 +128,7 @@ class EventFeed:
 
     def poll(self, engine: QueryView) -> list[QueryEvent]:
         try:
-            now = current_events(engine, self.query_id)
+            now = current_events(engine, self.query_id, self.kinds)
         except NotFoundError:  # not created yet, or dropped: nothing to tell
             return []
         query_id = self.query_id.upper()
