@@ -33,10 +33,10 @@ class QueryLineageMixin:
         version); empty when it changed nothing."""
         raise NotImplementedError
 
-    def replaced_versions(self, task_instance, catalog) -> dict[str, int]:
-        """Query ID -> the version this task ended: by default the one before each deployed
-        version, a rolled-back one left out (its run ended then)."""
-        before = {q: version_before(catalog, q, v) for q, v in self.deployed_versions(task_instance).items() if v}
+    def replaced_versions(self, task_instance, catalog, deployed: dict[str, int | None]) -> dict[str, int]:
+        """Query ID -> the version this task ended: by default the one before each of the
+        ``deployed`` versions, a rolled-back one left out (its run ended then)."""
+        before = {q: version_before(catalog, q, v) for q, v in deployed.items() if v}
         return {q: v for q, v in before.items() if v is not None}
 
     def get_openlineage_facets_on_complete(self, task_instance):
@@ -49,8 +49,9 @@ class QueryLineageMixin:
         kafka = StreamQLHook.settings(conn)["kafka_bootstrap_servers"]
         engine = StreamQLHook.engine_for(conn)
         try:
-            lineages = self._lineages(engine.catalog, self.deployed_versions(task_instance), kafka)
-            ended = self._lineages(engine.catalog, self.replaced_versions(task_instance, engine.catalog), kafka)
+            catalog, deployed = engine.catalog, self.deployed_versions(task_instance)
+            lineages = self._lineages(catalog, deployed, kafka)
+            ended = self._lineages(catalog, self.replaced_versions(task_instance, catalog, deployed), kafka)
         finally:
             engine.close()
         if lineages or ended:

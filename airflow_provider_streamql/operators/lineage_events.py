@@ -99,10 +99,7 @@ def _query_job_and_run(lin: lineage.QueryLineage, parent):
             "sql": sql_job.SQLJobFacet(query=lin.sql),
         },
     )
-    facets: dict[str, Any] = {"streamql": _run_facet([lin])}
-    if parent is not None:
-        facets["parent"] = parent
-    return job, Run(runId=query_run_id(lin), facets=facets)
+    return job, Run(runId=query_run_id(lin), facets={"streamql": _run_facet([lin]), "parent": parent})
 
 
 def _parent_facet(task_instance):

@@ -13,7 +13,7 @@ from ..conditions import AllOf, QueriesInState, VersionRunning
 from ..language.statements import DropSource, ShadowAction
 from ..results import Result
 from .base import StreamQLOperator, engine_errors, push
-from .lineage import QueryLineageMixin, pulled, version_before
+from .lineage import QueryLineageMixin, pulled
 
 #: what each action makes of a shadow
 ENDED = {"PROMOTE": "promoted", "DISCARD": "discarded"}
@@ -87,14 +87,11 @@ class ShadowActionOperator(QueryLineageMixin, StreamQLOperator):
         version = pulled(task_instance, "version")  # None unless promoted
         return {pulled(task_instance, "query_id"): version} if version else {}
 
-    def replaced_versions(self, task_instance, catalog) -> dict[str, int]:
+    def replaced_versions(self, task_instance, catalog, deployed) -> dict[str, int]:
+        """The shadow's version, and for a promote the live query's version before it."""
         shadow = catalog.query(pulled(task_instance, "shadow_query_id") or "")
         ended = {shadow.id: shadow.version} if shadow is not None else {}
-        for query_id, version in self.deployed_versions(task_instance).items():
-            before = version_before(catalog, query_id, version)
-            if before is not None:
-                ended[query_id] = before
-        return ended
+        return {**ended, **super().replaced_versions(task_instance, catalog, deployed)}
 
     def finish(self, context: Context, event: dict[str, Any]) -> Any:
         returned = super().finish(context, event)

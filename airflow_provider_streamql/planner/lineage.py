@@ -12,8 +12,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+import sqlglot
 from sqlglot import exp
 from sqlglot.lineage import lineage as column_lineage
+from sqlglot.optimizer.qualify import qualify
+from sqlglot.optimizer.scope import build_scope
 
 from ..catalog import Catalog, SourceInfo
 from ..errors import NotFoundError
@@ -106,11 +109,25 @@ def _columns(
     """Each output column's input columns, traced through the SELECT Spark runs (its FROM
     names the query's temporary views, mapped back to streams here)."""
     stream_of = {view.lower(): name for name, view in views.items()}
-    schema = {v: {c.name: c.type for c in sources[n].columns} for v, n in stream_of.items() if n in sources}
+    schema: dict[str, object] = {
+        v: {c.name: c.type for c in sources[n].columns} for v, n in stream_of.items() if n in sources
+    }
     columns: dict[str, tuple[InputColumn, ...]] = {}
+    try:  # qualified once for every column, as sqlglot's lineage qualifies a query given as text
+        tree = qualify(
+            sqlglot.parse_one(sql, dialect="spark"),
+            schema=schema,
+            dialect="spark",
+            validate_qualify_columns=False,
+            identify=False,
+        )
+        scope = build_scope(tree)
+    except Exception:  # nothing sqlglot can trace: no column lineage
+        return columns
     for out, _type in output.fields:
         try:
-            found = _inputs_of(column_lineage(out, sql, schema=schema, dialect="spark"), stream_of, inputs)
+            node = column_lineage(out, tree, schema=schema, dialect="spark", scope=scope, copy=False)
+            found = _inputs_of(node, stream_of, inputs)
         except Exception:  # a column the SELECT does not name (a table's key): no lineage for it
             continue
         columns[out] = tuple(sorted(set(found), key=lambda c: (c.name, c.column)))
