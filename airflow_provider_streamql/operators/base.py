@@ -3,7 +3,6 @@ condition either in the worker or deferred to the triggerer."""
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,7 +17,7 @@ from ..conditions import Condition
 from ..engine import Engine
 from ..errors import CatalogError, NotFoundError, ParseError, StateError, StreamQLError, ValidationError
 from ..hooks.streamql import StreamQLHook
-from ..triggers.streamql import StreamQLConditionTrigger
+from ..triggers.streamql import StreamQLConditionTrigger, check_seconds
 from .links import LINK_KEYS, SparkUILink, StreamQLQueryLink
 
 # Errors in what the task asked for: retrying cannot help, so the task fails at once.
@@ -37,11 +36,7 @@ def _seconds(argument: str, value: float | None, option: str, default: float) ->
     """A wait's ``argument``, else ``[streamql] <option>``: a positive, finite number of
     seconds (a NaN deadline never passes, a negative one at once), or ValueError naming it."""
     where = f"{argument}={value!r}" if value is not None else f"[streamql] {option}"
-    if value is None:
-        value = conf.getfloat("streamql", option, fallback=default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-        raise ValueError(f"{where} must be a positive number of seconds, not {value!r}")
-    return value
+    return check_seconds(conf.getfloat("streamql", option, fallback=default) if value is None else value, where)
 
 
 def issuer_of(context: Context) -> str:

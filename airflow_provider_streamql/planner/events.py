@@ -79,8 +79,9 @@ def current_events(engine: QueryView, query_id: str, kinds: tuple[str, ...] | li
         # the runtime retries with a back-off: the same failure again is the same event
         key = hashlib.sha256((query.error or "").encode()).hexdigest()[:16]
         found["error"] = QueryEvent("error", key=key, message=query.error or "", **common)
-    pending = catalog.bad_records(query.id, status="PENDING") if "held" in kinds else []
-    if query.desired_state == "PAUSED" and pending:
+    held = "held" in kinds and query.desired_state == "PAUSED"
+    pending = catalog.bad_records(query.id, status="PENDING") if held else []
+    if pending:
         hold = catalog.last_hold(query.id)
         if hold is not None:
             first = pending[0]
@@ -95,19 +96,15 @@ def current_events(engine: QueryView, query_id: str, kinds: tuple[str, ...] | li
     if query.running_version == query.version > 1 and state == "RUNNING" and "upgraded" in kinds:
         message = f"{query.id} runs version {query.version}"
         found["upgraded"] = QueryEvent("upgraded", key=f"v{query.version}", message=message, **common)
-    progress = engine.progress(query.id) if "caught_up" in kinds else None
-    if state == "RUNNING" and progress is not None and not _on_kafka(engine, query):
-        check = CaughtUp(query.id, as_of=time.time()).check(engine)
+    progress = engine.progress(query.id) if "caught_up" in kinds and state == "RUNNING" else None
+    if progress is not None:
+        check = CaughtUp(query.id, as_of=time.time()).check(engine)  # never done on Kafka topics
         if check.done:
             key = str(progress.batch_id)
             found["caught_up"] = QueryEvent(
                 "caught_up", key=key, message=check.message, details={"batch_id": progress.batch_id}, **common
             )
     return Now(state, found)
-
-
-def _on_kafka(engine: QueryView, query) -> bool:
-    return any(getattr(engine.catalog.source(n), "kafka_topic", None) for n in query.sources)
 
 
 @dataclass

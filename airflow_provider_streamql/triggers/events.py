@@ -13,7 +13,7 @@ from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
 from ..language.names import check_object_name
 from ..planner.events import EventFeed, QueryEvent, check_events
-from .streamql import engine_of
+from .streamql import check_seconds, engine_of
 
 try:
     from airflow.triggers.shared_stream import AdvanceItem, SharedStreamProducer
@@ -64,8 +64,7 @@ class QueryEventTrigger(BaseEventTrigger):
         super().__init__()
         self.query_id = check_object_name(query_id, "query_id")
         self.events = check_events(events)
-        if isinstance(poll_interval, bool) or not isinstance(poll_interval, (int, float)) or not poll_interval > 0:
-            raise ValueError(f"poll_interval must be a positive number of seconds, not {poll_interval!r}")
+        check_seconds(poll_interval, "poll_interval")
         if consumer is not None and (not isinstance(consumer, str) or not 0 < len(consumer) <= MAX_CONSUMER_LENGTH):
             raise ValueError(f"consumer must be a name of 1 to {MAX_CONSUMER_LENGTH} characters, not {consumer!r}")
         self.streamql_conn_id = streamql_conn_id
@@ -123,7 +122,7 @@ class QueryEventProducer(SharedStreamProducer):
         self.trigger = trigger
         self.feed = EventFeed(trigger.consumer, trigger.query_id, trigger.events)
         self.engine: Any = None
-        self.in_flight: dict[tuple[str, str], QueryEvent] = {}
+        self.in_flight: set[tuple[str, str]] = set()  # handed out, not yet recorded
         self.delivered: list[QueryEvent] = []  # saved by Airflow, not yet recorded
 
     async def open_stream(self) -> AsyncIterator[tuple[Any, Any]]:
@@ -143,7 +142,7 @@ class QueryEventProducer(SharedStreamProducer):
                 continue
             for event in events:
                 if (event.kind, event.key) not in self.in_flight:
-                    self.in_flight[(event.kind, event.key)] = event
+                    self.in_flight.add((event.kind, event.key))
                     log.info("%s: %s", event.kind, event.message)
                     yield event.to_dict(), event
             await asyncio.sleep(self.trigger.poll_interval)
@@ -151,7 +150,7 @@ class QueryEventProducer(SharedStreamProducer):
     async def advance(self, batch: Sequence[AdvanceItem]) -> None:
         for item in batch:
             if not item.outcome.is_clean:  # not saved: the next poll hands it out again
-                self.in_flight.pop((item.broker_payload.kind, item.broker_payload.key), None)
+                self.in_flight.discard((item.broker_payload.kind, item.broker_payload.key))
         await self.saved([item.broker_payload for item in batch if item.outcome.is_clean])
 
     async def saved(self, events: list[QueryEvent]) -> None:
@@ -167,7 +166,7 @@ class QueryEventProducer(SharedStreamProducer):
             event = self.delivered[0]
             await asyncio.to_thread(self.feed.acknowledge, self.engine, event)
             self.delivered.pop(0)
-            self.in_flight.pop((event.kind, event.key), None)
+            self.in_flight.discard((event.kind, event.key))
 
     async def aclose(self) -> None:
         self._close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -68,6 +69,14 @@ class StreamQLConditionTrigger(BaseTrigger):
                 await asyncio.sleep(self.poll_interval)
         finally:
             engine.close()
+
+
+def check_seconds(value: object, where: str) -> float:
+    """``value`` as a positive, finite number of seconds (a NaN deadline never passes, a
+    negative one at once), or ValueError naming ``where`` it came from."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise ValueError(f"{where} must be a positive number of seconds, not {value!r}")
+    return value
 
 
 async def engine_of(streamql_conn_id: str, pipeline: str | None = None):
