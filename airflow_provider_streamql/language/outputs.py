@@ -66,7 +66,7 @@ def output_projections(select: exp.Select, schemas: dict[str, list[Column]]) -> 
         inner = subquery_outputs(select, projection, schemas) if star and tables is None else None
         if inner is not None:
             named += [(exp.column(name, quoted=True), name) for name in inner]
-        elif star and _reads_subquery(select):
+        elif star and any(isinstance(t, exp.Subquery) for t in from_items(select)):
             raise ValidationError(
                 f"{projection.sql()} over a join with a subquery: name the columns it should select instead"
             )
@@ -98,9 +98,9 @@ def output_projections(select: exp.Select, schemas: dict[str, list[Column]]) -> 
 def subquery_outputs(select: exp.Select, star: exp.Expression, schemas: dict[str, list[Column]]) -> list[str] | None:
     """The names of the columns ``star`` stands for when ``select`` reads one subquery (no
     joins), or None when it does not or they cannot be named here."""
-    first = select.args.get("from_") or select.args.get("from")
-    sub = first.this if first else None
-    if not isinstance(sub, exp.Subquery) or select.args.get("joins"):
+    items = from_items(select)
+    sub = items[0]
+    if not isinstance(sub, exp.Subquery) or len(items) > 1:
         return None
     if isinstance(star, exp.Column) and star.table.lower() != sub.alias_or_name.lower():
         return None
@@ -124,17 +124,16 @@ def subquery_outputs(select: exp.Select, star: exp.Expression, schemas: dict[str
     return names
 
 
-def _reads_subquery(select: exp.Select) -> bool:
+def from_items(select: exp.Select) -> list[exp.Expression | None]:
+    """What the FROM clause and its JOINs read, in order (None: no FROM)."""
     first = select.args.get("from_") or select.args.get("from")
-    items = [first.this if first else None] + [j.this for j in select.args.get("joins") or []]
-    return any(isinstance(t, exp.Subquery) for t in items)
+    return [first.this if first else None] + [j.this for j in select.args.get("joins") or []]
 
 
 def joined_tables(select: exp.Select, schemas: dict[str, list[Column]]) -> list[exp.Table] | None:
     """The sources of the FROM clause and its JOINs in order, or None when one of them is
     not a plain source (a subquery, a name that is not a stream or table)."""
-    first = select.args.get("from_") or select.args.get("from")
-    items = [first.this if first else None] + [j.this for j in select.args.get("joins") or []]
+    items = from_items(select)
     if all(isinstance(t, exp.Table) and t.name.upper() in schemas for t in items):
         return items
     return None
