@@ -15,17 +15,15 @@ them: what the renames cost). Each round reads the whole input as one batch
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
-import statistics
 import tempfile
-import time
+
+from streaming_rounds import SCHEMA, alternate, json_input, report
 
 from airflow_provider_streamql.runtime import build_session
 from airflow_provider_streamql.runtime.connectors import QUICK_COMMIT
 
-SCHEMA = "id INT, v DOUBLE, user STRING"
 FORMS = ("sink", "batch-writer", "no-rename")
 
 
@@ -52,34 +50,12 @@ def main() -> None:
     args = parser.parse_args()
     spark = build_session("local[2]", "bench-batch-writer", {"spark.ui.showConsoleProgress": "false"})
     root = tempfile.mkdtemp(prefix="bench-batch-writer-")
-    source = os.path.join(root, "source")
-    spark.range(0, args.rows).selectExpr(
-        "CAST(id AS INT) AS id", "CAST(id % 97 AS DOUBLE) AS v", "CONCAT('u', id % 1000) AS user"
-    ).repartition(4).write.json(source)
-    walls: dict[str, list[float]] = {f: [] for f in FORMS}
-    adds: dict[str, list[int]] = {f: [] for f in FORMS}
-    for n in range(args.rounds):
-        for form in FORMS:
-            out, checkpoint = os.path.join(root, f"{form}-{n}"), os.path.join(root, f"{form}-{n}.checkpoint")
-            os.makedirs(out)
-            df = spark.readStream.schema(SCHEMA).json(source).where("v > 10")
-            started = time.perf_counter()
-            query = writer(df, form, out).option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
-            query.awaitTermination()
-            walls[form].append(time.perf_counter() - started)
-            adds[form].append(query.lastProgress["durationMs"]["addBatch"])
-    for form in FORMS:
-        print(
-            json.dumps(
-                {
-                    "form": form,
-                    "wall_median_s": round(statistics.median(walls[form]), 3),
-                    "wall_min_s": round(min(walls[form]), 3),
-                    "add_batch_median_ms": statistics.median(adds[form]),
-                    "ratio_to_sink": round(statistics.median(walls["sink"]) / statistics.median(walls[form]), 3),
-                }
-            )
-        )
+    source = json_input(spark, args.rows, root)
+
+    def form_writer(form: str, out: str):
+        return writer(spark.readStream.schema(SCHEMA).json(source).where("v > 10"), form, out)
+
+    report(*alternate(FORMS, args.rounds, root, form_writer), base="sink")
     spark.stop()
     shutil.rmtree(root, ignore_errors=True)
 

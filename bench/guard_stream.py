@@ -14,18 +14,14 @@ runtime's query runs. Each round reads the whole input as one batch (``available
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import shutil
-import statistics
 import tempfile
-import time
 
 from pyspark.sql import functions as F
+from streaming_rounds import SCHEMA, alternate, json_input, report
 
 from airflow_provider_streamql.runtime import build_session
 
-SCHEMA = "id INT, v DOUBLE, user STRING"
 COLUMNS = ["id", "v", "user"]
 CORRUPT = "_corrupt"
 FORMS = ("plain", "permissive", "guard", "guard-no-file")
@@ -56,40 +52,12 @@ def main() -> None:
     args = parser.parse_args()
     spark = build_session("local[2]", "bench-guard-stream", {"spark.ui.showConsoleProgress": "false"})
     root = tempfile.mkdtemp(prefix="bench-guard-stream-")
-    source = os.path.join(root, "source")
-    spark.range(0, args.rows).selectExpr(
-        "CAST(id AS INT) AS id", "CAST(id % 97 AS DOUBLE) AS v", "CONCAT('u', id % 1000) AS user"
-    ).repartition(4).write.json(source)
-    walls: dict[str, list[float]] = {f: [] for f in FORMS}
-    adds: dict[str, list[int]] = {f: [] for f in FORMS}
-    for n in range(args.rounds):
-        for form in FORMS:
-            out = os.path.join(root, f"{form}-{n}")
-            started = time.perf_counter()
-            query = (
-                frame(spark, source, form)
-                .writeStream.format("json")
-                .option("path", out)
-                .option("checkpointLocation", out + ".checkpoint")
-                .trigger(availableNow=True)
-                .start()
-            )
-            query.awaitTermination()
-            walls[form].append(time.perf_counter() - started)
-            adds[form].append(query.lastProgress["durationMs"]["addBatch"])
-    plain = statistics.median(walls["plain"])
-    for form in FORMS:
-        median = statistics.median(walls[form])
-        print(
-            json.dumps(
-                {
-                    "form": form,
-                    "wall_median_s": round(median, 3),
-                    "add_batch_median_ms": statistics.median(adds[form]),
-                    "ratio_to_plain": round(plain / median, 3),
-                }
-            )
-        )
+    source = json_input(spark, args.rows, root)
+
+    def form_writer(form: str, out: str):
+        return frame(spark, source, form).writeStream.format("json").option("path", out)
+
+    report(*alternate(FORMS, args.rounds, root, form_writer), base="plain")
     spark.stop()
     shutil.rmtree(root, ignore_errors=True)
 
