@@ -217,3 +217,64 @@ def test_a_query_recorded_before_plans_is_planned_with_the_grace_it_ran_with(tmp
     _select, plan, shape = _plan(query, known)
     assert plan["watermarks"] == {"CLICKS": ["ts", 0.0]} and shape["grace"] == {"CLICKS": 0.0}
     engine.close()
+
+
+def test_a_forked_process_opens_its_own_connections(catalog_url):
+    """Catalog connections are pooled; a forked child (an Airflow task) writes through the
+    same Catalog on a connection of its own, and the parent's stays usable."""
+    import os
+
+    from sqlalchemy import text
+
+    catalog = Catalog(catalog_url)
+    catalog.heartbeat("parent", "p", "host", os.getpid())
+    session = "SELECT pg_backend_pid()" if catalog.dialect == "postgresql" else "SELECT 1"
+    with catalog.engine.connect() as conn:  # the connection the pool hands out again
+        parent_session = conn.execute(text(session)).scalar()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report its session, write, and leave without cleanup
+        try:
+            with catalog.engine.connect() as conn:
+                os.write(write, str(conn.execute(text(session)).scalar()).encode())
+            catalog.heartbeat("child", "p", "host", os.getpid())
+        finally:
+            os._exit(0)
+    os.close(write)
+    child_session = os.read(read, 64).decode()
+    os.waitpid(pid, 0)
+    assert {r["id"] for r in catalog.runtimes()} == {"parent", "child"}
+    if catalog.dialect == "postgresql":
+        assert child_session != str(parent_session)  # not the parent's server session
+    catalog.heartbeat("parent", "p", "host", os.getpid())  # the parent's connection still works
+    catalog.close()
+
+
+def test_writes_from_many_threads_all_land(catalog_url):
+    """A runtime's workers and listener write at once: every write lands, none times out."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    catalog = Catalog(catalog_url)
+
+    def take(worker: int) -> list[int | None]:
+        return [catalog.acquire_lease(f"Q{worker}_{n}", f"rt-{worker}", 60) for n in range(25)]
+
+    with ThreadPoolExecutor(16) as pool:
+        epochs = list(pool.map(take, range(16)))
+    assert epochs == [[1] * 25] * 16
+    leases = catalog.leases()
+    assert {(q, lease["runtime_id"]) for q, lease in leases.items()} == {
+        (f"Q{w}_{n}", f"rt-{w}") for w in range(16) for n in range(25)
+    }
+    catalog.close()
+
+
+@pytest.mark.parametrize("exclusive, synchronous", [(True, 2), (False, 1)])  # FULL, NORMAL
+def test_statements_are_synced_to_disk_and_reports_are_not(sqlite_url, exclusive, synchronous):
+    """SQLite: a statement's commit waits for the disk; a runtime's report does not."""
+    from airflow_provider_streamql.catalog.connections import write_connection
+
+    catalog = Catalog(sqlite_url)
+    with write_connection(catalog.engine, exclusive=exclusive) as conn:
+        assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == synchronous
+    catalog.close()

@@ -18,11 +18,11 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
-from sqlalchemy.pool import NullPool
+from sqlalchemy.pool import QueuePool
 
 from ..errors import CatalogError, first_line
 from . import schema as s
-from .connections import serialise_sqlite, write_connection
+from .connections import fork_safe, serialise_sqlite, write_connection
 from .events import EventCursors
 from .migrations import LATEST, migrate
 from .model import QueryInfo, Snapshot, SourceInfo
@@ -42,12 +42,19 @@ class Catalog(ObservedState, SnapshotRecords, EventCursors):
         shown = safe_url(self.url)
         try:
             if parsed.get_backend_name() == "sqlite":
+                # pooled: opening a connection costs ten times the write it is for (its
+                # pragmas); no limit, so any number of runtime workers is served at once
                 self.engine = create_engine(
-                    parsed, poolclass=NullPool, connect_args={"timeout": 60, "check_same_thread": False}
+                    parsed,
+                    poolclass=QueuePool,
+                    pool_size=16,
+                    max_overflow=-1,
+                    connect_args={"timeout": 60, "check_same_thread": False},
                 )
                 serialise_sqlite(self.engine)
             else:
                 self.engine = create_engine(parsed, pool_pre_ping=True)
+            fork_safe(self.engine)
         except NoSuchModuleError:
             raise CatalogError(
                 f"catalog URL {shown!r}: no database driver {parsed.drivername!r} (e.g. postgresql+psycopg, sqlite)"
