@@ -13,7 +13,11 @@ every 0.5 s (the default). The child measures, in this order:
   * catch-up: one file of N records (one per query) renamed into the source -> every
     query has processed the file and committed its output (``CaughtUp`` on each);
   * PAUSE ALL -> all PAUSED; RESUME ALL -> all RUNNING (medians of ``--rounds`` cycles);
-  * RSS of the process tree (driver + JVM) at the end.
+  * RSS of the process tree (driver + JVM) at the end;
+  * Spark's own floor, in the same JVM after the runtime has stopped: the same N filters
+    hand-written in PySpark (Spark's file sink, named sources as the runtime's), all stopped
+    and all restarted on their checkpoints by 8 threads, as a RESUME ALL's workers do
+    (medians of ``--rounds``). No catalog, no runtime: what N restarts cost Spark itself.
 
 ``--submit K`` adds the comparison an Airflow + Spark user would make: K separate Spark
 applications (one ``spark-submit`` each of ``bench/submit_query.py``, as the Spark
@@ -37,6 +41,8 @@ import time
 import psutil
 
 POLL = 0.02
+#: the figures compared with N = 1 (the spark_ ones: Spark's own floor, no runtime)
+RATIOS = ("create_s", "catch_up_s", "pause_all_s", "resume_all_s", "spark_stop_all_s", "spark_start_all_s")
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -120,17 +126,61 @@ def child(n: int, idle: float, through: bool, rounds: int) -> dict:
         "create_s": round(create_s, 2),
         "idle_cpu": round(idle_cpu, 3),
         "catch_up_s": round(catch_up_s, 2),
-        "pause_all_s": round(pause_s, 2),
-        "resume_all_s": round(resume_s, 2),
+        "pause_all_s": round(pause_s, 3),
+        "resume_all_s": round(resume_s, 3),
         "rss_mb": round(tree_rss(me) / 2**20),
     }
+    runtime.stop()
+    thread.join()
+    result.update(spark_floor(spark, n, rounds))
     if through:
         outputs = [engine.catalog.source(f"O{i}").path for i in range(n)]
         result["through_s"] = records_through(src, outputs, n)
-    runtime.stop()
-    thread.join()
     spark.stop()
     return result
+
+
+def spark_floor(spark, n: int, rounds: int, workers: int = 8) -> dict:
+    """Stop and restart N hand-written file-to-file filters on their checkpoints, ``workers``
+    at a time (no catalog, no runtime); medians of ``rounds`` cycles, as for PAUSE/RESUME ALL."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from airflow_provider_streamql.runtime.evolution import source_evolution
+
+    base = tempfile.mkdtemp(prefix=f"bench-floor-{n}-")
+    src = os.path.join(base, "src")
+    os.makedirs(src)
+    write_records(src, n, 1.0)
+    with source_evolution(spark, True):
+        frames = [
+            spark.readStream.name("src").schema("id INT, v DOUBLE").json(src).where(f"id % {n} = {i}") for i in range(n)
+        ]
+
+    def start(i: int):
+        out = os.path.join(base, f"o{i}")
+        with source_evolution(spark, True):
+            writer = frames[i].writeStream.format("json").option("path", out)
+            return writer.option("checkpointLocation", out + ".checkpoint").start()
+
+    with ThreadPoolExecutor(workers) as pool:
+        queries = list(pool.map(start, range(n)))
+        for q in queries:
+            q.processAllAvailable()
+        stops, starts = [], []
+        for _ in range(rounds):
+            t0 = time.monotonic()
+            list(pool.map(lambda q: q.stop(), queries))
+            stops.append(time.monotonic() - t0)
+            time.sleep(1.0)
+            t0 = time.monotonic()
+            queries = list(pool.map(start, range(n)))
+            starts.append(time.monotonic() - t0)
+            time.sleep(2.0)
+        list(pool.map(lambda q: q.stop(), queries))
+    return {
+        "spark_stop_all_s": round(statistics.median(stops), 3),
+        "spark_start_all_s": round(statistics.median(starts), 3),
+    }
 
 
 def write_records(src: str, n: int, tag: float) -> None:
@@ -241,10 +291,7 @@ def main() -> None:
     if one:
         print("\nratio to N=1 (goal: <= 8 at N=40)")
         for row in rows:
-            ratios = {
-                k: round(row[k] / max(one[k], 1e-9), 1)
-                for k in ("create_s", "catch_up_s", "pause_all_s", "resume_all_s")
-            }
+            ratios = {k: round(row[k] / max(one[k], 1e-9), 1) for k in RATIOS}
             print(f"N={row['n']:>4}  {json.dumps(ratios)}")
     if args.submit:
         k = args.submit

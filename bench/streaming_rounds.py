@@ -9,7 +9,8 @@ import json
 import os
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, nullcontext
 
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import DataStreamWriter
@@ -18,20 +19,41 @@ from pyspark.sql.streaming import DataStreamWriter
 SCHEMA = "id INT, v DOUBLE, user STRING"
 
 
-def json_input(spark: SparkSession, rows: int, root: str) -> str:
-    """``rows`` records as JSON files (four) under ``root``; returns their folder."""
+def json_input(spark: SparkSession, rows: int, root: str, *, v_last: bool = False) -> str:
+    """``rows`` records as JSON files (four) under ``root``; returns their folder.
+    ``v_last``: each record's fields in the order id, user, v (the filtered field last)."""
     source = os.path.join(root, "source")
-    spark.range(0, rows).selectExpr(
-        "CAST(id AS INT) AS id", "CAST(id % 97 AS DOUBLE) AS v", "CONCAT('u', id % 1000) AS user"
-    ).repartition(4).write.json(source)
+    columns = ["CAST(id AS INT) AS id", "CAST(id % 97 AS DOUBLE) AS v", "CONCAT('u', id % 1000) AS user"]
+    if v_last:
+        columns = [columns[0], columns[2], columns[1]]
+    spark.range(0, rows).selectExpr(*columns).repartition(4).write.json(source)
     return source
 
 
+@contextmanager
+def session_conf(spark: SparkSession, conf: Mapping[str, str]) -> Iterator[None]:
+    """``conf`` set on ``spark`` while a query starts (a query keeps the values it started
+    with: Spark clones the session for it), then unset."""
+    for key, value in conf.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key in conf:
+            spark.conf.unset(key)
+
+
 def alternate(
-    forms: Sequence[str], rounds: int, root: str, writer: Callable[[str, str], DataStreamWriter]
+    forms: Sequence[str],
+    rounds: int,
+    root: str,
+    writer: Callable[[str, str], DataStreamWriter],
+    confs: Mapping[str, Mapping[str, str]] | None = None,
+    spark: SparkSession | None = None,
 ) -> tuple[dict[str, list[float]], dict[str, list[int]]]:
     """``rounds`` rounds of every form in turn; ``writer(form, out)`` is the form's query up
-    to ``start()``. Returns each form's wall times and Spark's ``addBatch`` (ms)."""
+    to ``start()``, started with ``confs[form]`` set on ``spark`` if given. Returns each
+    form's wall times and Spark's ``addBatch`` (ms)."""
     walls: dict[str, list[float]] = {f: [] for f in forms}
     adds: dict[str, list[int]] = {f: [] for f in forms}
     for n in range(rounds):
@@ -40,7 +62,8 @@ def alternate(
             os.makedirs(out)
             started = time.perf_counter()
             query = writer(form, out).option("checkpointLocation", out + ".checkpoint")
-            query = query.trigger(availableNow=True).start()
+            with session_conf(spark, (confs or {}).get(form, {})) if spark else nullcontext():
+                query = query.trigger(availableNow=True).start()
             query.awaitTermination()
             walls[form].append(time.perf_counter() - started)
             adds[form].append(query.lastProgress["durationMs"]["addBatch"])
