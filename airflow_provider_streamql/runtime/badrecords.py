@@ -7,9 +7,13 @@ through filters and projections, and never matches in a join (SQL equality on NU
 mode with a corrupt-record column (:mod:`.schemas`), and :func:`guard` applies the query's
 error policy:
 
-- ``FAIL`` and ``PAUSE``: a bad record fails its micro-batch with a message starting with
-  :data:`MARKER` (so nothing of the batch commits); the runtime then finds every bad record
-  of that batch with :func:`scan_files` and fails or pauses the query.
+- ``FAIL`` and ``PAUSE``: a bad record fails its micro-batch (so nothing of the batch
+  commits); the runtime then finds every bad record of that batch with :func:`scan_files`
+  and fails or pauses the query. A file is read in Spark's FAILFAST mode, which fails the
+  read at a record it cannot parse (:func:`parse_failed`) and costs nothing more than an
+  unchecked read; a TABLE's missing key and a Kafka record fail it with a message starting
+  with :data:`MARKER`. Records skipped by ``RESUME ... SKIP BAD RECORDS`` must be told apart
+  from the others, so a query that skips some reads PERMISSIVE as under LOG_AND_CONTINUE.
 - ``LOG_AND_CONTINUE``: bad records are left out; a companion query (:func:`dead_letters`)
   sends them to the dead-letter stream.
 
@@ -40,12 +44,19 @@ from ..storage.topics import FORMATS, uri_path, value_delimiter
 from .schemas import CORRUPT, FILE, checked, ddl_schema, parse_options, reader_options
 
 MARKER = "STREAMQL_BAD_RECORD"
+#: the error class of a record Spark could not parse in FAILFAST mode (in the error's causes)
+PARSE_FAILURE = "[MALFORMED_RECORD_IN_PARSING"
+#: Spark's parsers drop a record at the first field that fails a filter pushed into them,
+#: before reading the rest of it: a bad record the query's filter rejects would go unseen
+NO_PARSER_PUSHDOWN = {"spark.sql.json.filterPushdown.enabled": "false", "spark.sql.csv.filterPushdown.enabled": "false"}
 RAW_LIMIT = 2000  # characters of a bad record kept in the catalog and the dead-letter stream
 
 
-def _text(src: SourceInfo) -> SparkColumn:
-    """The record as text: what Spark could not parse, else the parsed row as JSON."""
-    return F.coalesce(F.col(CORRUPT), F.to_json(F.struct(*[F.col(f"`{c.name}`") for c in src.columns])))
+def _text(src: SourceInfo, df: DataFrame | None = None) -> SparkColumn:
+    """The record as text: what Spark could not parse, else the parsed row as JSON (``df``:
+    a fail-fast read, whose every record was parsed)."""
+    parsed = F.to_json(F.struct(*[F.col(f"`{c.name}`") for c in src.columns]))
+    return parsed if df is not None and CORRUPT not in df.columns else F.coalesce(F.col(CORRUPT), parsed)
 
 
 def _required_keys(src: SourceInfo) -> list[str]:
@@ -54,8 +65,10 @@ def _required_keys(src: SourceInfo) -> list[str]:
     return src.key_columns if src.kind == "TABLE" else []
 
 
-def _bad(src: SourceInfo) -> SparkColumn:
-    condition = F.col(CORRUPT).isNotNull()
+def _bad(src: SourceInfo, df: DataFrame | None = None) -> SparkColumn:
+    """A bad record of ``src``: not parsed, or a required key null (``df``: a fail-fast read,
+    without the corrupt-record column, whose unparsed records fail the read instead)."""
+    condition = F.lit(False) if df is not None and CORRUPT not in df.columns else F.col(CORRUPT).isNotNull()
     for key in _required_keys(src):
         condition = condition | F.col(f"`{key}`").isNull()
     return condition
@@ -73,16 +86,36 @@ class RecordGuard:
     policy: str
     skipped: frozenset[str] = frozenset()
 
+    @property
+    def fails_fast(self) -> bool:
+        """Whether a file is read in FAILFAST mode: a bad record fails the batch and no
+        record has to be told apart from the others (none skipped)."""
+        return self.policy in ("FAIL", "PAUSE") and not self.skipped
+
     def apply(self, df: DataFrame, src: SourceInfo) -> DataFrame:
         return guard(df, src, self.query_id, self.policy, self.skipped)
 
 
+def no_parser_pushdown(spark: SparkSession) -> None:
+    """Keep Spark from pushing a query's filters into its JSON and CSV parsers (set before
+    every start: a query keeps the settings it started with)."""
+    for key, value in NO_PARSER_PUSHDOWN.items():
+        spark.conf.set(key, value)
+
+
+def parse_failed(error: object) -> bool:
+    """Whether a query failed because Spark could not parse a record of a fail-fast read."""
+    return PARSE_FAILURE in str(error)
+
+
 def guard(df: DataFrame, src: SourceInfo, query_id: str, policy: str, skipped: Iterable[str]) -> DataFrame:
     """Apply ``policy`` to the bad records of a streaming read of ``src`` (read with its
-    corrupt-record column, :mod:`.schemas`); returns the declared columns only, so plans
-    and state schemas are the same as without checking."""
+    corrupt-record column, or fail-fast, :mod:`.schemas`); returns the declared columns only,
+    so plans and state schemas are the same as without checking."""
     if not checked(src):
         return df
+    if CORRUPT not in df.columns and not _required_keys(src):  # a fail-fast read: Spark checks
+        return df.select(*_declared(src))
     skipped = sorted(skipped)
     if policy not in ("FAIL", "PAUSE"):
         return df.where(~_bad(src)).select(*_declared(src))
@@ -99,12 +132,12 @@ def guard(df: DataFrame, src: SourceInfo, query_id: str, policy: str, skipped: I
         F.lit(f"{MARKER} {query_id} cannot read a record of {src.name} in "),
         position,
         F.lit(": "),
-        F.substring(_text(src), 1, 300),
+        F.substring(_text(src, df), 1, 300),
     )
     # Every column of a bad record raises: whatever the query reads, its bad records fail
     # the batch. (A filter would not do: the optimizer would evaluate the query's own
     # filters, or the "x IS NOT NULL" it infers from them, first and drop the record.)
-    held = _bad(src) & ~left_out
+    held = _bad(src, df) & ~left_out
     return df.select(
         *[F.when(held, F.raise_error(message)).otherwise(F.col(f"`{c.name}`")).alias(c.name) for c in src.columns]
     )

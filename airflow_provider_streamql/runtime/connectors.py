@@ -24,7 +24,7 @@ from ..language.streaming import StreamingPlan
 from ..storage.layout import dead_letter_checkpoint
 from ..storage.topics import FORMATS, TOMBSTONES, is_data_name
 from . import kafka
-from .badrecords import RecordGuard, dead_letters
+from .badrecords import RecordGuard, dead_letters, no_parser_pushdown
 from .evolution import source_evolution
 from .schemas import (
     CHECKED_FORMATS,
@@ -40,13 +40,20 @@ from .tables import Changes, HavingChanges, read_table_snapshot, table_query_fra
 
 
 def source_stream(
-    spark: SparkSession, src: SourceInfo, *, checked: bool, starting: str = "earliest", name: str | None = None
+    spark: SparkSession,
+    src: SourceInfo,
+    *,
+    checked: bool,
+    fail_fast: bool = False,
+    starting: str = "earliest",
+    name: str | None = None,
 ) -> DataFrame:
     """A streaming DataFrame over a topic: a directory of files (only committed files if a
     query writes it) or a Kafka topic (read from ``starting`` on a new checkpoint).
-    ``checked``: with the corrupt-record and position columns that tell bad records apart.
-    ``name``: the source's name in the checkpoint (Spark's source evolution, see
-    :mod:`.evolution`); None: known by its position."""
+    ``checked``: with the corrupt-record and position columns that tell bad records apart;
+    with ``fail_fast`` too, a file's bad record fails the read instead (Kafka records are
+    always told apart). ``name``: the source's name in the checkpoint (Spark's source
+    evolution, see :mod:`.evolution`); None: known by its position."""
     if src.kafka_topic:
         df = kafka.read(spark, src, starting, name)
         return df if checked else df.drop(CORRUPT, FILE)
@@ -54,8 +61,9 @@ def source_stream(
     reader = spark.readStream.format(FORMATS[src.format][0])
     if name:
         reader = reader.name(name)
-    reader = reader.schema(ddl_schema(src.columns, corrupt=checked and src.format in CHECKED_FORMATS))
-    return reader.options(**reader_options(src), **(parse_options(src) if checked else {})).load(src.path)
+    reader = reader.schema(ddl_schema(src.columns, corrupt=checked and not fail_fast and src.format in CHECKED_FORMATS))
+    options = parse_options(src, fail_fast=fail_fast) if checked else {}
+    return reader.options(**reader_options(src), **options).load(src.path)
 
 
 def read_stream(
@@ -68,7 +76,9 @@ def read_stream(
 ) -> DataFrame:
     """A streaming DataFrame over a topic with the query's error policy applied to its bad
     records (``record_guard``) and its watermark on the event-time column."""
-    df = source_stream(spark, src, checked=record_guard is not None, starting=starting, name=name)
+    checked = record_guard is not None
+    fail_fast = record_guard is not None and record_guard.fails_fast
+    df = source_stream(spark, src, checked=checked, fail_fast=fail_fast, starting=starting, name=name)
     if record_guard is not None:
         df = record_guard.apply(df, src)
     if watermark:
@@ -138,6 +148,7 @@ def start_query(
 ) -> StreamingQuery:
     """Start a query's streaming plan (built by ``frames``, or taken from them), with source
     evolution on if the plan names its streams."""
+    no_parser_pushdown(spark)
     with source_evolution(spark, bool(plan.source_names)):
         if plan.table_query:  # a changelog in, a changelog out (runtime/tables.py)
             changes, compute = table_query_frame(spark, query, plan, sources, sink)

@@ -29,7 +29,7 @@ from ..catalog import Catalog, QueryInfo, SourceInfo
 from ..catalog.connections import write_connection
 from ..language.streaming import StreamingPlan
 from ..storage.checkpoints import batch_files, last_committed_batch, last_planned_batch
-from .badrecords import MARKER, DeadLetterWriter, RecordGuard, records_in_error, scan_files
+from .badrecords import MARKER, DeadLetterWriter, RecordGuard, parse_failed, records_in_error, scan_files
 from .connectors import start_dead_letter_query
 
 log = logging.getLogger("streamql.runtime")
@@ -98,9 +98,16 @@ class Holds:
         dump in another error may quote the guard's expression, never on its first line)."""
         return f"{MARKER} {query.id} " in error
 
-    def hold(self, query: QueryInfo, epoch: int, error: str) -> bool:
+    def is_bad_record_failure(self, query: QueryInfo, message: str, error: object) -> bool:
+        """Whether the query failed on a bad record: its guard's error (``message``, the
+        first line) or Spark's parse failure of a fail-fast read (among ``error``'s causes)."""
+        return self.is_guard_error(query, message) or parse_failed(error)
+
+    def hold(self, query: QueryInfo, epoch: int, error: str) -> tuple[bool, str]:
         """A batch failed on bad records: find them all; under PAUSE record them and pause the
-        query (True); under FAIL record them and let it fail (False)."""
+        query (True); under FAIL record them and let it fail (False). Also returns the error
+        to report: the guard's, or for Spark's parse failure one naming the first record. A
+        parse failure whose record is not found again (its file gone) is an ordinary failure."""
         policy = self.policy(query)
         status = "PENDING" if policy == "PAUSE" else "FAILED"
         batch = last_planned_batch(query.checkpoint)
@@ -114,11 +121,15 @@ class Holds:
         if not records:  # a Kafka record (or a file gone since): what the error says of it
             records = records_in_error(error, query.id, batch, status)
         first = records[0] if records else None
+        if not self.is_guard_error(query, error):  # Spark's parse failure names no record
+            if first is None:
+                return False, error
+            error = f"{MARKER} {query.id} cannot read a record of {first.source} in {first.position}: {first.raw[:300]}"
         where = f"first at {first.position}: {first.error}" if first else error[:300]
         log.error("%s: batch %d holds %d bad record(s); %s (policy %s)", query.id, batch, len(records), where, policy)
         if policy != "PAUSE":
             self.catalog.record_bad_records(records)
-            return False
+            return False, error
         self.settle(query)  # the new version did not fail: the record is bad for it too
         reason = (
             f"BAD_RECORD: {len(records)} bad record(s) in batch {batch}, {where}; fix the "
@@ -127,4 +138,4 @@ class Holds:
         self.clear_back_off(query.id)
         if self.catalog.hold_on_bad_records(query.id, records, reason, runtime_id=self.runtime_id, epoch=epoch):
             query.desired_state, query.observed_state, query.error = "PAUSED", "PAUSED", reason
-        return True
+        return True, error

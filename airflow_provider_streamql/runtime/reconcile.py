@@ -119,12 +119,10 @@ class Reconciler:
         self.driver.stop_query(query.id)  # both of its streaming queries
         error = running.exception()
         message = first_line(error, SPARK_ERROR_LIMIT) if error is not None else None
-        if (
-            message is not None
-            and self.holds.is_guard_error(query, message)
-            and self.holds.hold(query, running.epoch, message)
-        ):
-            return True
+        if message is not None and self.holds.is_bad_record_failure(query, message, error):
+            held, message = self.holds.hold(query, running.epoch, message)
+            if held:
+                return True
         if self.rollout.is_pending(query.id):  # the new version failed before it was ready
             self.rollout.roll_back(query, running.epoch, message or "stopped")
             return True

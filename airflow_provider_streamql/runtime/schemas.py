@@ -56,6 +56,9 @@ def reader_options(src: SourceInfo) -> dict[str, str]:
     return options
 
 
-def parse_options(src: SourceInfo) -> dict[str, str]:
-    """For a checked source: keep a record Spark cannot parse, its text in :data:`CORRUPT`."""
-    return {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT} if checked(src) else {}
+def parse_options(src: SourceInfo, *, fail_fast: bool = False) -> dict[str, str]:
+    """For a checked source: keep a record Spark cannot parse, its text in :data:`CORRUPT`;
+    ``fail_fast``: fail the read at the first such record instead (no :data:`CORRUPT`)."""
+    if not checked(src):
+        return {}
+    return {"mode": "FAILFAST"} if fail_fast else {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
