@@ -1,5 +1,5 @@
-"""What the bad-record guard costs a streaming batch (issue 16): one filter over JSON files,
-written by Spark's file sink, read five ways, alternating rounds in one session.
+"""What checking every record costs a streaming batch (issue 16): one filter over JSON
+files, written by Spark's file sink, read five ways, alternating rounds in one session.
 
     .venv/bin/python bench/guard_stream.py [--rows 3000000] [--rounds 10] [--v-last]
 
@@ -11,11 +11,13 @@ Forms:
   that query: what the parser's early drop is worth.
 - ``permissive``: PERMISSIVE with a corrupt-record column, the column dropped (so it is not
   read: no check at all).
-- ``guard``: runtime/badrecords.py's form, every column ``CASE WHEN bad THEN raise_error(...
-  input_file_name() ...) ELSE col``, then the query's filter.
-- ``guard-filter``: the same check as one filter under the query's (nondeterministic through
-  ``input_file_name()``, so Spark neither merges the two nor pushes the query's below it):
-  whether a CASE per column is the cost.
+- ``guard``: PERMISSIVE with the corrupt-record column read, every column ``CASE WHEN bad
+  THEN raise_error(... input_file_name() ...) ELSE col``, then the query's filter: how the
+  runtime checked every file record until 2026-11-25, and how it still checks a query that
+  skipped records (runtime/badrecords.py).
+- ``failfast``: how the runtime reads a file under FAIL and PAUSE now: FAILFAST (Spark fails
+  the read at a record it cannot parse), with the parser pushdown off (the runtime's
+  setting: it would drop a bad record the filter rejects unseen).
 
 Unlike ``bench/guard_scan.py`` (a batch read), this is the streaming plan a runtime's query
 runs. Each round reads the whole input as one batch (``availableNow``). ``--v-last``
@@ -36,11 +38,14 @@ from airflow_provider_streamql.runtime import build_session
 
 COLUMNS = ["id", "v", "user"]
 CORRUPT = "_corrupt"
-FORMS = ("plain", "plain-no-pushdown", "permissive", "guard", "guard-filter")
-CONFS = {"plain-no-pushdown": {"spark.sql.json.filterPushdown.enabled": "false"}}
+FORMS = ("plain", "plain-no-pushdown", "permissive", "guard", "failfast")
+NO_PUSHDOWN = {"spark.sql.json.filterPushdown.enabled": "false"}
+CONFS = {"plain-no-pushdown": NO_PUSHDOWN, "failfast": NO_PUSHDOWN}
 
 
 def frame(spark, source: str, form: str):
+    if form == "failfast":
+        return spark.readStream.schema(SCHEMA).option("mode", "FAILFAST").json(source).where("v > 10")
     if form.startswith("plain"):
         return spark.readStream.schema(SCHEMA).json(source).where("v > 10")
     df = (
@@ -55,8 +60,6 @@ def frame(spark, source: str, form: str):
     message = F.concat(
         F.lit("cannot read a record in "), F.input_file_name(), F.lit(": "), F.coalesce(F.col(CORRUPT), F.lit(""))
     )
-    if form == "guard-filter":
-        return df.where(F.when(bad, F.raise_error(message)).otherwise(F.lit(True))).select(*COLUMNS).where("v > 10")
     guarded = df.select(*[F.when(bad, F.raise_error(message)).otherwise(F.col(c)).alias(c) for c in COLUMNS])
     return guarded.where("v > 10")
 
