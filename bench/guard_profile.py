@@ -5,8 +5,8 @@ Flight Recorder, and the executor threads' samples summed by method (issue 16).
 
 Prints the methods most often on top of an executor thread's stack, and how many samples
 fall in FailureSafeParser's copy of every row into the result row, which Spark makes only
-when the corrupt-record column is read (``StructType.fieldIndex`` by name per field, boxed
-values). Compare ``--form plain`` (or ``failfast``) with ``--form guard``. Needs the JDK's
+when the corrupt-record column is read (a ``StructType.fieldIndex`` by name per field, and
+boxed values). Compare ``--form plain`` (or ``failfast``) with ``--form guard``. Needs the JDK's
 ``jcmd`` and ``jfr`` tools (next to the ``java`` Spark runs on).
 """
 
@@ -25,8 +25,10 @@ from streaming_rounds import alternate, json_input
 
 from airflow_provider_streamql.runtime import build_session
 
-#: frames of the row copy a PERMISSIVE read with a corrupt-record column makes per record
-ROW_COPY = ("FailureSafeParser.$anonfun$toResultRow", "StructType.fieldIndex", "StructType.getFieldIndex")
+#: the row copy a read with a corrupt-record column makes per record: FailureSafeParser's
+#: first toResultRow closure and its field lookups by name, ``fieldIndex`` (without that
+#: column Spark returns the parsed row as is; the parser's own lookups are getFieldIndex)
+ROW_COPY = ("FailureSafeParser.$anonfun$toResultRow$1", "StructType.fieldIndex")
 
 
 def samples(jdk: str, recording: str) -> list[list[str]]:
@@ -73,7 +75,8 @@ def main() -> None:
     spark.stop()
     stacks = samples(jdk, recording)
     top = collections.Counter(stack[0] for stack in stacks if stack)
-    copy = sum(1 for stack in stacks if any(name.startswith(ROW_COPY) for name in stack[:6]))
+    copy = sum(1 for stack in stacks if any(name in ROW_COPY for name in stack[:6]))
+    matched = collections.Counter(name for stack in stacks for name in set(stack[:6]) if name in ROW_COPY)
     print(
         json.dumps(
             {
@@ -82,10 +85,11 @@ def main() -> None:
                 "executor_samples": len(stacks),
                 "row_copy_samples": copy,
                 "row_copy_share": round(copy / max(len(stacks), 1), 3),
+                "row_copy_frames": dict(matched),
             }
         )
     )
-    for name, count in top.most_common(12):
+    for name, count in top.most_common(12):  # the hottest methods, by samples on top
         print(f"{count:6d}  {name}")
     shutil.rmtree(root, ignore_errors=True)
 
