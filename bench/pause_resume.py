@@ -25,7 +25,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 from airflow_provider_streamql.catalog import Catalog
 from airflow_provider_streamql.engine import Engine
 from airflow_provider_streamql.runtime import Runtime, build_session
-from airflow_provider_streamql.runtime.badrecords import NO_PARSER_PUSHDOWN
+from airflow_provider_streamql.runtime.badrecords import WHOLE_RECORDS
 from airflow_provider_streamql.runtime.evolution import source_evolution
 from airflow_provider_streamql.storage.checkpoints import last_committed_batch
 from airflow_provider_streamql.storage.layout import ALLOWED_PATHS_ENV
@@ -78,9 +78,9 @@ def write_input(path: str, rows: int, files: int) -> None:
 
 def handwritten(spark, src: str, out: str) -> float:
     t0 = time.monotonic()
-    # the session is the runtime's, which turns the parsers' filter pushdown off for its
-    # queries: the hand-written query gets Spark's default (on), as in a session of its own
-    for key in NO_PARSER_PUSHDOWN:
+    # the session is the runtime's, which makes the parsers read whole records for its
+    # queries: the hand-written query gets Spark's defaults, as in a session of its own
+    for key in WHOLE_RECORDS:
         spark.conf.unset(key)
     # ... and which names its streams (source evolution on): an unnamed hand-written
     # source starts with it off, as the runtime's own older queries do

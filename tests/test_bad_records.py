@@ -222,3 +222,19 @@ def test_a_bad_record_the_query_filters_out_still_holds_it(sqlite_engine, runtim
     (held,) = engine.bad_records("CSAS_BIG_1")
     assert (held.file, held.line, held.raw) == (bad_file, 2, record)
     assert ids(engine, "big") == []  # the batch committed nothing
+
+
+def test_a_short_csv_record_holds_a_query_that_reads_fewer_columns(sqlite_engine, runtimes):
+    """Spark's CSV parser, pruned to the columns a query reads, would not count the record's
+    fields: a checked read tokenizes whole records. (A column the query does not read is not
+    converted, so a wrong value there does not hold it, as for JSON.)"""
+    record = "2,b"
+    engine = sqlite_engine
+    engine.execute("CREATE STREAM readings (id INT KEY, note STRING, value DOUBLE) WITH (value_format='CSV');"
+                   "CREATE STREAM ids WITH (on_error='PAUSE') AS SELECT id FROM readings;")
+    start(engine, runtimes, "CSAS_IDS_1")
+    path = produce(engine, "readings", ["id,note,value", "1,a,1.5", record, "3,c,3.5"], "a.csv")
+    engine.wait_for_state("CSAS_IDS_1", "PAUSED", timeout=90)
+    (held,) = engine.bad_records("CSAS_IDS_1")
+    assert (held.file, held.line, held.raw) == (path, 3, record)
+    assert stream_rows(engine, "ids") == []

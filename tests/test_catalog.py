@@ -233,11 +233,12 @@ def test_a_forked_process_opens_its_own_connections(catalog_url):
         parent_session = conn.execute(text(session)).scalar()
     read, write = os.pipe()
     pid = os.fork()
-    if pid == 0:  # the child: report its session, write, and leave without cleanup
+    if pid == 0:  # the child: report its session, write, and close its catalog
         try:
             with catalog.engine.connect() as conn:
                 os.write(write, str(conn.execute(text(session)).scalar()).encode())
             catalog.heartbeat("child", "p", "host", os.getpid())
+            catalog.close()  # closes the child's connections, not the parent's
         finally:
             os._exit(0)
     os.close(write)
@@ -246,7 +247,9 @@ def test_a_forked_process_opens_its_own_connections(catalog_url):
     assert {r["id"] for r in catalog.runtimes()} == {"parent", "child"}
     if catalog.dialect == "postgresql":
         assert child_session != str(parent_session)  # not the parent's server session
-    catalog.heartbeat("parent", "p", "host", os.getpid())  # the parent's connection still works
+    with catalog.engine.connect() as conn:  # the parent's pooled session is still alive
+        assert conn.execute(text(session)).scalar() == parent_session
+    catalog.heartbeat("parent", "p", "host", os.getpid())
     catalog.close()
 
 
@@ -266,6 +269,24 @@ def test_writes_from_many_threads_all_land(catalog_url):
     assert {(q, lease["runtime_id"]) for q, lease in leases.items()} == {
         (f"Q{w}_{n}", f"rt-{w}") for w in range(16) for n in range(25)
     }
+    catalog.close()
+
+
+def test_a_read_after_a_write_takes_no_write_lock(sqlite_url):
+    """Readers never wait for writers, nor writers for readers: a pooled connection that
+    wrote before reads with a plain BEGIN."""
+    import sqlite3
+
+    from sqlalchemy import text
+
+    catalog = Catalog(sqlite_url)
+    catalog.heartbeat("rt", "p", "host", 1)  # a write: its connection goes back to the pool
+    with catalog.engine.connect() as reader, reader.begin():
+        reader.execute(text("SELECT count(*) FROM runtimes")).scalar()
+        other = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"), timeout=0, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # "database is locked" if the reader took the lock
+        other.execute("ROLLBACK")
+        other.close()
     catalog.close()
 
 

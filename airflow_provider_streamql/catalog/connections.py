@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 
@@ -13,15 +14,21 @@ PG_WRITE_LOCK = 0x5157_4C01  # pg_advisory_xact_lock key serialising catalog wri
 
 _sqlite_writers: dict[str, threading.RLock] = {}
 _sqlite_writers_lock = threading.Lock()
+_pooled: weakref.WeakSet[Engine] = weakref.WeakSet()  # the engines fork_safe() watches
 
 
-def _fresh_writer_locks() -> None:
-    # a lock held by another thread at fork time would never be released in the child
+def _after_fork_in_child() -> None:
+    # A lock held by another thread at fork time would never be released in the child, and
+    # the parent's pooled connections (and the pools' own locks) are the parent's: each
+    # pool is replaced by an empty one without closing them (closing a PostgreSQL
+    # connection would end the parent's session).
     global _sqlite_writers, _sqlite_writers_lock
     _sqlite_writers, _sqlite_writers_lock = {}, threading.Lock()
+    for engine in list(_pooled):
+        engine.dispose(close=False)
 
 
-os.register_at_fork(after_in_child=_fresh_writer_locks)
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _process_writer(engine: Engine):
@@ -50,7 +57,8 @@ def write_connection(engine: Engine, *, exclusive: bool = False) -> Iterator[Con
     a power loss or OS crash the last unsynced reports can be lost, and a runtime reports
     them again when it restarts (an exclusive commit syncs every report before it)."""
     with _process_writer(engine), engine.connect() as conn:
-        conn.info["write"] = "synced" if exclusive else "unsynced"  # SQLite: see _begin below
+        # an option of this Connection only: the pooled DBAPI connection's info outlives it
+        conn.execution_options(streamql_write="synced" if exclusive else "unsynced")  # see _begin
         with conn.begin():
             if exclusive and engine.dialect.name == "postgresql":
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": PG_WRITE_LOCK})
@@ -71,7 +79,7 @@ def serialise_sqlite(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _begin(conn):
-        write = conn.info.get("write")
+        write = conn.get_execution_options().get("streamql_write")
         if write:  # WAL: NORMAL commits without an fsync, FULL syncs the log (write_connection)
             conn.exec_driver_sql(f"PRAGMA synchronous={'FULL' if write == 'synced' else 'NORMAL'}")
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
@@ -79,8 +87,11 @@ def serialise_sqlite(engine: Engine) -> None:
 
 def fork_safe(engine: Engine) -> None:
     """A pooled connection is used only by the process that opened it: a process forked
-    with the pool (an Airflow task, a runtime's child) opens its own instead of sharing the
-    parent's socket or SQLite file handle (SQLAlchemy's pooling-with-fork recipe)."""
+    with the pool (an Airflow task, a runtime's child) starts with an empty pool and opens
+    its own instead of sharing the parent's socket or SQLite file handle; a connection
+    from another process found at checkout anyway is detached (SQLAlchemy's pooling-with-
+    fork recipes)."""
+    _pooled.add(engine)
 
     @event.listens_for(engine, "connect")
     def _remember_pid(_dbapi_connection, record):

@@ -59,7 +59,7 @@ def conn_id() -> str:
 
 
 def engine() -> Engine:
-    """One engine per connection setting, shared by the server's requests."""
+    """The engine of the connection's current settings, shared by the server's requests."""
     from airflow.models.connection import Connection
 
     try:
@@ -71,9 +71,13 @@ def engine() -> Engine:
     with _engines_lock:
         if key not in _engines:
             try:
-                _engines[key] = StreamQLHook.engine_for(conn)
+                fresh = StreamQLHook.engine_for(conn)
             except CatalogError as e:
                 raise HTTPException(503, e.message) from None
+            for stale in _engines.values():  # the connection was changed: its pooled catalog
+                stale.close()  # connections close (one still in use closes when it is done)
+            _engines.clear()
+            _engines[key] = fresh
         return _engines[key]
 
 

@@ -46,9 +46,16 @@ from .schemas import CORRUPT, FILE, checked, ddl_schema, parse_options, reader_o
 MARKER = "STREAMQL_BAD_RECORD"
 #: the error class of a record Spark could not parse in FAILFAST mode (in the error's causes)
 PARSE_FAILURE = "[MALFORMED_RECORD_IN_PARSING"
-#: Spark's parsers drop a record at the first field that fails a filter pushed into them,
-#: before reading the rest of it: a bad record the query's filter rejects would go unseen
-NO_PARSER_PUSHDOWN = {"spark.sql.json.filterPushdown.enabled": "false", "spark.sql.csv.filterPushdown.enabled": "false"}
+#: settings under which Spark's parsers read every field of every record, so a record bad in
+#: any field fails a fail-fast read: with a filter pushed into it, the JSON or CSV parser drops
+#: a record at the first field that fails the filter, before it reads the rest; with column
+#: pruning, the CSV parser tokenizes only the columns the query reads and misses a record
+#: short of fields (only those columns are converted either way, as for JSON)
+WHOLE_RECORDS = {
+    "spark.sql.json.filterPushdown.enabled": "false",
+    "spark.sql.csv.filterPushdown.enabled": "false",
+    "spark.sql.csv.parser.columnPruning.enabled": "false",
+}
 RAW_LIMIT = 2000  # characters of a bad record kept in the catalog and the dead-letter stream
 
 
@@ -96,10 +103,10 @@ class RecordGuard:
         return guard(df, src, self.query_id, self.policy, self.skipped)
 
 
-def no_parser_pushdown(spark: SparkSession) -> None:
-    """Keep Spark from pushing a query's filters into its JSON and CSV parsers (set before
-    every start: a query keeps the settings it started with)."""
-    for key, value in NO_PARSER_PUSHDOWN.items():
+def read_whole_records(spark: SparkSession) -> None:
+    """Set :data:`WHOLE_RECORDS` on ``spark`` (before every start: a query keeps the
+    settings it started with)."""
+    for key, value in WHOLE_RECORDS.items():
         spark.conf.set(key, value)
 
 

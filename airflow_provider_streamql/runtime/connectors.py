@@ -24,7 +24,7 @@ from ..language.streaming import StreamingPlan
 from ..storage.layout import dead_letter_checkpoint
 from ..storage.topics import FORMATS, TOMBSTONES, is_data_name
 from . import kafka
-from .badrecords import RecordGuard, dead_letters, no_parser_pushdown
+from .badrecords import RecordGuard, dead_letters, read_whole_records
 from .evolution import source_evolution
 from .schemas import (
     CHECKED_FORMATS,
@@ -148,7 +148,7 @@ def start_query(
 ) -> StreamingQuery:
     """Start a query's streaming plan (built by ``frames``, or taken from them), with source
     evolution on if the plan names its streams."""
-    no_parser_pushdown(spark)
+    read_whole_records(spark)
     with source_evolution(spark, bool(plan.source_names)):
         if plan.table_query:  # a changelog in, a changelog out (runtime/tables.py)
             changes, compute = table_query_frame(spark, query, plan, sources, sink)

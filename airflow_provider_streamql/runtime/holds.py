@@ -124,6 +124,7 @@ class Holds:
         if not self.is_guard_error(query, error):  # Spark's parse failure names no record
             if first is None:
                 return False, error
+            log.info("%s: Spark's parse failure: %s", query.id, error)
             error = f"{MARKER} {query.id} cannot read a record of {first.source} in {first.position}: {first.raw[:300]}"
         where = f"first at {first.position}: {first.error}" if first else error[:300]
         log.error("%s: batch %d holds %d bad record(s); %s (policy %s)", query.id, batch, len(records), where, policy)
