@@ -26,6 +26,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from ..catalog import ERROR_POLICIES, Catalog, QueryInfo, SourceInfo
 from ..errors import SPARK_ERROR_LIMIT, StateError, first_line
+from ..storage.checkpoints import remove_interrupted_writes
 from .connectors import Frames, start_query
 from .holds import Holds
 from .listener import ProgressListener
@@ -270,6 +271,8 @@ class Runtime:
             if missing:
                 raise StateError(f"{', '.join(missing)} no longer exist(s) in the catalog")
             fence = lambda: self._check_lease(query.id, epoch)
+            for path in remove_interrupted_writes(query.checkpoint):  # it is stopped: ours alone
+                log.warning("%s: removed %s, left by a write its last stop interrupted", query.id, path)
             plan = query.plan
             guard = self.holds.guard(query)
             stream = start_query(self.spark, query, plan, sources, sink, fence, guard, self.frames)

@@ -15,6 +15,27 @@ from .topics import read_log, uri_path
 OFFSET_LINE = re.compile(r"(?:(?P<name>[A-Za-z0-9_]+):)?(?P<offset>\{.*|-)")
 
 
+#: what a log write a stop interrupted leaves in ``offsets/`` or ``commits/``: Spark's temp
+#: file ``.<batch>.<uuid>.tmp`` and its checksum ``..<batch>.<uuid>.tmp.crc``
+INTERRUPTED_WRITE = re.compile(r"\.\.?\d+\.[0-9a-f-]{36}\.tmp(\.crc)?")
+
+
+def remove_interrupted_writes(checkpoint: str) -> list[str]:
+    """Delete what interrupted log writes left in a stopped query's ``offsets/`` and
+    ``commits/``, and return their paths. Spark never reads those files, but it refuses to
+    start a stateful query whose ``offsets/`` holds a file and no batch (a stop during the
+    write of ``offsets/0``), so the query could never be resumed."""
+    removed = []
+    for log in ("offsets", "commits"):
+        folder = os.path.join(checkpoint, log)
+        names = os.listdir(folder) if os.path.isdir(folder) else []
+        for name in names:
+            if INTERRUPTED_WRITE.fullmatch(name):
+                os.remove(os.path.join(folder, name))
+                removed.append(os.path.join(folder, name))
+    return removed
+
+
 def last_committed_batch(checkpoint: str) -> int:
     """Highest batch id in ``commits/`` (-1 when none has committed)."""
     commits = os.path.join(checkpoint, "commits")
