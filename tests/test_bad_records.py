@@ -157,7 +157,7 @@ def test_only_a_table_record_needs_its_key(spark, tmp_path):
 
     data = tmp_path / "a.json"
     data.write_text('{"id": 1, "v": "a"}\n{"v": "no key"}\n{"id": null, "v": "null key"}\n')
-    columns = [Column("id", "INT", key=True), Column("v", "STRING")]
+    columns = [Column.of("id", "INT", key=True), Column.of("v", "STRING")]
     found = {}
     for kind in ("STREAM", "TABLE"):
         src = SourceInfo("S", kind, columns, {}, "JSON", str(tmp_path))

@@ -16,7 +16,7 @@ from airflow_provider_streamql.storage.topics import is_data_name
 
 @pytest.fixture
 def sink(tmp_path):
-    columns = [Column("ID", "BIGINT")]
+    columns = [Column.of("ID", "BIGINT")]
     return SourceInfo("OUT", "STREAM", columns, {"batch_files": True}, "JSON", str(tmp_path / "out"))
 
 

@@ -59,7 +59,7 @@ def test_migrations_run_forward_on_an_existing_catalog(catalog_url, home, stages
 
     # -- what version 1 held reads through today's API ---------------------------------
     pageviews = catalog.source("PAGEVIEWS")
-    assert [(c.name, c.type, c.key) for c in pageviews.columns] == \
+    assert [(c.name, c.type.spark(), c.key) for c in pageviews.columns] == \
         [("user_id", "STRING", False), ("page", "STRING", False), ("viewtime", "BIGINT", False)]
     assert (pageviews.kind, pageviews.format, pageviews.path) == ("STREAM", "JSON", f"{home}/topics/PAGEVIEWS")
     assert catalog.source("USERS").key_columns == ["user_id"]

@@ -156,7 +156,7 @@ COERCIONS = [
 
 @pytest.mark.parametrize("value, type_, timestamp_format, expected", COERCIONS)
 def test_coerce_checks_ranges_and_formats(value, type_, timestamp_format, expected):
-    column = Column("c", type_)
+    column = Column.of("c", type_)
     if isinstance(expected, str) and (not isinstance(value, str) or value != expected):
         with pytest.raises(ValidationError) as info:
             topics.coerce(value, column, timestamp_format=timestamp_format)

@@ -184,7 +184,7 @@ def planned(tmp_path_factory):
             out[call] = e
             continue
         source = engine.catalog.source(f"FN_{i}")
-        out[call] = (engine.catalog.query(result.query_id), next(c.type for c in source.columns if c.name == "v"))
+        out[call] = (engine.catalog.query(result.query_id), next(c.type.spark() for c in source.columns if c.name == "v"))
     yield engine, out
     engine.close()
 
@@ -284,7 +284,7 @@ def test_pseudo_columns_are_the_columns_they_stand_for(planned, sql, expected):
     [result] = engine.execute(sql)
     query = engine.catalog.query(result.query_id)
     assert fragment in query.plan.spark_sql
-    assert [(c.name, c.type) for c in engine.catalog.source(sql.split()[2].upper()).columns] == columns
+    assert [(c.name, c.type.spark()) for c in engine.catalog.source(sql.split()[2].upper()).columns] == columns
 
 
 def test_a_pull_query_reads_rowkey_and_the_window_bounds(planned):

@@ -33,7 +33,7 @@ def engine(tmp_path):
     ("STRUCT<bytes BYTES, date DATE>", "STRUCT<bytes: BINARY, date: DATE>"),
 ])
 def test_declared_types(declared, spark_type):
-    assert parse_one(f"CREATE STREAM x (id INT KEY, v {declared})").columns[1].type == spark_type
+    assert parse_one(f"CREATE STREAM x (id INT KEY, v {declared})").columns[1].type.spark() == spark_type
 
 
 @pytest.mark.parametrize("sql, fragment", [
@@ -68,7 +68,7 @@ def test_refused_at_parse(sql, fragment):
 def test_struct_array_map_access(engine, select, spark_sql, columns):
     result = engine.execute(f"CREATE STREAM o AS SELECT id, {select} FROM s")[0]
     assert f"SELECT id, {spark_sql} FROM" in engine.query(result.query_id).select_sql
-    assert [(c.name, c.type) for c in engine.catalog.source("O").columns][1:] == columns
+    assert [(c.name, c.type.spark()) for c in engine.catalog.source("O").columns][1:] == columns
 
 
 def test_nested_access_in_a_filter(engine):

@@ -93,7 +93,7 @@ def test_query_ids_are_stable_and_readable(engine):
     assert results[0].query_id == "CTAS_STATS_2"
     assert [q["query_id"] for q in engine.queries()] == ["CSAS_VALID_1", "CTAS_STATS_2"]
     stats = engine.catalog.source("STATS")
-    assert [(c.name, c.type, c.key) for c in stats.columns] == [
+    assert [(c.name, c.type.spark(), c.key) for c in stats.columns] == [
         ("user", "STRING", True), ("n", "BIGINT", False), ("total", "DOUBLE", False)]
 
 

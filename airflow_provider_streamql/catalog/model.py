@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..language.statements import Column
@@ -65,14 +65,14 @@ class SourceInfo:
         return [c.name for c in self.columns if c.key]
 
     def column_json(self) -> str:
-        return json.dumps([asdict(c) for c in self.columns])
+        return json.dumps([c.to_json() for c in self.columns])
 
     @classmethod
     def from_row(cls, row: Any) -> SourceInfo:
         return cls(
             row.name,
             row.kind,
-            [Column(**c) for c in json.loads(row.columns)],
+            [Column.from_json(c) for c in json.loads(row.columns)],
             json.loads(row.properties),
             row.format,
             row.path,

@@ -20,6 +20,7 @@ from .outputs import joined_tables, output_projections
 from .pseudocolumns import resolve_pseudo_columns
 from .query_shape import shape_of
 from .statements import Column, Statement
+from .types import SqlType, TypeName, TypeProblem
 
 T = exp.DataType.Type
 NUMERIC = exp.DataType.NUMERIC_TYPES
@@ -85,6 +86,7 @@ class SelectAnalysis:
 
 
 WINDOW_BOUNDS = ("WINDOWSTART", "WINDOWEND")
+TIMESTAMP = SqlType.of(TypeName.TIMESTAMP)
 
 
 def analyze_select(
@@ -154,7 +156,7 @@ def analyze_select(
     select.set("expressions", output_projections(select, schemas))
     if stmt.window is not None:  # window bounds are columns of the windowed source
         schemas = dict(schemas)
-        schemas[sources[0]] = list(schemas[sources[0]]) + [Column(b, "TIMESTAMP") for b in WINDOW_BOUNDS]
+        schemas[sources[0]] = list(schemas[sources[0]]) + [Column(b, TIMESTAMP) for b in WINDOW_BOUNDS]
     else:
         real = {c.name.upper() for name in sources for c in schemas[name]}
         for column in select.find_all(exp.Column):
@@ -165,7 +167,7 @@ def analyze_select(
             raise where.error(f"no column {column.name!r}: {reserved}", column)
     declared = {c.name.lower(): c.name for cols in schemas.values() for c in cols}
     declared.update({a.alias.lower(): a.alias for a in select.find_all(exp.Alias)})
-    sql_schema = {name: {c.name: c.type for c in cols} for name, cols in schemas.items()}
+    sql_schema = {name: {c.name: c.type.to_sqlglot() for c in cols} for name, cols in schemas.items()}
     try:
         tree = qualify(select.copy(), schema=sql_schema, dialect=DIALECT)
         tree = annotate_types(tree, schema=sql_schema, dialect=DIALECT)
@@ -202,10 +204,10 @@ def analyze_select(
         seen.add(name.lower())
         if projection.type is None or projection.type.this in LOOSE:
             raise where.error(_untyped(name, projection), select)
-        columns.append(Column(name, projection.type.sql(dialect=DIALECT), key=name in group_by))
+        columns.append(Column(name, _output_type(name, projection, persistent, where, select), key=name in group_by))
     for bound in WINDOW_BOUNDS if stmt.window is not None else ():
         if bound.lower() not in seen:  # a windowed table is keyed by its window too
-            columns.append(Column(bound, "TIMESTAMP", key=True))
+            columns.append(Column(bound, TIMESTAMP, key=True))
     joins = [
         ((j.args.get("side") or j.args.get("kind") or "INNER").upper(), j.this.name.upper())
         for j in select.args.get("joins") or []
@@ -220,6 +222,20 @@ CODE_FUNCTIONS = {
     "java_method": "it calls a Java method by name",
     "try_reflect": "it calls a Java method by name",
 }
+
+
+def _output_type(
+    name: str, projection: exp.Expression, persistent: bool, where: _Locator, select: exp.Select
+) -> SqlType:
+    """The typed type of output column ``name``. A persistent query's output is written, so
+    its type must be one a stream or table can hold; a pull query's value is only shown (a
+    type outside the table, such as an INTERVAL, is shown as its text)."""
+    try:
+        return SqlType.from_sqlglot(projection.type)
+    except TypeProblem as e:
+        if not persistent:
+            return SqlType.of(TypeName.STRING)
+        raise where.error(f"output column {name!r}: {e}; CAST it to one", select) from None
 
 
 def _grouping_keys(tree: exp.Select, names: list[str], where: _Locator, select: exp.Select) -> list[str]:

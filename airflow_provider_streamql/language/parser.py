@@ -21,7 +21,7 @@ from sqlglot.errors import TokenError
 from sqlglot.tokens import Token, TokenType
 
 from ..errors import ParseError
-from .dialect import DIALECT, StreamQL
+from .dialect import DIALECT
 from .names import PLAIN_NAME, name_problem
 from .shapes import mark_subscripts, name_fields
 from .statements import (
@@ -49,6 +49,7 @@ from .statements import (
     Within,
     retention_problem,
 )
+from .types import UNSUPPORTED, SqlType, TypeProblem, parse_type
 from .values import check_value
 
 NAME_TOKENS = {TokenType.VAR, TokenType.IDENTIFIER}
@@ -446,16 +447,14 @@ class _StatementParser:
             self.fail(f"expected a type for column {name!r}")
         type_text = self.script[start.start : self.tokens[self.i - 1].end + 1]
         try:
-            data_type = column_type(type_text, name)
-        except (SqlglotParseError, ValueError):
+            data_type = parse_type(type_text)
+        except TypeProblem as e:
             raise ParseError(
-                f"unknown type {type_text!r} for column {name!r}",
+                f"column {name!r} of type {type_text!r}: {e}",
                 line=start.line,
                 col=start_col(start),
                 text=self.line_of(start),
             ) from None
-        except ParseError as e:
-            raise ParseError(e.message, line=start.line, col=start_col(start), text=self.line_of(start)) from None
         key = False
         if self.at_primary_key():
             self.accept("PRIMARY KEY") or self.accept("PRIMARY", "KEY")
@@ -884,33 +883,6 @@ class _StatementParser:
     }
 
 
-class _DeclaredTypes(StreamQL):
-    """Spark's type names, and ksqlDB's ``BYTES`` (Spark's BINARY), for declared columns."""
-
-    class Tokenizer(StreamQL.Tokenizer):
-        KEYWORDS = {**StreamQL.Tokenizer.KEYWORDS, "BYTES": TokenType.VARBINARY}
-
-
-_DECLARED_TYPES = _DeclaredTypes()
-#: types Spark cannot hold in a stream, and why (sqlglot would turn TIME into TIMESTAMP)
-UNSUPPORTED_TYPES = {
-    exp.DataType.Type.TIME: "Spark 4.3 does not support the TIME type (UNSUPPORTED_TIME_TYPE)",
-    exp.DataType.Type.TIMETZ: "Spark has no TIME WITH TIME ZONE type",
-}
-#: what to declare instead
-TIME_INSTEAD = "declare the column INT (milliseconds since midnight, as ksqlDB writes TIME in JSON) or STRING"
-
-
-def column_type(type_text: str, name: str) -> str:
-    """A declared column's type as Spark SQL spells it (``BYTES`` -> ``BINARY``,
-    ``STRUCT<a INT>`` -> ``STRUCT<a: INT>``); ParseError for a type Spark cannot hold."""
-    data_type = exp.DataType.build(type_text, dialect=_DECLARED_TYPES)
-    for node in data_type.find_all(exp.DataType):
-        if node.this in UNSUPPORTED_TYPES:
-            raise ParseError(f"column {name!r} of type {type_text!r}: {UNSUPPORTED_TYPES[node.this]}; {TIME_INSTEAD}")
-    return data_type.sql(dialect=DIALECT)
-
-
 def parse_select(sql: str, first: Token) -> exp.Expression:
     """Parse a Spark SQL SELECT; errors are re-based onto the whole script's lines."""
     check_double_quotes(sql, first)
@@ -932,14 +904,16 @@ def parse_select(sql: str, first: Token) -> exp.Expression:
         raise ParseError("expected a single SELECT", line=first.line, col=start_col(first), text=sql[:60])
     mark_subscripts(tree)  # ksqlDB's a[1], m['k'] and s->f (see .shapes)
     name_fields(tree)
-    for data_type in tree.find_all(exp.DataType):
-        if data_type.this in UNSUPPORTED_TYPES:
-            raise ParseError(
-                f"type {data_type.this.value} is not supported: {UNSUPPORTED_TYPES[data_type.this]}",
-                line=first.line,
-                col=start_col(first),
-                text=sql[:60],
-            )
+    for data_type in list(tree.find_all(exp.DataType)):
+        if isinstance(data_type.parent, (exp.DataType, exp.ColumnDef)):
+            continue  # checked with the type it is part of
+        unsupported = next((t.this for t in data_type.find_all(exp.DataType) if t.this in UNSUPPORTED), None)
+        try:  # a CAST's type is a typed value too: generated from the table, never as written
+            if unsupported is not None:
+                raise TypeProblem(f"type {unsupported.value} is not supported: {UNSUPPORTED[unsupported]}")
+            data_type.replace(SqlType.from_sqlglot(data_type).to_sqlglot())
+        except TypeProblem as e:
+            raise ParseError(str(e), line=first.line, col=start_col(first), text=sql[:60]) from None
     # a unit word (EXTRACT(YEAR ...), DATE_TRUNC, TIMESTAMPADD, ...) is written back into the
     # generated SQL as it stands: only a plain word may be one, never quoted text
     bad = next((v for v in tree.find_all(exp.Var) if not PLAIN_NAME.fullmatch(v.name)), None)

@@ -51,5 +51,5 @@ def rekey(analysis: SelectAnalysis, names: tuple[str, ...]) -> str | None:
     keys = {n.lower() for n in names}
     analysis.columns = [replace(c, key=c.name.lower() in keys) for c in analysis.columns]
     if "columns" in analysis.shape:
-        analysis.shape["columns"] = [[c.name, c.type, c.key] for c in analysis.columns]
+        analysis.shape["columns"] = [[c.name, c.type.spark(), c.key] for c in analysis.columns]
     return None

@@ -48,7 +48,7 @@ def shape_of(
     for clause in ("expressions", "where", "having", "group", "joins", "from", "from_"):
         rest.set(clause, None)
     return {
-        "columns": [[c.name, c.type, c.key] for c in columns],
+        "columns": [[c.name, c.type.spark(), c.key] for c in columns],
         "projections": {name: _norm(p.unalias()) for name, p in zip(names, tree.selects, strict=True)},
         "where": _norm(tree.args.get("where")),
         "having": _norm(tree.args.get("having")),

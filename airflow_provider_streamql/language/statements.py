@@ -9,6 +9,7 @@ from sqlglot import exp
 
 from ..errors import ParseError
 from .names import check_object_name
+from .types import SqlType, TypeProblem, parse_type
 
 #: control statements and the desired state each asks for
 CONTROL_ACTIONS = ("PAUSE", "RESUME", "TERMINATE")
@@ -16,11 +17,33 @@ CONTROL_ACTIONS = ("PAUSE", "RESUME", "TERMINATE")
 
 @dataclass(frozen=True)
 class Column:
-    """A declared or derived column. ``key`` marks ksqlDB's KEY / PRIMARY KEY."""
+    """A declared or derived column: its one canonical ``name`` (the spelling every reader
+    and writer uses), its typed ``type``; ``key`` marks ksqlDB's KEY / PRIMARY KEY."""
 
     name: str
-    type: str
+    type: SqlType
     key: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.type, SqlType):
+            raise TypeError(f"column {self.name!r}: type must be a SqlType, not {self.type!r} (see Column.of)")
+
+    @classmethod
+    def of(cls, name: str, type_text: str, key: bool = False) -> Column:
+        """A column whose type is given as text (a declaration, a catalog record): read once
+        through the type grammar; :class:`ParseError` naming the column when it is no type."""
+        try:
+            return cls(name, parse_type(type_text), key)
+        except TypeProblem as e:
+            raise ParseError(f"column {name!r} of type {type_text!r}: {e}") from None
+
+    def to_json(self) -> dict[str, Any]:
+        """How the catalog records it: the type in Spark SQL's spelling."""
+        return {"name": self.name, "type": self.type.spark(), "key": self.key}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Column:
+        return cls.of(data["name"], data["type"], bool(data.get("key", False)))
 
 
 @dataclass(frozen=True)

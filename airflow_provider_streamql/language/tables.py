@@ -41,7 +41,7 @@ def keyed_by(analysis: SelectAnalysis, keys: list[str]) -> SelectAnalysis:
     its columns and in the shape the upgrade validator compares)."""
     wanted = {k.lower() for k in keys}
     columns = [replace(c, key=c.name.lower() in wanted) for c in analysis.columns]
-    shape = {**analysis.shape, "columns": [[c.name, c.type, c.key] for c in columns]}
+    shape = {**analysis.shape, "columns": [[c.name, c.type.spark(), c.key] for c in columns]}
     return replace(analysis, columns=columns, shape=shape)
 
 

@@ -22,6 +22,7 @@ from ..catalog import Catalog, QueryInfo, Snapshot, SourceInfo
 from ..errors import NotFoundError, StateError, ValidationError
 from ..language import statements as st
 from ..language.analyzer import SelectAnalysis, analyze_select
+from ..language.types import TypeName
 from ..results import Result
 from ..storage import topics
 from ..storage.layout import Layout
@@ -200,7 +201,7 @@ class PlannerBase:
                 raise self._error(f"{stmt.name}: {e.message}", stmt) from None
         if "timestamp" in props:
             ts = next((c for c in columns if c.name.lower() == props["timestamp"].lower()), None)
-            if ts is None or ts.type != "TIMESTAMP":
+            if ts is None or ts.type.name is not TypeName.TIMESTAMP:
                 raise self._error(
                     f"timestamp = {props['timestamp']!r} must name a TIMESTAMP column "
                     f"of {stmt.name}" + ("" if ts is None else f" ({ts.name} is {ts.type})"),
@@ -222,7 +223,7 @@ class PlannerBase:
 
 
 def column_tuples(columns: list[st.Column]) -> list[tuple[str, str, bool]]:
-    return [(c.name.lower(), c.type.upper(), c.key) for c in columns]
+    return [(c.name.lower(), c.type, c.key) for c in columns]
 
 
 # -- file effects and their undos ------------------------------------------------------

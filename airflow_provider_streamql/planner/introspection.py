@@ -129,7 +129,7 @@ def describe(catalog: Catalog, conn: Connection, snapshot: Snapshot, stmt: st.De
         stmt.text,
         message="\n".join(lines),
         columns=["column", "type", "key"],
-        rows=[[c.name, c.type, "KEY" if c.key else ""] for c in src.columns],
+        rows=[[c.name, c.type.spark(), "KEY" if c.key else ""] for c in src.columns],
     )
 
 

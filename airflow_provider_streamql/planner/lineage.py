@@ -65,7 +65,7 @@ def dataset_of(source: SourceInfo, kafka_bootstrap: str | None = None) -> Datase
     """The lineage dataset of a stream or table. A Kafka topic's namespace needs the
     bootstrap servers, which live in runtime configuration, not in the catalog: without
     them it is ``kafka``."""
-    fields = tuple((c.name, c.type) for c in source.columns)
+    fields = tuple((c.name, c.type.spark()) for c in source.columns)
     if source.kafka_topic:
         server = (kafka_bootstrap or "").split(",")[0].strip()
         return Dataset(f"kafka://{server}" if server else "kafka", source.kafka_topic, fields)
@@ -110,7 +110,7 @@ def _columns(
     names the query's temporary views, mapped back to streams here)."""
     stream_of = {view.lower(): name for name, view in views.items()}
     schema: dict[str, object] = {
-        v: {c.name: c.type for c in sources[n].columns} for v, n in stream_of.items() if n in sources
+        v: {c.name: c.type.to_sqlglot() for c in sources[n].columns} for v, n in stream_of.items() if n in sources
     }
     columns: dict[str, tuple[InputColumn, ...]] = {}
     try:  # qualified once for every column, as sqlglot's lineage qualifies a query given as text

@@ -22,6 +22,7 @@ from ..language.analyzer import SelectAnalysis
 from ..language.dialect import DIALECT
 from ..language.partition import keyed_select, rekey
 from ..language.tables import keyed_by, passed_keys
+from ..language.types import TypeName
 from ..results import Result
 from ..storage import topics
 from ..storage.state import recorded_state
@@ -214,7 +215,7 @@ class PersistentQueries(PlannerBase):
         if (
             "timestamp" not in sink.properties
             and stmt.window is None
-            and any(c.name == inherited and c.type == "TIMESTAMP" for c in sink.columns)
+            and any(c.name == inherited and c.type.name is TypeName.TIMESTAMP for c in sink.columns)
         ):
             sink.properties["timestamp"] = inherited  # the event time passes through unchanged
         return sink

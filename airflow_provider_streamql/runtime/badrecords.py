@@ -40,6 +40,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ..catalog import BadRecord, SourceInfo
+from ..language.types import TypeName
 from ..storage.topics import FORMATS, uri_path, value_delimiter
 from .schemas import CORRUPT, FILE, checked, ddl_schema, parse_options, reader_options
 
@@ -258,7 +259,7 @@ def _same_values(text: str, parsed: str, src: SourceInfo) -> bool:
     return all(
         _plain(values.get(c.name)) == _plain(want.get(c.name))
         for c in src.columns
-        if not c.type.upper().startswith(("DATE", "TIMESTAMP"))
+        if not (c.type.is_timestamp or c.type.name is TypeName.DATE)
     )
 
 

@@ -35,6 +35,7 @@ from .schemas import (
     format_options,
     parse_options,
     reader_options,
+    spark_type,
 )
 from .tables import Changes, HavingChanges, read_table_snapshot, table_query_frame
 
@@ -359,7 +360,7 @@ class BatchWriter:
         key_columns = set(self.sink.key_columns)
         rows = keys.select(
             *[
-                F.col(f"`{c.name}`") if c.name in key_columns else F.lit(None).cast(c.type).alias(c.name)
+                F.col(f"`{c.name}`") if c.name in key_columns else F.lit(None).cast(spark_type(c.type)).alias(c.name)
                 for c in self.sink.columns
             ]
         )

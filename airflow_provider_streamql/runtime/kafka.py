@@ -20,7 +20,7 @@ from pyspark.sql.utils import AnalysisException
 
 from ..catalog import SourceInfo
 from ..errors import StateError
-from .schemas import CORRUPT, FILE, ddl_schema
+from .schemas import CORRUPT, FILE, ddl_schema, spark_type
 
 CONF_PREFIX = "spark.streamql.kafka."
 PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13"
@@ -87,7 +87,7 @@ def decode(df: DataFrame, src: SourceInfo) -> DataFrame:
         F.col("value").cast("string"), value_schema, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
     )
     if len(keys) == 1:
-        key_columns = [F.col("key").cast("string").cast(keys[0].type).alias(keys[0].name)]
+        key_columns = [F.col("key").cast("string").cast(spark_type(keys[0].type)).alias(keys[0].name)]
     else:
         parsed = F.from_json(F.col("key").cast("string"), ddl_schema(keys))
         key_columns = [parsed.getField(k.name).alias(k.name) for k in keys]

@@ -10,13 +10,13 @@ another for it, so their imports form a tree with this module at its root.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+
+from pyspark.sql import types as T
 
 from ..catalog import SourceInfo
+from ..language.statements import Column
+from ..language.types import SqlType, TypeName
 from ..storage.topics import value_delimiter
-
-if TYPE_CHECKING:
-    from ..language.statements import Column
 
 #: the column holding a record's text when Spark cannot parse it (PERMISSIVE mode)
 CORRUPT = "_corrupt_record"
@@ -33,10 +33,45 @@ def checked(src: SourceInfo) -> bool:
     return src.format in CHECKED_FORMATS
 
 
-def ddl_schema(columns: Iterable[Column], *, corrupt: bool = False) -> str:
-    """``columns`` as a DDL schema; ``corrupt``: with the corrupt-record column last."""
-    ddl = ", ".join(f"`{c.name}` {c.type}" for c in columns)
-    return ddl + (f", `{CORRUPT}` STRING" if corrupt else "")
+#: each type without parameters or elements -> its Spark type
+SPARK_TYPES: dict[TypeName, T.DataType] = {
+    TypeName.BOOLEAN: T.BooleanType(),
+    TypeName.TINYINT: T.ByteType(),
+    TypeName.SMALLINT: T.ShortType(),
+    TypeName.INT: T.IntegerType(),
+    TypeName.BIGINT: T.LongType(),
+    TypeName.FLOAT: T.FloatType(),
+    TypeName.DOUBLE: T.DoubleType(),
+    TypeName.STRING: T.StringType(),
+    TypeName.BINARY: T.BinaryType(),
+    TypeName.DATE: T.DateType(),
+    TypeName.TIMESTAMP: T.TimestampType(),
+    TypeName.TIMESTAMP_NTZ: T.TimestampNTZType(),
+}
+
+
+def spark_type(t: SqlType) -> T.DataType:
+    """The Spark type of a column type, built from the typed value (never from text)."""
+    if t.name is TypeName.DECIMAL:
+        return T.DecimalType(t.precision, t.scale)
+    if t.name is TypeName.VARCHAR:
+        return T.VarcharType(t.params[0])
+    if t.name is TypeName.CHAR:
+        return T.CharType(t.params[0])
+    if t.name is TypeName.ARRAY:
+        return T.ArrayType(spark_type(t.elements[0]))
+    if t.name is TypeName.MAP:
+        return T.MapType(spark_type(t.elements[0]), spark_type(t.elements[1]))
+    if t.name is TypeName.STRUCT:
+        return T.StructType([T.StructField(name, spark_type(f)) for name, f in t.fields])
+    return SPARK_TYPES[t.name]
+
+
+def ddl_schema(columns: Iterable[Column], *, corrupt: bool = False) -> T.StructType:
+    """``columns`` as a Spark schema under their canonical names; ``corrupt``: with the
+    corrupt-record column last."""
+    fields = [T.StructField(c.name, spark_type(c.type)) for c in columns]
+    return T.StructType(fields + ([T.StructField(CORRUPT, T.StringType())] if corrupt else []))
 
 
 def format_options(src: SourceInfo) -> dict[str, str]:

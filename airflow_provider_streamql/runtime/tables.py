@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 from ..catalog import QueryInfo, SourceInfo
 from ..language.streaming import StreamingPlan
 from ..storage.topics import FORMATS, TOMBSTONE_NAME, changelog_files
-from .schemas import ddl_schema, reader_options
+from .schemas import ddl_schema, reader_options, spark_type
 
 #: columns the changelog stream adds to a table's rows (dropped before the SELECT sees them):
 #: the file, where in it the split read starts, whether it is a tombstone file
@@ -162,7 +162,7 @@ class Recompute:
         spark = batch.sparkSession
         for name, src in self.tables.items():
             read_table_snapshot(spark, src).createOrReplaceTempView(self.plan.views[name])
-        columns = [F.col(f"`{c.name}`").cast(c.type).alias(c.name) for c in self.sink.columns]
+        columns = [F.col(f"`{c.name}`").cast(spark_type(c.type)).alias(c.name) for c in self.sink.columns]
         keys = self.sink.key_columns
         new = _keyed(spark.sql(self.plan.spark_sql).select(*columns), keys)  # a NULL group is dropped, as in ksqlDB
         old = read_table_snapshot(spark, self.sink).select(*columns)

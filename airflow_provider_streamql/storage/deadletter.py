@@ -12,16 +12,16 @@ from . import topics
 from .layout import Layout, home_of_checkpoint
 
 COLUMNS = [
-    Column("query_id", "STRING"),
-    Column("source", "STRING"),
-    Column("file", "STRING"),
-    Column("line", "INT"),
-    Column("raw", "STRING"),
-    Column("error", "STRING"),
-    Column("batch_id", "BIGINT"),
-    Column("status", "STRING"),
-    Column("recorded_at", "STRING"),
-    Column("handled_by", "STRING"),
+    Column.of("query_id", "STRING"),
+    Column.of("source", "STRING"),
+    Column.of("file", "STRING"),
+    Column.of("line", "INT"),
+    Column.of("raw", "STRING"),
+    Column.of("error", "STRING"),
+    Column.of("batch_id", "BIGINT"),
+    Column.of("status", "STRING"),
+    Column.of("recorded_at", "STRING"),
+    Column.of("handled_by", "STRING"),
 ]
 
 

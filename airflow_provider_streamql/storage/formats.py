@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from typing import IO, Any
 
 from ..language.statements import Column
+from ..language.types import SqlType, TypeName
 
 # value_format -> (Spark data source name, file suffix). DELIMITED is ksqlDB's: CSV without
 # a header line, fields separated by the source's value_delimiter (',' unless given)
@@ -24,15 +25,13 @@ FORMATS = {
     "DELIMITED": ("csv", ".csv"),
     "PARQUET": ("parquet", ".parquet"),
 }
-INT_TYPES = ("TINYINT", "SMALLINT", "INT", "BIGINT")
-FLOAT_TYPES = ("FLOAT", "DOUBLE")
 #: formats read and written by Spark's CSV source: positional fields, text values
 TEXT_FORMATS = ("CSV", "DELIMITED")
 #: ksqlDB's names for value_delimiter characters that are awkward to quote
 DELIMITER_NAMES = {"TAB": "\t", "SPACE": " "}
 #: types a CSV or DELIMITED field cannot hold: Spark's CSV source refuses nested types
 #: (UNSUPPORTED_DATA_TYPE_FOR_DATASOURCE) and reads BINARY as the raw text, not base64
-NOT_IN_TEXT = ("STRUCT", "ARRAY", "MAP", "BINARY")
+NOT_IN_TEXT = (TypeName.STRUCT, TypeName.ARRAY, TypeName.MAP, TypeName.BINARY)
 
 
 def delimiter_problem(value: Any) -> str | None:
@@ -54,7 +53,7 @@ def format_problem(fmt: str, columns: Iterable[Column]) -> str | None:
     if fmt not in TEXT_FORMATS:
         return None
     for c in columns:
-        if c.type.upper().startswith(NOT_IN_TEXT):
+        if c.type.name in NOT_IN_TEXT:
             return (
                 f"{fmt} values cannot hold column {c.name!r} of type {c.type}: Spark's CSV source reads "
                 f"no STRUCT, ARRAY or MAP fields, and no base64 BYTES (use value_format='JSON')"
@@ -92,14 +91,13 @@ def _to_text(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def _from_text(text: str, spark_type: str) -> Any:
-    t = spark_type.upper()
+def _from_text(text: str, t: SqlType) -> Any:
     if text == "":
         return None
-    if t in INT_TYPES:
+    if t.is_integer:
         return int(text)
-    if t in FLOAT_TYPES or t.startswith("DECIMAL"):
+    if t.is_float or t.is_decimal:
         return float(text)
-    if t == "BOOLEAN":
+    if t.name is TypeName.BOOLEAN:
         return text.lower() == "true"
     return text

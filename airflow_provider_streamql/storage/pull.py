@@ -25,7 +25,7 @@ from sqlglot.errors import SqlglotError
 from ..catalog import SourceInfo
 from ..errors import ValidationError
 from ..language.analyzer import SelectAnalysis
-from ..language.dialect import DIALECT
+from ..language.types import TypeName
 from . import sandbox, topics
 
 Answer = tuple[list[str], list[list[Any]]]  # column names, rows
@@ -48,32 +48,9 @@ def data_files(src: SourceInfo) -> list[str]:
 class PullQuery:
     """One pull query's private DuckDB: load the sources, lock, run one SELECT."""
 
-    #: Spark type (without parameters) -> DuckDB type; DECIMAL(p, s) is passed through.
-    TYPES = {
-        "TINYINT": "TINYINT",
-        "BYTE": "TINYINT",
-        "SMALLINT": "SMALLINT",
-        "SHORT": "SMALLINT",
-        "INT": "INTEGER",
-        "INTEGER": "INTEGER",
-        "BIGINT": "BIGINT",
-        "LONG": "BIGINT",
-        "FLOAT": "FLOAT",
-        "REAL": "FLOAT",
-        "DOUBLE": "DOUBLE",
-        "STRING": "VARCHAR",
-        "VARCHAR": "VARCHAR",
-        "CHAR": "VARCHAR",
-        "BOOLEAN": "BOOLEAN",
-        "BINARY": "BLOB",
-        "DATE": "DATE",
-        "TIMESTAMP": "TIMESTAMP",
-        "TIMESTAMP_LTZ": "TIMESTAMP",
-        "TIMESTAMP_NTZ": "TIMESTAMP",
-    }
-    #: Spark types that are instants: text with an offset ('...+02:00') is converted to UTC
+    #: Spark's TIMESTAMP is an instant: text with an offset ('...+02:00') is converted to UTC
     #: (read as text, then through TIMESTAMPTZ), as Spark reads it with session time zone UTC.
-    INSTANTS = ("TIMESTAMP", "TIMESTAMP_LTZ")
+    INSTANT = TypeName.TIMESTAMP
     #: How each format's files are read (file list and column types are parameters).
     READERS = {
         "JSON": "read_json(?, format='newline_delimited', auto_detect=false, columns=?)",
@@ -123,8 +100,8 @@ class PullQuery:
             table = relation.to_arrow_table()
         except duckdb.Error as e:
             raise ValidationError(f"pull query failed: {_one_line(str(e))}") from None
-        spark_types = [c.type.upper() for c in analysis.columns] + [""] * len(types)
-        columns = [_plain_column(table.column(i), types[i], spark_types[i]) for i in range(len(types))]
+        ntz = [c.type.name is TypeName.TIMESTAMP_NTZ for c in analysis.columns] + [False] * len(types)
+        columns = [_plain_column(table.column(i), types[i], ntz[i]) for i in range(len(types))]
         return [c.name for c in analysis.columns], [list(row) for row in zip(*columns, strict=True)]
 
     # -- loading ----------------------------------------------------------------------
@@ -133,7 +110,7 @@ class PullQuery:
         name = _ident(src.name)
         files = data_files(src)
         if not files:
-            columns = ", ".join(f"{_ident(c.name)} {self.duck_type(c.type)}" for c in src.columns)
+            columns = ", ".join(f"{_ident(c.name)} {c.type.duckdb()}" for c in src.columns)
             self.con.execute(f"CREATE TABLE {name} ({columns})")
             return
         try:
@@ -182,7 +159,7 @@ class PullQuery:
             self.con.register(self.ROWS, self._text_rows(src, files, with_file=with_file))
             return _ident(self.ROWS), [], self._values(src, by_lower) + extra
         types = {
-            c.name: "VARCHAR" if c.type.upper() in (*self.INSTANTS, "BINARY") else self.duck_type(c.type)
+            c.name: "VARCHAR" if c.type.name in (self.INSTANT, TypeName.BINARY) else c.type.duckdb()
             for c in src.columns
         }
         reader = self._with_file(self.READERS[src.format], with_file)
@@ -199,11 +176,11 @@ class PullQuery:
         values = []
         for c in src.columns:
             value = _ident(found[c.name.lower()]) if c.name.lower() in found else "NULL"
-            if c.type.upper() in self.INSTANTS:
+            if c.type.name is self.INSTANT:
                 value = f"CAST({value} AS TIMESTAMPTZ)"
-            elif c.type.upper() == "BINARY" and src.format != "PARQUET":  # base64 text, as Spark writes it
+            elif c.type.name is TypeName.BINARY and src.format != "PARQUET":  # base64 text, as Spark writes it
                 value = f"from_base64(CAST({value} AS VARCHAR))"
-            values.append(f"CAST({value} AS {self.duck_type(c.type)}) AS {_ident(c.name)}")
+            values.append(f"CAST({value} AS {c.type.duckdb()}) AS {_ident(c.name)}")
         return ", ".join(values)
 
     def _other_spellings(self, src: SourceInfo, files: list[str]) -> bool:
@@ -231,19 +208,6 @@ class PullQuery:
                 paths.append(path)
         table = {name: pa.array(values, pa.string()) for name, values in columns.items()}
         return pa.table(table | ({self.FILE: pa.array(paths, pa.string())} if with_file else {}))
-
-    @classmethod
-    def duck_type(cls, spark_type: str) -> str:
-        """The DuckDB type of a declared Spark type ('DECIMAL(10, 2)' keeps its arguments)."""
-        base, paren, args = spark_type.upper().partition("(")
-        if base == "DECIMAL":
-            return f"DECIMAL({args}" if paren else "DECIMAL(10, 0)"  # Spark's default
-        if base in cls.TYPES:
-            return cls.TYPES[base]
-        try:  # ARRAY<...>, MAP<...>, STRUCT<...>: sqlglot spells them for DuckDB
-            return exp.DataType.build(spark_type, dialect=DIALECT).sql(dialect="duckdb")
-        except SqlglotError:
-            raise ValidationError(f"pull queries cannot read type {spark_type!r}") from None
 
     def _unreadable(self, src: SourceInfo, files: list[str], error: duckdb.Error) -> ValidationError:
         """Which file (and line) of ``src`` could not be read, and why: read them one by one."""
@@ -315,11 +279,12 @@ def _one_line(message: str) -> str:
     return "; ".join(keep)
 
 
-def _plain_column(column: pa.ChunkedArray, duck_type: str, spark_type: str) -> list[Any]:
-    """One result column as JSON-ready Python values, as Spark would write them in JSON."""
+def _plain_column(column: pa.ChunkedArray, duck_type: str, ntz: bool) -> list[Any]:
+    """One result column as JSON-ready Python values, as Spark would write them in JSON
+    (``ntz``: a TIMESTAMP_NTZ column, written without a zone)."""
     kind = column.type
     if pa.types.is_timestamp(kind):
-        fmt = PullQuery.TIMESTAMP_FORMAT["TIMESTAMP_NTZ" if spark_type == "TIMESTAMP_NTZ" else "TIMESTAMP"]
+        fmt = PullQuery.TIMESTAMP_FORMAT["TIMESTAMP_NTZ" if ntz else "TIMESTAMP"]
         return pc.strftime(column.cast(pa.timestamp("ms", "UTC"), safe=False), format=fmt).to_pylist()
     if pa.types.is_date(kind):
         return column.cast(pa.string()).to_pylist()

@@ -26,8 +26,8 @@ from urllib.parse import unquote, urlparse
 
 from ..errors import ValidationError
 from ..language.statements import Column
+from ..language.types import SqlType, TypeName
 from .formats import (  # noqa: F401 (the format table and helpers, as topics.* for callers)
-    FLOAT_TYPES,
     FORMATS,
     TEXT_FORMATS,
     delimiter_problem,
@@ -164,15 +164,13 @@ def read_table(path: str, fmt: str, columns: list[Column], keys: list[str]) -> l
 
 #: the whole-number types: (smallest, largest) value, two's complement as Spark holds them
 INT_RANGES = {
-    "TINYINT": (-(2**7), 2**7 - 1),
-    "SMALLINT": (-(2**15), 2**15 - 1),
-    "INT": (-(2**31), 2**31 - 1),
-    "BIGINT": (-(2**63), 2**63 - 1),
+    TypeName.TINYINT: (-(2**7), 2**7 - 1),
+    TypeName.SMALLINT: (-(2**15), 2**15 - 1),
+    TypeName.INT: (-(2**31), 2**31 - 1),
+    TypeName.BIGINT: (-(2**63), 2**63 - 1),
 }
 #: largest finite value of each floating type (FLOAT is 32-bit: larger values read as Infinity)
-FLOAT_MAX = {"FLOAT": 3.4028234663852886e38, "DOUBLE": 1.7976931348623157e308}
-#: DECIMAL(p, s); a bare DECIMAL is Spark's DECIMAL(10, 0)
-DECIMAL_TYPE = re.compile(r"DECIMAL(?:\s*\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\))?")
+FLOAT_MAX = {TypeName.FLOAT: 3.4028234663852886e38, TypeName.DOUBLE: 1.7976931348623157e308}
 DATE_TEXT = re.compile(r"(\d{4})-(\d{2})-(\d{2})")
 #: what Spark's JSON and CSV readers take as a TIMESTAMP without a timestampFormat: ISO 8601
 #: dates, date-times with a space or 'T', an optional fraction and an optional Z or offset
@@ -246,7 +244,7 @@ def coerce(value: Any, column: Column, *, timestamp_format: str | None = None) -
     """
     if value is None:
         return None
-    t = column.type.upper()
+    t = column.type
 
     def bad(expected: str | None = None) -> ValidationError:
         shown = value if not isinstance(value, str) or len(value) <= 80 else value[:77] + "..."
@@ -256,22 +254,20 @@ def coerce(value: Any, column: Column, *, timestamp_format: str | None = None) -
         )
 
     is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if t in INT_RANGES:
-        low, high = INT_RANGES[t]
+    if t.is_integer:
+        low, high = INT_RANGES[t.name]
         expected = f"a whole number from {low} to {high}"
         if not is_number or (isinstance(value, float) and not value.is_integer()):
             raise bad(expected)
         if not low <= value <= high:
             raise bad(expected)
         return int(value)
-    if t in FLOAT_TYPES:
-        if not is_number or not math.isfinite(value) or abs(value) > FLOAT_MAX[t]:
-            raise bad(f"a finite number of at most {FLOAT_MAX[t]:g} in magnitude")
+    if t.is_float:
+        if not is_number or not math.isfinite(value) or abs(value) > FLOAT_MAX[t.name]:
+            raise bad(f"a finite number of at most {FLOAT_MAX[t.name]:g} in magnitude")
         return float(value)
-    if t.startswith("DECIMAL"):
-        shape = DECIMAL_TYPE.fullmatch(t)
-        precision = int(shape.group(1)) if shape and shape.group(1) else 10
-        scale = int(shape.group(2)) if shape and shape.group(2) else 0
+    if t.is_decimal:
+        precision, scale = t.precision, t.scale
         expected = f"a number with at most {precision - scale} digits before the point"
         if not is_number or not math.isfinite(value):
             raise bad(expected)
@@ -279,19 +275,19 @@ def coerce(value: Any, column: Column, *, timestamp_format: str | None = None) -
         if abs(whole) >= decimal.Decimal(10) ** (precision - scale):
             raise bad(expected)
         return float(value)
-    if t == "BOOLEAN":
+    if t.name is TypeName.BOOLEAN:
         if not isinstance(value, bool):
             raise bad("TRUE or FALSE")
         return value
-    if t == "STRING" or t.startswith(("VARCHAR", "CHAR")):
+    if t.is_text:
         if not isinstance(value, str):
             raise bad("a string")
         return value
-    if t == "DATE":
+    if t.name is TypeName.DATE:
         if not isinstance(value, str) or not _real_date(DATE_TEXT.fullmatch(value)):
             raise bad("yyyy-MM-dd")
         return value
-    if t in ("TIMESTAMP", "TIMESTAMP_NTZ"):
+    if t.is_timestamp:
         if timestamp_format:
             pattern = spark_pattern(timestamp_format)
             if not isinstance(value, str) or not pattern.matches(value):
@@ -359,24 +355,22 @@ def append(
     return os.path.join(path, name)
 
 
-def _arrow_type(spark_type: str):
+def _arrow_type(t: SqlType):
     import pyarrow as pa
 
     table = {
-        "TINYINT": pa.int8(),
-        "SMALLINT": pa.int16(),
-        "INT": pa.int32(),
-        "BIGINT": pa.int64(),
-        "FLOAT": pa.float32(),
-        "DOUBLE": pa.float64(),
-        "STRING": pa.string(),
-        "BOOLEAN": pa.bool_(),
-        "DATE": pa.string(),
-        "TIMESTAMP": pa.string(),
+        TypeName.TINYINT: pa.int8(),
+        TypeName.SMALLINT: pa.int16(),
+        TypeName.INT: pa.int32(),
+        TypeName.BIGINT: pa.int64(),
+        TypeName.FLOAT: pa.float32(),
+        TypeName.DOUBLE: pa.float64(),
+        TypeName.STRING: pa.string(),
+        TypeName.BOOLEAN: pa.bool_(),
+        TypeName.DATE: pa.string(),
+        TypeName.TIMESTAMP: pa.string(),
+        TypeName.DECIMAL: pa.float64(),
     }
-    t = spark_type.upper()
-    if t.startswith("DECIMAL"):
-        return pa.float64()
-    if t not in table:
-        raise ValidationError(f"INSERT VALUES into PARQUET does not support type {spark_type}")
-    return table[t]
+    if t.name not in table:
+        raise ValidationError(f"INSERT VALUES into PARQUET does not support type {t}")
+    return table[t.name]

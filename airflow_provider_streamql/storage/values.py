@@ -28,6 +28,7 @@ from sqlglot.errors import SqlglotError
 from ..errors import ValidationError
 from ..language.dialect import DIALECT
 from ..language.statements import Column
+from ..language.types import TypeName
 from ..language.values import check_value, literal_value
 from . import sandbox, topics
 
@@ -110,7 +111,7 @@ def stored(value: Any, column: Column, tree: exp.Expression, *, timestamp_format
     value fits DATE, a TIMESTAMP value TIMESTAMP; BOOLEAN takes TRUE and FALSE. Nothing
     else converts implicitly: a number into a STRING column is an error (CAST it).
     """
-    t = column.type.upper()
+    t = column.type
     plain, _ = literal_value(tree)
     same = plain or isinstance(tree, exp.Interval) or _shown(tree).upper() == _shown_value(value).upper()
     of = "" if same else f" (the value of {_shown(tree)})"
@@ -123,15 +124,15 @@ def stored(value: Any, column: Column, tree: exp.Expression, *, timestamp_format
     if isinstance(value, Interval):
         raise bad("an INTERVAL is no column's value", "add it to a TIMESTAMP (TIMESTAMP '...' + INTERVAL 1 HOUR)")
     if isinstance(value, datetime.datetime):
-        if t not in ("TIMESTAMP", "TIMESTAMP_NTZ", "TIMESTAMP_LTZ"):
+        if not t.is_timestamp:
             raise bad("it is a TIMESTAMP", f"CAST it to {column.type}")
         return _timestamp_text(value, column, timestamp_format, bad)
     if isinstance(value, datetime.date):
-        if t != "DATE":
+        if t.name is not TypeName.DATE:
             raise bad("it is a DATE", f"CAST it to {column.type}")
         return value.isoformat()
     if isinstance(value, decimal.Decimal):
-        value = int(value) if value == value.to_integral_value() and t in topics.INT_RANGES else float(value)
+        value = int(value) if value == value.to_integral_value() and t.is_integer else float(value)
     if isinstance(value, (bytes, list, dict)):
         raise bad(f"it is a {type(value).__name__}", "INSERT VALUES writes numbers, strings, booleans, dates and times")
     try:

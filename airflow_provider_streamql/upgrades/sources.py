@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..language.types import SqlType
 from .report import KINDS, Finding, Report, worst
 
 # a declared column type -> the types CREATE OR REPLACE may widen it to (every value of the
@@ -33,8 +34,8 @@ def widenings() -> str:
     return ", ".join(f"{old} to {'/'.join(new)}" for old, new in WIDENINGS.items())
 
 
-def widens(old_type: str, new_type: str) -> bool:
-    return new_type.upper() in WIDENINGS.get(old_type.upper(), ())
+def widens(old_type: SqlType, new_type: SqlType) -> bool:
+    return new_type.spark() in WIDENINGS.get(old_type.spark(), ())
 
 
 class Change:
@@ -78,7 +79,7 @@ def column_type_changed(ch: Change) -> list[str]:
         f"column {was.name} {was.type} -> {now.type} is not a widening ({widenings()}): records "
         f"already written may not read as {now.type} ({ch.reading}); {REDECLARE}"
         for was, now in ch.kept()
-        if was.type.upper() != now.type.upper() and not widens(was.type, now.type)
+        if was.type != now.type and not widens(was.type, now.type)
     ]
 
 
@@ -119,9 +120,7 @@ def properties_changed(ch: Change) -> list[str]:
 
 
 def column_widened(ch: Change) -> list[str]:
-    widened = [
-        (was, now) for was, now in ch.kept() if was.type.upper() != now.type.upper() and widens(was.type, now.type)
-    ]
+    widened = [(was, now) for was, now in ch.kept() if was.type != now.type and widens(was.type, now.type)]
     if not widened:
         return []
     what = ", ".join(f"{ch.name}.{was.name} {was.type} -> {now.type}" for was, now in widened)
