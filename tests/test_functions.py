@@ -194,7 +194,7 @@ def test_a_call_becomes_spark_sql_of_a_type(planned, call, spark_sql, type_):
     _, out = planned
     assert not isinstance(out[call], Exception), f"{call!r} was refused: {out[call]}"
     query, column_type = out[call]
-    assert f"{spark_sql} AS v" in query.plan.spark_sql
+    assert f"{spark_sql} AS `v`" in query.plan.spark_sql  # every output under its one spelling, quoted
     assert column_type == type_
 
 
@@ -251,11 +251,11 @@ def test_spark_gives_each_planned_call_its_type(planned, spark):
 # statement -> (Spark SQL fragment, output columns) or an error fragment
 PSEUDO = [
     ("CREATE STREAM ps_1 AS SELECT ROWTIME, s FROM fn_src WHERE ROWTIME > 0",
-     ("SELECT UNIX_MILLIS(`ts`) AS ROWTIME, s FROM", [("ROWTIME", "BIGINT"), ("s", "STRING")])),
+     ("SELECT UNIX_MILLIS(`ts`) AS `ROWTIME`, s FROM", [("ROWTIME", "BIGINT"), ("s", "STRING")])),
     ("CREATE STREAM ps_2 AS SELECT ROWKEY AS key_copy, ROWTIME AS at FROM fn_src",
-     ("SELECT `k` AS key_copy, UNIX_MILLIS(`ts`) AS at FROM", [("key_copy", "STRING"), ("at", "BIGINT")])),
+     ("SELECT `k` AS `key_copy`, UNIX_MILLIS(`ts`) AS `at` FROM", [("key_copy", "STRING"), ("at", "BIGINT")])),
     ("CREATE TABLE ps_3 AS SELECT k, MAX(ROWTIME) AS last_ms FROM fn_src GROUP BY k",
-     ("MAX(UNIX_MILLIS(`ts`)) AS last_ms", [("k", "STRING"), ("last_ms", "BIGINT")])),
+     ("MAX(UNIX_MILLIS(`ts`)) AS `last_ms`", [("k", "STRING"), ("last_ms", "BIGINT")])),
     ("CREATE TABLE ps_4 AS SELECT k, COUNT(*) AS n, WINDOWSTART, WINDOWEND FROM fn_src "
      "WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY k HAVING WINDOWEND > '2024-01-01'",
      # HAVING is computed as a column (tests/test_having.py), where the window column resolves
@@ -266,7 +266,7 @@ PSEUDO = [
     ("CREATE STREAM ps_7 AS SELECT ROWKEY AS r FROM fn_src a JOIN fn_keyed b ON a.k = b.id",
      "ROWKEY is ambiguous in a join: qualify it"),
     ("CREATE STREAM ps_8 AS SELECT a.ROWKEY AS r, b.ROWKEY AS r2 FROM fn_src a JOIN fn_keyed b ON a.k = b.id",
-     ("SELECT `a`.`k` AS r, `b`.`id` AS r2 FROM", [("r", "STRING"), ("r2", "STRING")])),
+     ("SELECT `a`.`k` AS `r`, `b`.`id` AS `r2` FROM", [("r", "STRING"), ("r2", "STRING")])),
     ("CREATE STREAM ps_9 AS SELECT WINDOWSTART FROM fn_src", "WINDOWSTART is defined only in a query with a WINDOW"),
 ]
 

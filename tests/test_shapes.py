@@ -56,13 +56,13 @@ def test_refused_at_parse(sql, fragment):
 
 
 @pytest.mark.parametrize("select, spark_sql, columns", [
-    ("st->c, st->a->b", "st.c AS c, st.a.b AS b", [("c", "STRING"), ("b", "INT")]),
-    ("st->a AS inner_struct", "st.a AS inner_struct", [("inner_struct", "STRUCT<b: INT>")]),
-    ("arr[1] AS x", "TRY_ELEMENT_AT(arr, 1) AS x", [("x", "INT")]),
-    ("arr[-1] AS x", "TRY_ELEMENT_AT(arr, -1) AS x", [("x", "INT")]),
-    ("arr[0] AS x", "TRY_ELEMENT_AT(arr, CAST(NULL AS INT)) AS x", [("x", "INT")]),
-    ("arr[id] AS x", "TRY_ELEMENT_AT(arr, id) AS x", [("x", "INT")]),
-    ("m['k'] AS x", "TRY_ELEMENT_AT(m, 'k') AS x", [("x", "DOUBLE")]),
+    ("st->c, st->a->b", "st.c AS `c`, st.a.b AS `b`", [("c", "STRING"), ("b", "INT")]),
+    ("st->a AS inner_struct", "st.a AS `inner_struct`", [("inner_struct", "STRUCT<b: INT>")]),
+    ("arr[1] AS x", "TRY_ELEMENT_AT(arr, 1) AS `x`", [("x", "INT")]),
+    ("arr[-1] AS x", "TRY_ELEMENT_AT(arr, -1) AS `x`", [("x", "INT")]),
+    ("arr[0] AS x", "TRY_ELEMENT_AT(arr, CAST(NULL AS INT)) AS `x`", [("x", "INT")]),
+    ("arr[id] AS x", "TRY_ELEMENT_AT(arr, id) AS `x`", [("x", "INT")]),
+    ("m['k'] AS x", "TRY_ELEMENT_AT(m, 'k') AS `x`", [("x", "DOUBLE")]),
     ("raw", "raw", [("raw", "BINARY")]),
 ])
 def test_struct_array_map_access(engine, select, spark_sql, columns):

@@ -16,7 +16,7 @@ from ..errors import ValidationError
 from . import functions
 from .dialect import DIALECT
 from .names import reserved_name_problem
-from .outputs import joined_tables, output_projections
+from .outputs import check_quoted, joined_tables, output_names, output_projections
 from .pseudocolumns import resolve_pseudo_columns
 from .query_shape import shape_of
 from .statements import Column, Statement
@@ -165,8 +165,7 @@ def analyze_select(
     for column in select.find_all(exp.Column):
         if reserved := reserved_name_problem(column.name):
             raise where.error(f"no column {column.name!r}: {reserved}", column)
-    declared = {c.name.lower(): c.name for cols in schemas.values() for c in cols}
-    declared.update({a.alias.lower(): a.alias for a in select.find_all(exp.Alias)})
+    check_quoted(select, [schemas[s] for s in sources], where.error)
     sql_schema = {name: {c.name: c.type.to_sqlglot() for c in cols} for name, cols in schemas.items()}
     try:
         tree = qualify(select.copy(), schema=sql_schema, dialect=DIALECT)
@@ -190,7 +189,7 @@ def analyze_select(
             raise where.error(f"unknown column {node.name!r} (known: {known})", node) from None
         raise where.error(str(e).split(". Line:")[0], node) from None
     _check_types(tree, where)
-    names = [declared.get(p.alias_or_name.lower(), p.alias_or_name) for p in tree.selects]
+    names = output_names(select, tree, schemas)
     group_by = _grouping_keys(tree, names, where, select)
     aggregate = bool(group_by) or any(isinstance(p, exp.AggFunc) for p in tree.find_all(exp.AggFunc))
     if stmt.window is not None and aggregate:

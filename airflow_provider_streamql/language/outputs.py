@@ -1,10 +1,14 @@
 """The names of a query's output columns, as ksqlDB gives them: ``*`` over a join as
 ``<ALIAS>_<COLUMN>`` with the join key once, colliding qualified columns the same way, and
-``KSQL_COL_<n>`` for expressions without ``AS``. The analyzer and the streaming plan both
-take the SELECT list from :func:`output_projections`, so the sink's columns, the Spark SQL
-and the upgrade validator's shape agree."""
+``KSQL_COL_<n>`` for expressions without ``AS``; and each name's one spelling
+(:func:`output_names`: a source's column as its catalog spells it), checked against quoted
+names (:func:`check_quoted`: case-sensitive, as in ksqlDB). The analyzer and the streaming
+plan both take the SELECT list from :func:`output_projections`, so the sink's columns, the
+Spark SQL and the upgrade validator's shape agree."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from sqlglot import exp
 
@@ -93,6 +97,54 @@ def output_projections(select: exp.Select, schemas: dict[str, list[Column]]) -> 
             used.add(GENERATED_NAME.format(n))
         result.append(projection)
     return result
+
+
+def output_names(named: exp.Select, tree: exp.Select, schemas: dict[str, list[Column]]) -> list[str]:
+    """The one spelling of each output column, resolved once: an alias as written (quoted or
+    not); a column of a source as that source's catalog spells it (``SELECT id`` over a
+    stream declared with ``ID`` outputs ``ID``); anything else as written. ``named`` is the
+    SELECT under its output names (:func:`output_projections`), ``tree`` the same qualified
+    by sqlglot (which lower-cases names, so spellings are taken from ``named`` and the
+    catalog). Every writer writes these names and every reader reads them."""
+    owners = {t.alias_or_name.lower(): t.name.upper() for t in tree.find_all(exp.Table)}
+    originals = list(named.expressions) if len(named.expressions) == len(tree.selects) else [None] * len(tree.selects)
+    names = []
+    for original, projection in zip(originals, tree.selects, strict=True):
+        if isinstance(original, exp.Alias):
+            names.append(original.alias)
+            continue
+        inner = projection.unalias()
+        source = owners.get(inner.table.lower()) if isinstance(inner, exp.Column) else None
+        spelled = {c.name.lower(): c.name for c in schemas.get(source or "", [])}
+        if isinstance(inner, exp.Column) and inner.name.lower() in spelled:
+            names.append(spelled[inner.name.lower()])
+        else:
+            names.append((original if original is not None else projection).alias_or_name)
+    return names
+
+
+def check_quoted(
+    select: exp.Select, schemas: list[list[Column]], error: Callable[[str, exp.Expression], Exception]
+) -> None:
+    """A quoted name is case-sensitive, as in ksqlDB: `ID` names a column spelled ID, never
+    one spelled id. Spark resolves names case-insensitively, so a quoted name that matches a
+    column only in another case is refused (it would read that column), saying how it is
+    spelled."""
+    spellings = {c.name for cols in schemas for c in cols} | {a.alias for a in select.find_all(exp.Alias)}
+    by_lower: dict[str, list[str]] = {}
+    for spelling in spellings:
+        by_lower.setdefault(spelling.lower(), []).append(spelling)
+    for column in select.find_all(exp.Column):
+        identifier = column.this
+        if not isinstance(identifier, exp.Identifier) or not identifier.quoted or identifier.name in spellings:
+            continue
+        others = by_lower.get(identifier.name.lower())
+        if others:
+            raise error(
+                f"`{identifier.name}` names no column: a quoted name is case-sensitive, as in ksqlDB, and the "
+                f"column is spelled {' or '.join(sorted(others))} (write it so, or unquoted)",
+                column,
+            )
 
 
 def subquery_outputs(select: exp.Select, star: exp.Expression, schemas: dict[str, list[Column]]) -> list[str] | None:

@@ -10,6 +10,7 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
+from ..errors import ValidationError
 from .analyzer import WINDOW_BOUNDS, SelectAnalysis
 from .dialect import DIALECT
 from .outputs import output_projections
@@ -87,6 +88,7 @@ def plan_streaming(
     without one (None: :data:`DEFAULT_GRACE_SECONDS`)."""
     tree = select.copy()
     _expand_stars(tree, schemas)
+    _name_outputs(tree, analysis)
     views = {name: f"sq_{query_id}_{name}".lower() for name in analysis.sources}
     for table in tree.find_all(exp.Table):
         name = table.name.upper()
@@ -152,6 +154,25 @@ def _having_as_column(tree: exp.Select, source_columns: set[str]) -> None:
         column.replace(named[name].copy())
     tree.set("having", None)
     tree.append("expressions", exp.alias_(exp.func("COALESCE", condition, exp.false()), HAVING_COLUMN))
+
+
+def _name_outputs(tree: exp.Select, analysis: SelectAnalysis) -> None:
+    """Every projection under its output column's one spelling (``analysis.columns``), as an
+    explicit quoted alias: Spark names an unaliased column as the SELECT spells it, so
+    ``SELECT id`` over a column ``ID`` would be written as ``id`` and read back as NULL."""
+    outputs = [c.name for c in analysis.columns][: len(tree.expressions)]
+    if len(outputs) != len(tree.expressions):
+        raise ValidationError(
+            "SELECT * over a CTE: name the columns the query outputs (its output names must be known before it runs)"
+        )
+    tree.set("expressions", [_named(p, name) for p, name in zip(tree.expressions, outputs, strict=True)])
+
+
+def _named(projection: exp.Expression, name: str) -> exp.Expression:
+    """``projection`` aliased ``name`` (quoted); a column spelled ``name`` already keeps it."""
+    if isinstance(projection, exp.Column) and projection.name == name:
+        return projection
+    return exp.alias_(projection.unalias() if isinstance(projection, exp.Alias) else projection, name, quoted=True)
 
 
 def _expand_stars(tree: exp.Select, schemas: dict[str, list[Column]]) -> None:
