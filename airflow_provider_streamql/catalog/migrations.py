@@ -40,6 +40,7 @@ from .schema import (
     schema_version,
     sources,
 )
+from .spellings import one_spelling
 
 
 def _create(tables) -> Callable[[Connection], None]:
@@ -166,6 +167,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     8: _complete_old_catalog,
     9: _create(MIGRATION_9_TABLES),
     10: _create(MIGRATION_10_TABLES),
+    11: one_spelling,
 }
 LATEST = max(MIGRATIONS)
 

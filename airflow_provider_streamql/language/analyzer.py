@@ -5,7 +5,7 @@ Works on sqlglot's qualified, type-annotated tree; never needs Spark.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sqlglot import exp
 from sqlglot.errors import OptimizeError
@@ -83,6 +83,19 @@ class SelectAnalysis:
     shape: dict = field(default_factory=dict)
     #: the SELECT as analysed: its list as :func:`output_projections` names it
     named: exp.Select | None = None
+
+    def respelled(self, spellings: list[Column]) -> SelectAnalysis:
+        """This analysis with each output column that ``spellings`` names in another letter
+        case taking that spelling: what an existing output (a replaced query's sink, an
+        INSERT INTO target) records is the one spelling its readers read."""
+        spelled = {c.name.lower(): c.name for c in spellings}
+        name = lambda n: spelled.get(n.lower(), n)  # noqa: E731
+        columns = [replace(c, name=name(c.name)) for c in self.columns]
+        shape = dict(self.shape)
+        if "columns" in shape:
+            shape["columns"] = [[name(n), t, k] for n, t, k in shape["columns"]]
+            shape["projections"] = {name(n): p for n, p in shape["projections"].items()}
+        return replace(self, columns=columns, group_by=[name(g) for g in self.group_by], shape=shape)
 
 
 WINDOW_BOUNDS = ("WINDOWSTART", "WINDOWEND")

@@ -87,7 +87,7 @@ class PersistentQueries(PlannerBase):
                 stmt,
             )
         current = self.snapshot.queries[old_sink.writer_query]
-        analysis = self._analyze_as_select(stmt)
+        analysis = self._analyze_as_select(stmt).respelled(old_sink.columns)  # its readers read these
         sink = self._sink(stmt, analysis, current.id, replacing=old_sink)
         version = max(self.catalog.next_version(self.conn, current.id), current.version + 1)
         new = self._query(
@@ -235,6 +235,7 @@ class PersistentQueries(PlannerBase):
         want = [(c.name.lower(), c.type) for c in target.columns]
         if got != want:
             raise self._error(f"the SELECT's columns {got} do not match {target.name}'s {want}", stmt)
+        analysis = analysis.respelled(target.columns)  # written as the target's readers read it
         if self.skip_unchanged:
             for q in self.snapshot.queries.values():
                 if (
