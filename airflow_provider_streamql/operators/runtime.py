@@ -16,7 +16,7 @@ from airflow.sdk import BaseHook, Context
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowNotFoundException
 
 from ..engine import Engine
-from ..storage.layout import Layout
+from ..storage.layout import Layout, Part
 from .base import StreamQLOperator, push
 from .links import SparkUILink
 
@@ -248,7 +248,9 @@ class SubmitRuntimeOperator(StreamQLOperator):
         # password is in the environment of that process only (its children inherit it).
         command = hook._build_spark_submit_command(APPLICATION)
         log_path = Layout(home).runtime_log(pipeline, time.strftime("%Y%m%d-%H%M%S"))
-        os.makedirs(os.path.dirname(log_path), exist_ok=True)
+        runtimes = Part(os.path.dirname(log_path))  # the runtimes folder, and the log in it, are no links out
+        os.makedirs(runtimes.folder, exist_ok=True)
+        runtimes.resolve(log_path)
         env = {**_pip_spark_env(command[0]), **os.environ, **(hook._env or {}), **secret_env}
         with open(log_path, "ab") as log:
             process = subprocess.Popen(

@@ -25,7 +25,7 @@ from ..language.analyzer import SelectAnalysis, analyze_select
 from ..language.types import TypeName
 from ..results import Result
 from ..storage import topics
-from ..storage.layout import Layout
+from ..storage.layout import Layout, Part
 from . import feasibility
 
 # WITH (...) property -> check of its value (None: accepted as is).
@@ -89,6 +89,13 @@ class PlannerBase:
     @staticmethod
     def _state_error(message: str, stmt: st.Statement) -> StateError:
         return StateError(message, line=stmt.line, col=stmt.col, text=stmt.text)
+
+    def _placed(self, folder: str, stmt: st.Statement) -> str:
+        """``folder`` where the layout placed it (:class:`Part`), or the statement's StateError."""
+        try:
+            return Part(folder).folder
+        except StateError as e:
+            raise self._state_error(e.message, stmt) from None
 
     def _query_named(self, query_id: str, stmt: st.Statement) -> QueryInfo:
         """The query ``query_id``, or NotFoundError listing the known ones."""
@@ -228,7 +235,9 @@ def column_tuples(columns: list[st.Column]) -> list[tuple[str, str, bool]]:
 
 # -- file effects and their undos ------------------------------------------------------
 def make_folder(path: str) -> Callable[[], None]:
-    """Create a source's folder; the undo removes it again if it was created here (empty)."""
+    """Create a source's folder; the undo removes it again if it was created here (empty).
+    A link at its name (or above it) is refused, never created through."""
+    path = Part(path).folder
     existed = os.path.isdir(path)
     os.makedirs(path, exist_ok=True)
     return (lambda: None) if existed else (lambda: remove_empty(path))

@@ -23,7 +23,7 @@ from ..errors import StateError
 from ..language import statements as st
 from ..results import Result
 from ..storage.checkpoints import last_committed_batch, source_positions
-from ..storage.layout import MovedAside, snapshot_folder, snapshot_output
+from ..storage.layout import MovedAside, Part, snapshot_folder, snapshot_output
 from ..storage.snapshots import copy_committed, later_output
 from ..storage.topics import SINK_LOG
 from .base import PlannerBase, Step
@@ -198,7 +198,7 @@ class SnapshotStatements(PlannerBase):
                 )
                 swaps.append(OutputSwap(output, query, cut, keep, bring_back))
                 moved.append(MovedAside([query.checkpoint, *_folders(query.checkpoint, abandoned)]))
-                shutil.copytree(source, query.checkpoint)
+                shutil.copytree(source, query.checkpoint, ignore=Part(source).guard)  # no link out of it
             except BaseException:
                 undo()
                 raise
@@ -288,7 +288,7 @@ class OutputSwap:
     that fails midway undoes itself."""
 
     def __init__(self, sink_path: str | None, query: QueryInfo, cut: int, keep: str, bring_back: str):
-        self.keep = keep
+        self.keep = Part(keep).folder  # checked before anything is removed
         self.taken: list[tuple[str, str]] = []
         self.returned: list[str] = []
         shutil.rmtree(keep, ignore_errors=True)  # left by a crash: its restore never committed
@@ -296,8 +296,10 @@ class OutputSwap:
         if sink_path is None:
             return
         try:
+            sink, kept = Part(sink_path), Part(bring_back)
             for path in later_output(sink_path, query.id, table=query.kind == "CTAS", batch=cut):
                 aside = os.path.join(keep, os.path.basename(path))
+                sink.resolve(path)  # a link out of the sink is refused; one inside it moves as a link
                 shutil.move(path, aside)  # a sink under an allowed root may be another file system
                 self.taken.append((path, aside))
             if os.path.isdir(bring_back):
@@ -306,7 +308,7 @@ class OutputSwap:
                     if os.path.lexists(target):
                         raise StateError(f"{target!r} exists: the sink changed since the snapshot was taken")
                     self.returned.append(target)
-                    _link_tree(os.path.join(bring_back, name), target)
+                    _link_tree(kept, kept.resolve(os.path.join(bring_back, name)), target)
         except BaseException:
             self.undo()
             raise
@@ -322,11 +324,11 @@ class OutputSwap:
         shutil.rmtree(self.keep, ignore_errors=True)
 
 
-def _link_tree(source: str, target: str) -> None:
-    """``source`` (a file or a changelog entry folder) at ``target``, hard-linked where the
-    file system allows (the kept copy stays for another restore of the same snapshot)."""
+def _link_tree(part: Part, source: str, target: str) -> None:
+    """``source`` (a file or a changelog entry folder of ``part``) at ``target``, hard-linked
+    where the file system allows (the kept copy stays for another restore of the same snapshot)."""
     if os.path.isdir(source):
-        shutil.copytree(source, target, copy_function=_link_or_copy)
+        shutil.copytree(source, target, copy_function=_link_or_copy, ignore=part.guard)
     else:
         _link_or_copy(source, target)
 

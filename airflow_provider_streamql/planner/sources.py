@@ -215,6 +215,8 @@ class SourceStatements(PersistentQueries):
                 f"Kafka topic {src.kafka_topic!r} (drop without it)",
                 stmt,
             )
+        if stmt.delete_topic:
+            self._placed(src.path, stmt)  # checked again when it is moved aside
         if stmt.delete_topic and not self.layout.may_delete(src.path):
             raise self._error(
                 f"DELETE TOPIC deletes only topics under {self.layout.topics!r} or an "

@@ -21,7 +21,7 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from ..catalog import QueryInfo, SourceInfo
 from ..language.streaming import StreamingPlan
-from ..storage.layout import dead_letter_checkpoint
+from ..storage.layout import Part, dead_letter_checkpoint
 from ..storage.topics import FORMATS, TOMBSTONES, is_data_name
 from . import kafka
 from .badrecords import RecordGuard, dead_letters, read_whole_records
@@ -58,7 +58,7 @@ def source_stream(
     if src.kafka_topic:
         df = kafka.read(spark, src, starting, name)
         return df if checked else df.drop(CORRUPT, FILE)
-    os.makedirs(src.path, exist_ok=True)
+    os.makedirs(Part(src.path).folder, exist_ok=True)  # a folder replaced by a link is refused
     reader = spark.readStream.format(FORMATS[src.format][0])
     if name:
         reader = reader.name(name)
@@ -220,7 +220,7 @@ def sink_writer(
         )
     writer = df.writeStream.queryName(query.id).option("checkpointLocation", query.checkpoint)
     if query.kind == "CSAS":
-        os.makedirs(sink.path, exist_ok=True)
+        os.makedirs(Part(sink.path).folder, exist_ok=True)  # a folder replaced by a link is refused
         if not sink.batch_files:  # an output from before several writers: Spark's file sink, as ever
             return (
                 writer.format(FORMATS[sink.format][0])
@@ -309,6 +309,10 @@ class BatchWriter:
         name = f"{self.prefix}-b{batch_id:012d}"
         suffix = FORMATS[self.sink.format][1]
         final = os.path.join(self.sink.path, name if self.as_directory else name + suffix)
+        tmp = os.path.join(self.sink.path, f".tmp-{name}")
+        sink = Part(self.sink.path)  # the sink's folder, and the names written in it, lead nowhere else
+        for path in (final, tmp, tmp + TOMBSTONES):
+            sink.resolve(path)
         if os.path.exists(final) or self._written_by_another_version(batch_id, suffix):
             return  # committed before a restart; the re-run batch has the same input
         deleted = None
@@ -316,7 +320,6 @@ class BatchWriter:
             df = self.compute(df)
             if isinstance(df, Changes):  # a query over tables: upserts and deleted keys
                 df, deleted = df.rows, df.deleted
-        tmp = os.path.join(self.sink.path, f".tmp-{name}")
         self._save(df, tmp, one_file=self.as_directory)
         if deleted is not None:
             self._write_tombstones(deleted, tmp)

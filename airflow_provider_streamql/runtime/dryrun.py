@@ -17,6 +17,7 @@ from pyspark.sql import SparkSession
 from ..catalog import QueryInfo, SourceInfo
 from ..errors import SPARK_ERROR_LIMIT, first_line
 from ..storage.checkpoints import processed_files
+from ..storage.layout import Part
 from ..storage.snapshots import give_new_identity
 from .connectors import streaming_frame
 from .evolution import source_evolution
@@ -47,7 +48,7 @@ def dry_run(
         copy = os.path.join(work, "checkpoint")
         source = checkpoint or query.checkpoint
         if os.path.isdir(source):
-            shutil.copytree(source, copy)
+            shutil.copytree(source, copy, ignore=Part(source).guard)  # no link out of it is read
             give_new_identity(copy)  # else its start would stop the live query in this session
         return run_to_end(spark, replace(query, checkpoint=copy), sources, timeout=timeout)
     finally:

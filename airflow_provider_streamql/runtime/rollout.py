@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from ..catalog import Catalog, CheckpointSnapshot, QueryInfo
 from ..storage.checkpoints import last_committed_batch, source_offsets
-from ..storage.layout import snapshot_path
+from ..storage.layout import Part, snapshot_path
 
 log = logging.getLogger("streamql.runtime")
 
@@ -169,10 +169,10 @@ class Rollout:
 
 def take_snapshot(checkpoint: str, version: int) -> str:
     """Copy the checkpoint (offsets, commits, sources, state) as version ``version`` left it."""
-    target = snapshot_path(checkpoint, version)
+    target = Part(snapshot_path(checkpoint, version)).folder  # no link: checked before it is removed
     shutil.rmtree(target, ignore_errors=True)
     if os.path.isdir(checkpoint):
-        shutil.copytree(checkpoint, target)
+        shutil.copytree(checkpoint, target, ignore=Part(checkpoint).guard)
     else:
         os.makedirs(target)
     return target
@@ -180,8 +180,9 @@ def take_snapshot(checkpoint: str, version: int) -> str:
 
 def restore_snapshot(checkpoint: str, snapshot: str) -> None:
     """Put the checkpoint back exactly as the snapshot holds it."""
-    shutil.rmtree(checkpoint, ignore_errors=True)
-    shutil.copytree(snapshot, checkpoint)
+    source = Part(snapshot)
+    shutil.rmtree(Part(checkpoint).folder, ignore_errors=True)
+    shutil.copytree(snapshot, checkpoint, ignore=source.guard)
 
 
 def discard_output(sink_path: str, query_id: str, version: int) -> None:
@@ -189,9 +190,11 @@ def discard_output(sink_path: str, query_id: str, version: int) -> None:
     are named ``v<version>-b<batch>``, a stream's batch files ``<query>-v<version>-b<batch>``:
     never another writer's files); the old version re-runs those batches."""
     own = (f"v{version:04d}-b", f"{query_id}-v{version:04d}-b")
+    sink = Part(sink_path)
     if not os.path.isdir(sink_path):
         return
     for name in os.listdir(sink_path):
         if name.startswith(own):
             path = os.path.join(sink_path, name)
-            shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+            sink.resolve(path)  # a link out of the sink is refused; one inside it goes as a link
+            shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.remove(path)

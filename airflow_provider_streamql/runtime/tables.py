@@ -26,6 +26,7 @@ from pyspark.sql import functions as F
 
 from ..catalog import QueryInfo, SourceInfo
 from ..language.streaming import StreamingPlan
+from ..storage.layout import Part
 from ..storage.topics import FORMATS, TOMBSTONE_NAME, changelog_files
 from .schemas import ddl_schema, reader_options, spark_type
 
@@ -85,7 +86,7 @@ def changelog_stream(spark: SparkSession, src: SourceInfo) -> DataFrame:
     """A streaming DataFrame of every change of a TABLE: each row of each data file of its
     changelog as the file's entry is renamed into place, with the file (:data:`ENTRY`) and
     whether it is a tombstone (:data:`DELETED`)."""
-    os.makedirs(src.path, exist_ok=True)
+    os.makedirs(Part(src.path).folder, exist_ok=True)  # a folder replaced by a link is refused
     df = (
         spark.readStream.format(FORMATS[src.format][0])
         .schema(ddl_schema(src.columns))

@@ -1,5 +1,6 @@
 """Reading a Spark streaming checkpoint from outside the driver: which batches committed
-and which input files they consumed. Used to answer "has the query caught up?"."""
+and which input files they consumed. Used to answer "has the query caught up?". Every file
+read or removed is checked to lie in the checkpoint (:class:`.layout.Part`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import json
 import os
 import re
 
-from .topics import read_log, uri_path
+from .layout import Part
+from .logs import read_log, uri_path
 
 #: one source's line of an offset log entry: ``{...}`` (sources by position: the index is
 #: the folder under ``sources/``) or ``<name>:{...}`` (named sources, Spark's source
@@ -26,8 +28,9 @@ def remove_interrupted_writes(checkpoint: str) -> list[str]:
     start a stateful query whose ``offsets/`` holds a file and no batch (a stop during the
     write of ``offsets/0``), so the query could never be resumed."""
     removed = []
+    part = Part(checkpoint)
     for log in ("offsets", "commits"):
-        folder = os.path.join(checkpoint, log)
+        folder = part.resolve(os.path.join(checkpoint, log))
         names = os.listdir(folder) if os.path.isdir(folder) else []
         for name in names:
             if INTERRUPTED_WRITE.fullmatch(name):
@@ -38,7 +41,7 @@ def remove_interrupted_writes(checkpoint: str) -> list[str]:
 
 def last_committed_batch(checkpoint: str) -> int:
     """Highest batch id in ``commits/`` (-1 when none has committed)."""
-    commits = os.path.join(checkpoint, "commits")
+    commits = Part(checkpoint).resolve(os.path.join(checkpoint, "commits"))
     if not os.path.isdir(commits):
         return -1
     ids = [int(n) for n in os.listdir(commits) if n.isdigit()]
@@ -47,7 +50,7 @@ def last_committed_batch(checkpoint: str) -> int:
 
 def last_planned_batch(checkpoint: str) -> int:
     """Highest batch id in ``offsets/`` (-1 before any): a batch is planned before it runs."""
-    offsets = os.path.join(checkpoint, "offsets")
+    offsets = Part(checkpoint).resolve(os.path.join(checkpoint, "offsets"))
     ids = [int(n) for n in os.listdir(offsets) if n.isdigit()] if os.path.isdir(offsets) else []
     return max(ids, default=-1)
 
@@ -57,7 +60,7 @@ def source_positions(checkpoint: str, batch_id: int) -> dict[str, object]:
     file source's log offset, a Kafka source's offsets per topic and partition. A source is
     known by its folder under ``sources/``: its index, or its name when the query names its
     sources."""
-    path = os.path.join(checkpoint, "offsets", str(batch_id))
+    path = Part(checkpoint).resolve(os.path.join(checkpoint, "offsets", str(batch_id)))
     if batch_id < 0 or not os.path.exists(path):
         return {}
     with open(path, encoding="utf-8") as f:
@@ -91,7 +94,7 @@ def committed_source_offsets(checkpoint: str) -> dict[str, int]:
 def _source_files(checkpoint: str, source: str, after: int, upto: int) -> set[str]:
     """Files a file source logged with log offsets in (after, upto]."""
     files = set()
-    for log_offset, entries in read_log(os.path.join(checkpoint, "sources", source)).items():
+    for log_offset, entries in read_log(os.path.join(checkpoint, "sources", source), Part(checkpoint)).items():
         for entry in entries:  # a Kafka source logs offsets, not files
             if "path" in entry and after < entry.get("batchId", log_offset) <= upto:
                 files.add(uri_path(entry["path"]))
@@ -124,6 +127,6 @@ def planned_watermark_ms(checkpoint: str) -> int:
     last = last_planned_batch(checkpoint)
     if last < 0:
         return 0
-    with open(os.path.join(checkpoint, "offsets", str(last)), encoding="utf-8") as f:
+    with open(Part(checkpoint).resolve(os.path.join(checkpoint, "offsets", str(last))), encoding="utf-8") as f:
         lines = f.read().splitlines()
     return int(json.loads(lines[1]).get("batchWatermarkMs", 0)) if len(lines) > 1 else 0

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..catalog import SourceInfo
 from .checkpoints import batch_files, last_committed_batch
+from .layout import Part
 from .snapshots import own_output
 from .topics import entry_files, is_tombstones, read_file, value_delimiter
 
@@ -103,10 +104,10 @@ def _comparable(live: dict[int, set[str]], shadow: dict[int, set[str]]) -> tuple
 
 def _rows(side: Side, batches: set[int], table: bool) -> list[tuple[dict[str, Any], bool]]:
     """(row, is a tombstone) of the side's output for ``batches``, in batch order."""
-    rows = []
+    rows, part = [], Part(side.sink.path)
     for batch, path in own_output(side.sink.path, side.query_id, table=table):
         if batch in batches:
-            for f in entry_files(path):
+            for f in entry_files(path, part):
                 delimiter = value_delimiter(side.sink.properties)
                 rows += [
                     (row, is_tombstones(f))

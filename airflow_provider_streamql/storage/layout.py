@@ -14,6 +14,12 @@ A source's ``WITH (path=...)`` is resolved here and nowhere else: a relative pat
 ``<home>/topics``; an absolute one must be inside ``<home>/topics`` or inside a root the
 operator allows (``$STREAMQL_ALLOWED_PATHS``, ``os.pathsep``-separated). Never the home, the
 catalog, another part of the home, a folder holding another source or nested in one.
+
+What a statement names is checked when it is named; what is on disk is checked when it is
+used. Every file streamql reads, writes, moves or deletes is resolved with :class:`Part`
+right before: the folder the layout placed (a source's folder, a checkpoint, a query's
+snapshots) must still be its own real path, and a path inside it must resolve inside it. A
+link that leads out is refused with a :class:`~..errors.StateError`, never followed.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import shutil
 import uuid
 from collections.abc import Iterable, Sequence
 
-from ..errors import ValidationError
+from ..errors import StateError, ValidationError
 from ..language.names import check_name
 
 ALLOWED_PATHS_ENV = "STREAMQL_ALLOWED_PATHS"
@@ -183,6 +189,65 @@ class Layout:
         )
 
 
+class Part:
+    """A folder of the layout about to be used, checked: it is where the catalog recorded it
+    (its own real path: it is no link and lies behind none), or :class:`StateError` naming the
+    link. :meth:`resolve` then checks each path inside it at the moment of use.
+
+    The catalog records real paths (:meth:`Layout.source_path` and the home are resolved), so
+    a link at or above a recorded folder was put there since, and is refused. Inside the
+    folder a link is followed only while it stays inside it.
+    """
+
+    def __init__(self, folder: str):
+        self.folder = os.path.abspath(folder)
+        if os.path.realpath(self.folder) != self.folder:
+            first = next((p for p in _prefixes(self.folder) if os.path.islink(p)), None)
+            raise StateError(_refused(self.folder, first, self.folder))
+
+    def resolve(self, path: str) -> str:
+        """The real path of ``path`` (this folder or a path inside it, about to be read,
+        written, moved or deleted); :class:`StateError` if a link on the way leads out."""
+        path = os.path.abspath(path)
+        if not is_within(path, self.folder):
+            raise StateError(f"{path!r} is not inside {self.folder!r}")
+        at = self.folder
+        for name in os.path.relpath(path, self.folder).split(os.sep):
+            at = os.path.join(at, name) if name != os.curdir else at
+            if os.path.islink(at):  # one lstat per component below the folder
+                real = os.path.realpath(at)
+                if not is_within(real, self.folder):
+                    raise StateError(_refused(path, at, self.folder))
+                at = real
+        return at
+
+    def guard(self, directory: str, names: list[str]) -> set[str]:
+        """For ``shutil.copytree(..., ignore=part.guard)``: checks each name the copy is
+        about to read (:meth:`resolve`) and ignores none."""
+        for name in names:
+            self.resolve(os.path.join(directory, name))
+        return set()
+
+
+def _prefixes(path: str) -> list[str]:
+    """``/a/b/c`` -> ``/a``, ``/a/b``, ``/a/b/c``."""
+    parts = path.split(os.sep)
+    return [os.sep.join(parts[:i]) or os.sep for i in range(2, len(parts) + 1)]
+
+
+def _refused(path: str, link: str | None, folder: str) -> str:
+    """Why ``path`` is refused: ``link`` on it, and where that leads (outside ``folder``)."""
+    if link is None:  # changed under our feet: no link found any more
+        return f"{path!r} resolves to {os.path.realpath(path)!r}, not inside {folder!r}"
+    target, real = os.readlink(link), os.path.realpath(link)
+    shown = repr(target) if os.path.join(os.path.dirname(link), target) == real else f"{target!r} ({real})"
+    how = "is a link to" if link == path else f"lies behind a link: {link!r} leads to"
+    return (
+        f"{path!r} {how} {shown}; streamql never follows a link out of the folder it uses "
+        f"(replace the link with what it stands for)"
+    )
+
+
 class MovedAside:
     """Folders renamed to hidden siblings inside the catalog transaction (so a writer that
     commits after it finds the name free and its data safe), deleted after the commit, put
@@ -190,6 +255,8 @@ class MovedAside:
 
     def __init__(self, paths: Sequence[str]):
         self.moves: list[tuple[str, str]] = []
+        for path in paths:  # each is where it was placed, no link: else nothing is moved
+            Part(path)
         try:
             for path in paths:
                 if os.path.lexists(path):

@@ -4,7 +4,8 @@ A snapshot may be taken while the query runs: Spark's checkpoint files of commit
 never change (offsets, commits, file-source log entries, state versions), so the copy is
 trimmed to the last batch committed when the copy began, which is what Spark would recover
 from after a crash at that moment. Later batches' files, temp files and files Spark's state
-maintenance deleted mid-copy are left out.
+maintenance deleted mid-copy are left out. The checkpoint is read and the copy written only
+where the layout placed them (:class:`.layout.Part`): a link out of either is refused.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import uuid
 
 from ..errors import StateError
 from .checkpoints import last_committed_batch, source_offsets
-from .topics import read_log
+from .layout import Part
+from .logs import read_log
 
 #: a state store version file: ``<version>.delta|snapshot`` (HDFS) or ``.zip|.changelog``
 #: (RocksDB); a state version is the batch id + 1
@@ -31,7 +33,9 @@ COPY_ATTEMPTS = 3
 def copy_committed(checkpoint: str, target: str, *, batch: int | None = None) -> int:
     """Copy ``checkpoint`` into ``target`` (created) as it stood when ``batch`` (default:
     its last) committed; return that batch id (-1: nothing committed, an empty copy).
-    Nothing is left at ``target`` if the copy fails."""
+    Nothing is left at ``target`` if the copy fails; nothing is done if ``target`` or the
+    checkpoint is a link or lies behind one."""
+    source, target = Part(checkpoint), Part(target).folder  # before anything is removed
     try:
         for _attempt in range(COPY_ATTEMPTS):
             upto = last_committed_batch(checkpoint) if batch is None else batch
@@ -39,7 +43,7 @@ def copy_committed(checkpoint: str, target: str, *, batch: int | None = None) ->
             shutil.rmtree(target, ignore_errors=True)
             os.makedirs(target)
             if os.path.isdir(checkpoint):
-                _copy(checkpoint, target)
+                _copy(source, checkpoint, target)
             _trim(target, upto, offsets)
             if _source_logs_complete(target, offsets):
                 return upto
@@ -56,7 +60,7 @@ def give_new_identity(checkpoint: str) -> None:
     """Make a copied checkpoint another query's: Spark keeps the query's id in ``metadata``
     and stops the running query with the same id when one starts (a shadow or a dry run on a
     copy would stop the live query). Offsets, commits and state do not depend on the id."""
-    path = os.path.join(checkpoint, "metadata")
+    path = Part(checkpoint).resolve(os.path.join(checkpoint, "metadata"))
     if os.path.exists(path):
         with open(path + ".tmp", "w", encoding="utf-8") as f:
             f.write(json.dumps({"id": str(uuid.uuid4())}) + "\n")
@@ -66,7 +70,9 @@ def give_new_identity(checkpoint: str) -> None:
             os.remove(crc)  # Hadoop checks a file against its .crc: the old one no longer matches
 
 
-def _copy(source: str, target: str) -> None:
+def _copy(part: Part, source: str, target: str) -> None:
+    """``source`` (in ``part``) into ``target``; a link is copied as what it points at, inside
+    ``part`` only."""
     for entry in os.scandir(source):
         name = entry.name
         if name.startswith("temp-") or name.endswith(".tmp") or ".tmp." in name:
@@ -75,7 +81,13 @@ def _copy(source: str, target: str) -> None:
         try:
             if entry.is_dir(follow_symlinks=False):
                 os.makedirs(destination, exist_ok=True)
-                _copy(entry.path, destination)
+                _copy(part, entry.path, destination)
+            elif entry.is_symlink():
+                real = part.resolve(entry.path)
+                if os.path.isdir(real):
+                    shutil.copytree(real, destination, ignore=part.guard)
+                else:
+                    shutil.copy2(real, destination)
             else:
                 shutil.copy2(entry.path, destination)
         except FileNotFoundError:
@@ -120,7 +132,7 @@ def _source_logs_complete(target: str, offsets: dict[str, int]) -> bool:
         if offset < 0:
             continue
         folder = os.path.join(target, "sources", source)
-        ids = sorted(read_log(folder))
+        ids = sorted(read_log(folder, Part(target)))
         if not ids or ids != list(range(ids[0], offset + 1)):
             return False
         if ids[0] != 0 and not os.path.exists(os.path.join(folder, f"{ids[0]}.compact")):
@@ -132,7 +144,7 @@ def own_output(sink_path: str, query_id: str, *, table: bool) -> list[tuple[int,
     """(batch id, path) of what a query renamed into its sink, under any of its versions: a
     table's changelog entries ``v<version>-b<batch>``, a stream's batch files
     ``<query>-v<version>-b<batch>...`` (never another writer's files), by batch."""
-    if not os.path.isdir(sink_path):
+    if not os.path.isdir(Part(sink_path).folder):
         return []
     own = re.compile(("" if table else re.escape(query_id) + "-") + r"v\d{4}-b(\d{12})")
     found = [

@@ -2,7 +2,8 @@
 operator's name, stores and partitions, the batches its state covers, and the key and value
 schemas Spark wrote when the state was first created (``state/<op>/_metadata/metadata`` and
 ``state/<op>/0[/<store>]/_metadata/schema``). The rows themselves are read with Spark's State
-Data Source (:mod:`..runtime.state`)."""
+Data Source (:mod:`..runtime.state`). Each file read is checked to lie in the checkpoint
+(:class:`.layout.Part`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import os
 import struct
 from dataclasses import dataclass, field
 
+from .layout import Part
 from .snapshots import STATE_FILE
 
 #: Spark's JSON type names as StreamQL (Spark SQL) spells them
@@ -55,12 +57,13 @@ def show_fields(fields: list[tuple[str, str]]) -> str:
 def recorded_state(checkpoint: str) -> list[StateOperator]:
     """The stateful operators of ``checkpoint`` ([] for a stateless query, or before its
     first batch). A file Spark has not written yet (or cannot be read) leaves its part out."""
-    root = os.path.join(checkpoint, "state")
+    part = Part(checkpoint)
+    root = part.resolve(os.path.join(checkpoint, "state"))
     if not os.path.isdir(root):
         return []
     operators = []
     for op in sorted((n for n in os.listdir(root) if n.isdigit()), key=int):
-        info = _operator_info(os.path.join(root, op, "_metadata", "metadata"))
+        info = _operator_info(part.resolve(os.path.join(root, op, "_metadata", "metadata")))
         if info is None:
             continue
         name = info.get("operatorInfo", {}).get("operatorName", "?")
@@ -68,7 +71,7 @@ def recorded_state(checkpoint: str) -> list[StateOperator]:
         for store in info.get("stateStoreInfo", []):
             store_name, partitions = store.get("storeName", "default"), int(store.get("numPartitions", 0))
             folder = os.path.join(root, op, "0") if store_name == "default" else os.path.join(root, op, "0", store_name)
-            key, value = _schemas(os.path.join(folder, "_metadata", "schema"))
+            key, value = _schemas(part.resolve(os.path.join(folder, "_metadata", "schema")))
             stores.append(StateStore(store_name, partitions, key, value))
         first, last = _batches(os.path.join(root, op))
         operators.append(StateOperator(int(op), name, stores, first, last))

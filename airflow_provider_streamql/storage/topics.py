@@ -14,7 +14,6 @@ from __future__ import annotations
 import datetime
 import decimal
 import functools
-import json
 import math
 import os
 import re
@@ -22,7 +21,6 @@ import time
 import uuid
 from collections.abc import Iterable
 from typing import Any
-from urllib.parse import unquote, urlparse
 
 from ..errors import ValidationError
 from ..language.statements import Column
@@ -36,55 +34,29 @@ from .formats import (  # noqa: F401 (the format table and helpers, as topics.* 
     value_delimiter,
     write_text,
 )
-
-SINK_LOG = "_spark_metadata"
-
-
-def is_data_name(name: str) -> bool:
-    """Spark's file source skips names starting with ``_`` or ``.``; so do we."""
-    return not name.startswith(("_", "."))
-
-
-def uri_path(uri: str) -> str:
-    """``file:///a/b`` (as Spark logs it) -> ``/a/b``."""
-    return os.path.realpath(unquote(urlparse(uri).path) if "://" in uri or uri.startswith("file:") else uri)
-
-
-def read_log(directory: str) -> dict[int, list[dict]]:
-    """A Spark metadata log (file sink or file source): batch id -> entries, compactions
-    expanded. Each file is ``v1`` followed by one JSON object per line."""
-    if not os.path.isdir(directory):
-        return {}
-    names = [n for n in os.listdir(directory) if is_data_name(n) and n.split(".")[0].isdigit()]
-    batches: dict[int, list[dict]] = {}
-    compact = max((int(n.split(".")[0]) for n in names if n.endswith(".compact")), default=-1)
-    for name in names:
-        batch = int(name.split(".")[0])
-        if batch < compact or (batch == compact and not name.endswith(".compact")):
-            continue
-        with open(os.path.join(directory, name), encoding="utf-8") as f:
-            lines = f.read().splitlines()[1:]
-        batches[batch] = [json.loads(line) for line in lines if line.strip()]
-    return batches
+from .layout import Part
+from .logs import SINK_LOG, is_data_name, read_log, sink_file, uri_path  # noqa: F401 (as topics.*)
 
 
 def committed_files(path: str) -> list[str]:
-    """Data files of a stream directory a reader may see now, in a stable order."""
+    """Data files of a stream directory a reader may see now, in a stable order (real paths,
+    each checked to lie in the directory: see :class:`.layout.Part`)."""
+    part = Part(path)
     if not os.path.isdir(path):
         return []
     log = os.path.join(path, SINK_LOG)
     if os.path.isdir(log):
         files: dict[str, None] = {}
-        for batch in sorted(read_log(log).items()):
+        for batch in sorted(read_log(log, part).items()):
             for entry in batch[1]:
-                p = uri_path(entry["path"])
+                p = sink_file(entry["path"], part)
                 if entry.get("action", "add") == "add":
                     files[p] = None
                 else:
                     files.pop(p, None)
         return list(files)
     return sorted(
-        os.path.realpath(os.path.join(path, n))
+        part.resolve(os.path.join(path, n))
         for n in os.listdir(path)
         if is_data_name(n) and os.path.isfile(os.path.join(path, n))
     )
@@ -92,7 +64,7 @@ def committed_files(path: str) -> list[str]:
 
 def changelog_entries(path: str) -> list[str]:
     """A table's changelog entries (files or directories), oldest first."""
-    if not os.path.isdir(path):
+    if not os.path.isdir(Part(path).folder):
         return []
     return [os.path.join(path, n) for n in sorted(os.listdir(path)) if is_data_name(n)]
 
@@ -113,14 +85,18 @@ def is_tombstones(path: str) -> bool:
 
 
 def changelog_files(path: str) -> list[str]:
-    """Every data file of a table's changelog, tombstone files included, oldest first."""
-    return [f for entry in changelog_entries(path) for f in entry_files(entry)]
+    """Every data file of a table's changelog, tombstone files included, oldest first (real
+    paths, each checked to lie in the table's folder)."""
+    part = Part(path)
+    return [f for entry in changelog_entries(path) for f in entry_files(entry, part)]
 
 
-def entry_files(entry: str) -> list[str]:
+def entry_files(entry: str, part: Part) -> list[str]:
+    """The data files of one changelog entry (a file, or a folder of files) of ``part``."""
+    entry = part.resolve(entry)
     if os.path.isdir(entry):
         return [
-            os.path.join(entry, n)
+            part.resolve(os.path.join(entry, n))
             for n in sorted(os.listdir(entry))
             if is_data_name(n) and os.path.isfile(os.path.join(entry, n))
         ]
@@ -330,27 +306,33 @@ def append(
 ) -> str:
     """Write ``rows`` as one new file in ``path``: to a hidden name, then renamed into place.
     With ``name``, a file of that name already there means it was written: nothing is.
-    A DELIMITED file has no header, its fields separated by ``delimiter``."""
+    A DELIMITED file has no header, its fields separated by ``delimiter``. The folder is
+    checked first (:class:`.layout.Part`: a folder replaced by a link is refused), and the
+    hidden file is created anew, never opened through a link someone left under its name."""
+    path = Part(path).folder
     os.makedirs(path, exist_ok=True)
     if name is not None:
         name += FORMATS[fmt][1]
-        if os.path.exists(os.path.join(path, name)):
+        if os.path.lexists(os.path.join(path, name)):
             return os.path.join(path, name)
     else:
         name = f"i{time.time_ns():020d}-{uuid.uuid4().hex[:8]}{FORMATS[fmt][1]}"
     tmp = os.path.join(path, f".{name}.tmp")
+    if os.path.lexists(tmp):
+        os.remove(tmp)  # left by an interrupted write of the same name (a link: the link goes)
     rows = list(rows)
     if fmt == "PARQUET":
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        schema = pa.schema([(c.name, _arrow_type(c.type)) for c in columns])
-        pq.write_table(pa.Table.from_pylist(rows, schema=schema), tmp)
-    else:
-        with open(tmp, "w", encoding="utf-8", newline="") as f:
-            f.write(write_text(rows, fmt, columns, delimiter))
-            f.flush()
-            os.fsync(f.fileno())
+        table = pa.Table.from_pylist(rows, schema=pa.schema([(c.name, _arrow_type(c.type)) for c in columns]))
+    with open(tmp, "xb") as f:  # exclusive: fails on anything there, a link included
+        if fmt == "PARQUET":
+            pq.write_table(table, f)
+        else:
+            f.write(write_text(rows, fmt, columns, delimiter).encode("utf-8"))
+        f.flush()
+        os.fsync(f.fileno())
     os.rename(tmp, os.path.join(path, name))
     return os.path.join(path, name)
 
