@@ -73,7 +73,8 @@ def test_migrations_run_forward_on_an_existing_catalog(catalog_url, home, stages
     assert "/checkout" in checkout.plan.spark_sql
     for q in queries:  # what a runtime builds the query from, and the validator compares
         assert q.plan.views.keys() == {"PAGEVIEWS"} and q.plan.output_mode == "append"
-        assert q.shape["kind"] == "CSAS" and q.shape["sink"]["path"] == f"{home}/topics/{q.sink}"
+        assert q.shape.kind == "CSAS" and q.shape.sink.path == f"{home}/topics/{q.sink}"
+        assert q.shape.grace == {} and not q.shape.named  # typed by migration 12 from what it ran with
         assert q.version == 1 and q.running_version is None and q.run_id is None
     assert catalog.query("CSAS_ALL_VIEWS_2") == all_views
     [version] = catalog.versions("CSAS_CHECKOUT_VIEWS_1")

@@ -25,7 +25,7 @@ def test_kafka_streams_and_queries_are_declared(sqlite_engine):
     orders = engine.catalog.source("ORDERS")
     assert (orders.path, orders.properties) == ("kafka:orders", {"kafka_topic": "orders"})
     big = engine.query("CSAS_BIG_1")
-    assert big.shape["sink"] == {"path": "kafka:big-orders", "format": "JSON", "writer": "kafka sink"}
+    assert big.shape.to_json()["sink"] == {"path": "kafka:big-orders", "format": "JSON", "writer": "kafka sink"}
     assert engine.query("CSAS_COPY_3").settings["auto.offset.reset"] == "earliest"
     # a Kafka sink may change its topic in place
     result = engine.execute("CREATE OR REPLACE STREAM big WITH (kafka_topic='large-orders') AS "

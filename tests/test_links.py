@@ -245,7 +245,7 @@ def test_a_checkpoint_is_read_only_inside_itself(tmp_path, reader, part):
     assert tree(outside) == before
 
 
-COLUMNS = [Column("id", "INT")]
+COLUMNS = [Column.of("id", "INT")]
 
 
 def test_a_dead_letter_stream_replaced_by_a_link_is_refused(engine, home, tmp_path):

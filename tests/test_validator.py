@@ -123,10 +123,10 @@ UNNAMED = [
 
 @pytest.mark.parametrize("old, new, verdict, codes", UNNAMED)
 def test_queries_from_before_named_streams(tmp_path, monkeypatch, old, new, verdict, codes):
-    from airflow_provider_streamql.catalog import derived
+    from airflow_provider_streamql.language import compiler
     engine = Engine(f"sqlite:///{tmp_path}/c.db", home=str(tmp_path))
     with monkeypatch.context() as patched:
-        patched.setattr(derived, "source_names", lambda streams: {})  # as an earlier release planned it
+        patched.setattr(compiler, "source_names", lambda streams: {})  # as an earlier release planned it
         engine.execute(SOURCES + old)
     report = engine.validate(new.replace("CREATE ", "CREATE OR REPLACE ", 1))
     assert (report.verdict, {f.code for f in report.findings}) == (verdict, codes), report.render()
@@ -159,8 +159,8 @@ def test_every_trait_and_kind_is_covered():
     covered_codes = {code for *_, codes in PAIRS + KAFKA_PAIRS for code in codes}
     # MULTIPLE_WRITERS needs an INSERT INTO query; STATE_SCHEMA_INCOMPATIBLE a checkpoint
     # (RECORDED_KEYS below, and against Spark in test_validator_spark)
-    assert {code for code, *_ in RULES} <= covered_codes | {"MULTIPLE_WRITERS", "STATE_SCHEMA_INCOMPATIBLE"}
-    assert set(KINDS) - {kind for _, _, kind, _, _ in RULES} <= {"transparent", "scaling"}
+    assert {rule.code for rule in RULES} <= covered_codes | {"MULTIPLE_WRITERS", "STATE_SCHEMA_INCOMPATIBLE"}
+    assert set(KINDS) - {rule.kind for rule in RULES} <= {"transparent", "scaling"}
     assert set(TRAITS) == {"simple", "stateful", "windowed", "joined", "multistage", "nondeterministic"}
 
 
@@ -182,9 +182,16 @@ RECORDED_KEYS = [
 
 
 @pytest.mark.parametrize("recorded, columns, group_by, fires", RECORDED_KEYS)
-def test_the_recorded_state_key_against_the_new_grouping(recorded, columns, group_by, fires):
-    from airflow_provider_streamql.upgrades.rules import state_key_mismatch
-    found = list(state_key_mismatch({"state_key": recorded}, {"columns": columns, "group_by": group_by}))
+def test_the_recorded_state_key_against_the_new_grouping(tmp_path, recorded, columns, group_by, fires):
+    from dataclasses import replace
+
+    from airflow_provider_streamql.language.query_shape import ShapeColumn
+    from airflow_provider_streamql.upgrades.rules import Versions, state_key_mismatch
+    engine = Engine(f"sqlite:///{tmp_path}/c.db", home=str(tmp_path))
+    engine.execute(SOURCES + T + " GROUP BY user")
+    shape = engine.query("CTAS_T_1").shape
+    new = replace(shape, columns=tuple(ShapeColumn(*c) for c in columns), group_by=tuple(group_by))
+    found = list(state_key_mismatch(Versions(shape, new, recorded)))
     assert bool(found) == fires, found
 
 

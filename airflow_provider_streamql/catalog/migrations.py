@@ -20,10 +20,11 @@ from sqlalchemy.schema import CreateColumn
 
 from ..errors import CatalogError, StreamQLError, first_line
 from ..language import parse_one
-from ..language.analyzer import analyze_select
+from ..language.compiler import analyze_query, compile_query
+from ..language.query_shape import QueryShape
+from ..language.streaming import StreamingPlan
 from .connections import write_connection
-from .derived import derive_query
-from .model import SourceInfo
+from .model import BATCH_FILES, SourceInfo
 from .schema import (
     MIGRATION_1_TABLES,
     MIGRATION_2_TABLES,
@@ -146,13 +147,47 @@ def _complete_old_catalog(conn: Connection) -> None:
 
 
 def _plan(query, known: dict[str, SourceInfo]) -> tuple[str, dict, dict]:
-    """(select_sql, plan, shape) of a recorded query, as the planner derives them now, with
+    """(select_sql, plan, shape) of a recorded query, compiled by the one compile step, with
     the grace period such a query ran with where it states none (0: the default until 24 hours
-    became it, long after plans were stored)."""
+    became it, long after plans were stored), its streams unnamed (they were, then), and the
+    shape in the layout of its time (the step that types shapes brings it on)."""
     stmt = parse_one(query.sql)
-    analysis = analyze_select(stmt.select, {n: s.columns for n, s in known.items()}, stmt, persistent=True)
-    plan, shape = derive_query(stmt, analysis, query.id, query.kind, known, known[query.sink], default_grace=0.0)
-    return plan.spark_sql, plan.to_dict(), shape
+    schemas = {n: s.schema for n, s in known.items()}
+    analysis = analyze_query(stmt, schemas)
+    compiled = compile_query(
+        stmt,
+        analysis,
+        schemas,
+        known[query.sink].as_sink,
+        query_id=query.id,
+        kind=query.kind,
+        named=False,
+        default_grace=0.0,
+    )
+    return compiled.plan.spark_sql, compiled.plan.to_dict(), compiled.shape.to_json()
+
+
+def _typed_shapes(conn: Connection) -> None:
+    """Every recorded shape in the typed layout (:class:`QueryShape`): a shape an older
+    streamql recorded as a plain dict is brought on with what its version ran with (see
+    :meth:`QueryShape.from_legacy`), so the validator compares typed values only."""
+    outputs = {r.name: json.loads(r.properties) for r in conn.execute(select(sources.c.name, sources.c.properties))}
+    sinks = {r.id: r.sink for r in conn.execute(select(queries.c.id, queries.c.sink))}
+    for table, keys in (
+        (queries, (queries.c.id,)),
+        (query_versions, (query_versions.c.query_id, query_versions.c.version)),
+    ):
+        for row in conn.execute(select(*keys, table.c.plan, table.c.shape)).all():
+            shape = json.loads(row.shape or "null")
+            if not shape or "version" in shape:
+                continue
+            plan = StreamingPlan.from_dict(json.loads(row.plan))
+            batch_files = outputs.get(sinks.get(row[0], ""), {}).get(BATCH_FILES) is True
+            typed = QueryShape.from_legacy(
+                shape, grace=plan.grace_by_source(), named=bool(plan.source_names), batch_files=batch_files
+            )
+            where = [k == row._mapping[k.name] for k in keys]
+            conn.execute(update(table).where(*where).values(shape=json.dumps(typed.to_json())))
 
 
 # version -> step that brings version-1 to version. Append only; never edit a shipped step.
@@ -168,6 +203,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     9: _create(MIGRATION_9_TABLES),
     10: _create(MIGRATION_10_TABLES),
     11: one_spelling,
+    12: _typed_shapes,
 }
 LATEST = max(MIGRATIONS)
 

@@ -6,7 +6,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..language.statements import Column
+from ..language.compiler import SinkSchema, SourceSchema
+from ..language.parser import parse_one
+from ..language.query_shape import QueryShape
+from ..language.statements import Column, Statement
 from ..language.streaming import StreamingPlan
 
 DESIRED_STATES = ("RUNNING", "PAUSED", "TERMINATED")
@@ -64,6 +67,16 @@ class SourceInfo:
     def key_columns(self) -> list[str]:
         return [c.name for c in self.columns if c.key]
 
+    @property
+    def schema(self) -> SourceSchema:
+        """What the compile step knows of it: typed values, not this row."""
+        return SourceSchema(self.name, self.kind, tuple(self.columns), self.timestamp_column, bool(self.kafka_topic))
+
+    @property
+    def as_sink(self) -> SinkSchema:
+        """Where a query writing it writes."""
+        return SinkSchema(self.path, self.format, bool(self.kafka_topic), self.batch_files)
+
     def column_json(self) -> str:
         return json.dumps([c.to_json() for c in self.columns])
 
@@ -96,8 +109,8 @@ class QueryInfo:
     settings: dict[str, str]
     #: how a runtime builds it on Spark (derived from the SELECT and its sources)
     plan: StreamingPlan
-    #: the traits CREATE OR REPLACE compares (derived; see :mod:`..upgrades.traits`)
-    shape: dict[str, Any]
+    #: what CREATE OR REPLACE compares (compiled with the plan)
+    shape: QueryShape
     version: int
     checkpoint: str
     desired_state: str
@@ -116,15 +129,23 @@ class QueryInfo:
             "sources": json.dumps(self.sources),
             "settings": json.dumps(self.settings),
             "plan": json.dumps(self.plan.to_dict()),
-            "shape": json.dumps(self.shape),
+            "shape": json.dumps(self.shape.to_json()),
         }
+
+    def statement(self) -> Statement:
+        """The statement this version was created by, read again through the grammar (what
+        is recorded of a query's definition is its statement as written and its compiled
+        form; a new version over changed sources is compiled from the statement).
+        ParseError when this release no longer reads it."""
+        return parse_one(self.sql)
 
     @classmethod
     def from_row(cls, row: Any) -> QueryInfo:
         data = dict(row._mapping)
-        for name in ("sources", "settings", "shape"):
+        for name in ("sources", "settings"):
             data[name] = json.loads(data[name])
         data["plan"] = StreamingPlan.from_dict(json.loads(data["plan"]))
+        data["shape"] = QueryShape.from_json(json.loads(data["shape"]))
         return cls(**data)
 
 

@@ -122,8 +122,10 @@ def _rename_in_versions(conn: Connection, query_id: str, names: dict[str, str]) 
 def _shape_renamed(shape: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
     spelled = {old.lower(): new for old, new in names.items()}
     name = lambda n: spelled.get(n.lower(), n)  # noqa: E731
-    if "columns" in shape:
-        shape["columns"] = [[name(c[0]), *c[1:]] for c in shape["columns"]]
+    if "columns" in shape:  # [name, type, key] (plain dicts of old) or {"name": ...} (typed)
+        shape["columns"] = [
+            {**c, "name": name(c["name"])} if isinstance(c, dict) else [name(c[0]), *c[1:]] for c in shape["columns"]
+        ]
     if "projections" in shape:
         shape["projections"] = {name(n): p for n, p in shape["projections"].items()}
     return shape

@@ -18,7 +18,6 @@ from .dialect import DIALECT
 from .names import reserved_name_problem
 from .outputs import check_quoted, joined_tables, output_names, output_projections
 from .pseudocolumns import resolve_pseudo_columns
-from .query_shape import shape_of
 from .statements import Column, Statement
 from .types import SqlType, TypeName, TypeProblem
 
@@ -79,10 +78,10 @@ class SelectAnalysis:
     group_by: list[str]
     #: (join kind, upper-case name of the joined source) for each JOIN, in order.
     joins: list[tuple[str, str]] = field(default_factory=list)
-    #: clause -> normalised SQL, compared by the upgrade validator (see :func:`shape_of`)
-    shape: dict = field(default_factory=dict)
     #: the SELECT as analysed: its list as :func:`output_projections` names it
     named: exp.Select | None = None
+    #: the same, qualified and typed by sqlglot (what the upgrade validator's shape is made of)
+    typed: exp.Select | None = None
 
     def respelled(self, spellings: list[Column]) -> SelectAnalysis:
         """This analysis with each output column that ``spellings`` names in another letter
@@ -91,11 +90,7 @@ class SelectAnalysis:
         spelled = {c.name.lower(): c.name for c in spellings}
         name = lambda n: spelled.get(n.lower(), n)  # noqa: E731
         columns = [replace(c, name=name(c.name)) for c in self.columns]
-        shape = dict(self.shape)
-        if "columns" in shape:
-            shape["columns"] = [[name(n), t, k] for n, t, k in shape["columns"]]
-            shape["projections"] = {name(n): p for n, p in shape["projections"].items()}
-        return replace(self, columns=columns, group_by=[name(g) for g in self.group_by], shape=shape)
+        return replace(self, columns=columns, group_by=[name(g) for g in self.group_by])
 
 
 WINDOW_BOUNDS = ("WINDOWSTART", "WINDOWEND")
@@ -113,13 +108,14 @@ def analyze_select(
     """Check ``select`` against ``schemas`` (upper-case source name -> columns).
 
     With ``timestamps`` (source -> its event-time column), ksqlDB's ROWTIME and ROWKEY are
-    first resolved in ``select`` itself (see :mod:`.pseudocolumns`), so the streaming plan
-    built from it afterwards reads the same columns.
+    first resolved (see :mod:`.pseudocolumns`), in a copy: the statement's own tree is never
+    changed, and the streaming plan is built from the analysis's ``named`` SELECT.
 
     Raises :class:`ValidationError` for unknown sources or columns, type errors, unnamed
     expressions and clauses a streaming query cannot run.
     """
     where = _Locator(stmt)
+    select = select.copy()
     for call in select.find_all(exp.Func):
         name = (call.name if isinstance(call, exp.Anonymous) else call.sql_name()).lower()
         if name in CODE_FUNCTIONS:
@@ -224,8 +220,7 @@ def analyze_select(
         ((j.args.get("side") or j.args.get("kind") or "INNER").upper(), j.this.name.upper())
         for j in select.args.get("joins") or []
     ]
-    shape = shape_of(tree, names, columns, joins, stmt)
-    return SelectAnalysis(sources, columns, aggregate, group_by, joins, shape, select)
+    return SelectAnalysis(sources, columns, aggregate, group_by, joins, select, tree)
 
 
 #: Spark functions that run code of the JVM a statement names: never planned, in any query

@@ -7,8 +7,6 @@ DESCRIBE shows, the message key of a Kafka sink), nothing is moved between parti
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from sqlglot import exp
 
 from .analyzer import SelectAnalysis
@@ -36,9 +34,9 @@ def keyed_select(select: exp.Select, names: tuple[str, ...], schemas: dict[str, 
     return tree
 
 
-def rekey(analysis: SelectAnalysis, names: tuple[str, ...]) -> str | None:
-    """Make ``names`` the KEY columns of ``analysis``'s output (and of its shape, so the
-    upgrade validator sees a re-keying); the reason when one is not an output column."""
+def rekey_problem(analysis: SelectAnalysis, names: tuple[str, ...]) -> str | None:
+    """Why ``names`` cannot be the KEY columns of ``analysis``'s output (None when they can:
+    then :func:`.tables.keyed_by` makes them so)."""
     outputs = {c.name.lower(): c.name for c in analysis.columns}
     for name in names:
         if name.lower() not in outputs:
@@ -48,8 +46,4 @@ def rekey(analysis: SelectAnalysis, names: tuple[str, ...]) -> str | None:
             )
     if len({n.lower() for n in names}) != len(names):
         return f"PARTITION BY names a column twice: {', '.join(names)}"
-    keys = {n.lower() for n in names}
-    analysis.columns = [replace(c, key=c.name.lower() in keys) for c in analysis.columns]
-    if "columns" in analysis.shape:
-        analysis.shape["columns"] = [[c.name, c.type.spark(), c.key] for c in analysis.columns]
     return None

@@ -4,10 +4,9 @@ bounded join conditions and watermarks."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-import sqlglot
 from sqlglot import exp
 
 from ..errors import ValidationError
@@ -16,11 +15,11 @@ from .dialect import DIALECT
 from .outputs import output_projections
 from .statements import Column, Statement
 
-# WINDOW kind -> Spark SQL function building the window column from (time column, spec)
+# WINDOW kind -> (Spark function building the window column, the spec's durations it takes)
 WINDOW_FUNCTIONS = {
-    "TUMBLING": lambda ts, w: f"window({ts}, {_interval(w.size)})",
-    "HOPPING": lambda ts, w: f"window({ts}, {_interval(w.size)}, {_interval(w.advance)})",
-    "SESSION": lambda ts, w: f"session_window({ts}, {_interval(w.size)})",
+    "TUMBLING": ("window", ("size",)),
+    "HOPPING": ("window", ("size", "advance")),
+    "SESSION": ("session_window", ("size",)),
 }
 #: the output column an aggregation's HAVING becomes (see :func:`_having_as_column`)
 HAVING_COLUMN = "__streamql_having"
@@ -29,7 +28,7 @@ HAVING_COLUMN = "__streamql_having"
 DEFAULT_GRACE_SECONDS = 24 * 60 * 60.0
 
 
-@dataclass
+@dataclass(frozen=True)
 class StreamingPlan:
     """Everything the runtime needs to build a query besides the catalog's sources."""
 
@@ -58,6 +57,14 @@ class StreamingPlan:
         """Source -> the grace period its watermark runs with, seconds (the effective one: a
         statement without GRACE PERIOD has the default of when its version was planned)."""
         return {source: seconds for source, (_column, seconds) in self.watermarks.items()}
+
+    def with_table_query(self, table_query: str, table_keys: dict[str, str]) -> StreamingPlan:
+        """This plan for a query over tables (see :attr:`table_query`)."""
+        return replace(self, table_query=table_query, table_keys=dict(table_keys))
+
+    def with_source_names(self, names: dict[str, str]) -> StreamingPlan:
+        """This plan with its streams named (see :attr:`source_names`)."""
+        return replace(self, source_names=dict(names))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -104,9 +111,10 @@ def plan_streaming(
         ts = timestamps[source]
         # over a join the window is on the FROM stream's event time (the feasibility rules
         # accept it only where that is the join's time, as in ksqlDB)
-        time = f"{_quote(first.alias_or_name)}.{_quote(ts)}" if joins else _quote(ts)
-        window_sql = WINDOW_FUNCTIONS[stmt.window.kind](time, stmt.window)
-        _bind_window_bounds(tree, window_sql)
+        time = exp.column(ts, table=first.alias_or_name if joins else None, quoted=True)
+        function, durations = WINDOW_FUNCTIONS[stmt.window.kind]
+        arguments = [_interval(getattr(stmt.window, d)) for d in durations]
+        _bind_window_bounds(tree, exp.Anonymous(this=function, expressions=[time, *arguments]))
         watermarks[source] = [ts, _grace(stmt.window.grace, default_grace)]
     for (_kind, joined), join, within in zip(analysis.joins, joins, stmt.withins, strict=False):
         if within is None:
@@ -199,9 +207,8 @@ def _expand_stars(tree: exp.Select, schemas: dict[str, list[Column]]) -> None:
     tree.set("expressions", projections)
 
 
-def _bind_window_bounds(tree: exp.Select, window_sql: str) -> None:
+def _bind_window_bounds(tree: exp.Select, window: exp.Expression) -> None:
     """WINDOWSTART/WINDOWEND -> the window column's start/end; group by the window."""
-    window = sqlglot.parse_one(window_sql, dialect=DIALECT)
     bound = {b: exp.Dot(this=window.copy(), expression=exp.to_identifier(b[6:].lower())) for b in WINDOW_BOUNDS}
     for i, projection in enumerate(tree.expressions):
         if isinstance(projection, exp.Column) and projection.name.upper() in WINDOW_BOUNDS:
@@ -236,8 +243,9 @@ def _grace(seconds: float | None, default: float | None) -> float:
     return DEFAULT_GRACE_SECONDS if default is None else default
 
 
-def _interval(seconds: float) -> str:
-    return f"'{int(round(seconds * 1000))} milliseconds'"
+def _interval(seconds: float) -> exp.Literal:
+    """A window's duration as Spark's window functions take it: ``'<ms> milliseconds'``."""
+    return exp.Literal.string(f"{int(round(seconds * 1000))} milliseconds")
 
 
 def _bound_interval(seconds: float) -> exp.Interval:
@@ -248,7 +256,3 @@ def _bound_interval(seconds: float) -> exp.Interval:
 def _time_column(table: exp.Expression, column: str) -> exp.Column:
     """The event-time ``column`` of a source of the FROM clause, qualified by its alias."""
     return exp.column(column, table=table.alias_or_name, quoted=True)
-
-
-def _quote(name: str) -> str:
-    return f"`{name}`"

@@ -37,12 +37,9 @@ def passed_keys(analysis: SelectAnalysis, keys: list[str]) -> dict[str, str]:
 
 
 def keyed_by(analysis: SelectAnalysis, keys: list[str]) -> SelectAnalysis:
-    """``analysis`` with exactly the output columns named in ``keys`` marked as the key (in
-    its columns and in the shape the upgrade validator compares)."""
+    """``analysis`` with exactly the output columns named in ``keys`` marked as the key."""
     wanted = {k.lower() for k in keys}
-    columns = [replace(c, key=c.name.lower() in wanted) for c in analysis.columns]
-    shape = {**analysis.shape, "columns": [[c.name, c.type.spark(), c.key] for c in columns]}
-    return replace(analysis, columns=columns, shape=shape)
+    return replace(analysis, columns=[replace(c, key=c.name.lower() in wanted) for c in analysis.columns])
 
 
 def unmatched_keys(select: exp.Select, join: exp.Join, keys: list[str]) -> list[str]:

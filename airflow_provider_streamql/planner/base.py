@@ -22,6 +22,7 @@ from ..catalog import Catalog, QueryInfo, Snapshot, SourceInfo
 from ..errors import NotFoundError, StateError, ValidationError
 from ..language import statements as st
 from ..language.analyzer import SelectAnalysis, analyze_select
+from ..language.compiler import SourceSchema, analyze_query
 from ..language.types import TypeName
 from ..results import Result
 from ..storage import topics
@@ -162,17 +163,27 @@ class PlannerBase:
             key=lambda q: q.seq,
         )
 
-    def _analyze(self, stmt: st.Statement, select, *, persistent: bool = True) -> SelectAnalysis:
-        schemas = {name: src.columns for name, src in self.snapshot.sources.items()}
-        if not persistent and (stmt.window or stmt.within):
+    def _schemas(self) -> dict[str, SourceSchema]:
+        return {name: src.schema for name, src in self.snapshot.sources.items()}
+
+    def _analyze_pull(self, stmt: st.PullQuery) -> SelectAnalysis:
+        """A pull query's SELECT, checked against the catalog (it never runs on Spark)."""
+        if stmt.window or stmt.within:
             raise self._error("WINDOW and WITHIN belong in persistent queries, not pull queries", stmt)
+        schemas = {name: src.columns for name, src in self.snapshot.sources.items()}
         timestamps = {name: src.timestamp_column for name, src in self.snapshot.sources.items()}
-        analysis = analyze_select(select, schemas, stmt, persistent=persistent, timestamps=timestamps)
-        if persistent:
+        return analyze_select(stmt.select, schemas, stmt, persistent=False, timestamps=timestamps)
+
+    def _analyze_query(self, stmt: st.CreateAsSelect | st.InsertSelect, spellings=()) -> SelectAnalysis:
+        """A persistent query's SELECT (:func:`analyze_query`), checked against what Structured
+        Streaming can run (:mod:`.feasibility`)."""
+
+        def feasible(analysis: SelectAnalysis) -> None:
             problem = feasibility.first_problem(feasibility.Query(stmt, analysis, self.snapshot.sources, self.settings))
             if problem:
                 raise self._error(problem, stmt)
-        return analysis
+
+        return analyze_query(stmt, self._schemas(), spellings=spellings, check=feasible)
 
     # -- the source a CREATE declares (or a query writes) ----------------------------
     def _source(self, stmt, columns, writer: str | None, replacing: SourceInfo | None = None) -> SourceInfo:

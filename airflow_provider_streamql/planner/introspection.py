@@ -8,8 +8,6 @@ from typing import Any
 from sqlalchemy import Connection
 
 from ..catalog import ACTIVE_STATES, Catalog, QueryInfo, Snapshot
-from ..errors import StreamQLError
-from ..language import parse_one
 from ..language import statements as st
 from ..language.streaming import DEFAULT_GRACE_SECONDS, duration_sql
 from ..results import Result
@@ -231,7 +229,7 @@ def grace_period(q: QueryInfo) -> str | None:
     shown = {}
     for source, (_column, seconds) in q.plan.watermarks.items():
         text = duration_sql(seconds)
-        if given is not None and seconds not in given.get(source, []):
+        if seconds not in given.get(source, []):
             text += " (default)" if seconds == DEFAULT_GRACE_SECONDS else " (default when created)"
         shown[source] = text
     if len(set(shown.values())) == 1:
@@ -239,23 +237,18 @@ def grace_period(q: QueryInfo) -> str | None:
     return ", ".join(f"{source}: {text}" for source, text in shown.items())
 
 
-def _given_graces(q: QueryInfo) -> dict[str, list[float]] | None:
+def _given_graces(q: QueryInfo) -> dict[str, list[float]]:
     """Source -> the GRACE PERIODs the query's statement gives it (its WINDOW's and WITHINs'),
-    as the plan assigns them (a WINDOW to the FROM stream, a WITHIN to both streams it joins);
-    None when the statement no longer parses."""
-    try:
-        stmt = parse_one(q.sql)
-    except StreamQLError:
-        return None
+    as the plan assigns them (a WINDOW to the FROM stream, a WITHIN to both streams it joins),
+    read off its compiled shape."""
     first = q.sources[0]
     given: dict[str, list[float]] = {}
-    if stmt.window is not None and stmt.window.grace is not None:
-        given.setdefault(first, []).append(stmt.window.grace)
-    select = getattr(stmt, "select", None)
-    joins = (select.args.get("joins") or []) if select is not None else []
-    for join, within in zip(joins, stmt.withins, strict=False):
+    shape = q.shape
+    if shape.window is not None and shape.window.grace is not None:
+        given.setdefault(first, []).append(shape.window.grace)
+    for (_kind, joined), within in zip(shape.joins, shape.withins, strict=False):
         if within is not None and within.grace is not None:
-            for name in (first, join.this.name.upper()):
+            for name in (first, joined):
                 given.setdefault(name, []).append(within.grace)
     return given
 

@@ -1,7 +1,8 @@
 """Persistent queries: ``CREATE STREAM|TABLE ... AS SELECT``, its ``CREATE OR REPLACE``
 (validated by :meth:`PersistentQueries.check_replace` against the query's last version) and
-``INSERT INTO ... SELECT``; ``_query`` builds a query's catalog record and streaming plan,
-``_sink`` the output it writes.
+``INSERT INTO ... SELECT``. Each is compiled by the one compile step
+(:mod:`..language.compiler`); ``_sink`` decides the output it writes, ``_query`` makes the
+catalog record of a compiled query.
 """
 
 from __future__ import annotations
@@ -13,15 +14,12 @@ from dataclasses import replace
 from sqlalchemy import Connection
 
 from ..catalog import ERROR_POLICIES, QueryInfo, SourceInfo
-from ..catalog.derived import derive_query
 from ..catalog.model import BATCH_FILES
 from ..errors import StateError, StreamQLError, ValidationError
-from ..language import parse_one
 from ..language import statements as st
 from ..language.analyzer import SelectAnalysis
+from ..language.compiler import QUERY_KINDS, CompiledQuery, compile_query
 from ..language.dialect import DIALECT
-from ..language.partition import keyed_select, rekey
-from ..language.tables import keyed_by, passed_keys
 from ..language.types import TypeName
 from ..results import Result
 from ..storage import topics
@@ -29,7 +27,7 @@ from ..storage.state import recorded_state
 from ..upgrades import Finding, Report, validate_upgrade
 from .base import PlannerBase, Step, column_tuples
 
-QUERY_PREFIX = {"STREAM": "CSAS", "TABLE": "CTAS"}
+QUERY_PREFIX = QUERY_KINDS
 
 #: what :meth:`PersistentQueries.check_replace` returns: (current query, report, new version,
 #: new sink)
@@ -50,11 +48,11 @@ class PersistentQueries(PlannerBase):
         if stmt.or_replace and existing is not None:
             return self._replace(stmt, checked or self.check_replace(stmt))
         self._check_new_name(stmt.name, stmt)
-        analysis = self._analyze_as_select(stmt)
+        analysis = self._analyze_query(stmt)
         seq = self.snapshot.next_seq
         query_id = f"{QUERY_PREFIX[stmt.kind]}_{stmt.name}_{seq}"
         sink = self._sink(stmt, analysis, query_id)
-        query = self._query(query_id, seq, QUERY_PREFIX[stmt.kind], sink, analysis, stmt)
+        query = self._query(query_id, seq, sink, self._compile(stmt, analysis, sink, query_id), stmt)
         self.snapshot.sources[sink.name] = sink
 
         def write(conn: Connection) -> None:
@@ -87,20 +85,11 @@ class PersistentQueries(PlannerBase):
                 stmt,
             )
         current = self.snapshot.queries[old_sink.writer_query]
-        analysis = self._analyze_as_select(stmt).respelled(old_sink.columns)  # its readers read these
+        analysis = self._analyze_query(stmt, spellings=old_sink.columns)  # its readers read these
         sink = self._sink(stmt, analysis, current.id, replacing=old_sink)
         version = max(self.catalog.next_version(self.conn, current.id), current.version + 1)
-        new = self._query(
-            current.id,
-            current.seq,
-            QUERY_PREFIX[stmt.kind],
-            sink,
-            analysis,
-            stmt,
-            version=version,
-            register=False,
-            named=is_named(current),
-        )
+        compiled = self._compile(stmt, analysis, sink, current.id, named=current.shape.named)
+        new = self._query(current.id, current.seq, sink, compiled, stmt, version=version, register=False)
         if "on_error" not in stmt.properties and "on_error" in current.settings:
             new.settings["on_error"] = current.settings["on_error"]
         # a paused query stays paused (RESUME it when ready); a terminated one restarts
@@ -108,15 +97,9 @@ class PersistentQueries(PlannerBase):
         readers = sorted(
             q.id for q in self.snapshot.queries.values() if sink.name in q.sources and q.desired_state != "TERMINATED"
         )
-        # the grace the current version runs with (versions from before shapes recorded it)
-        old_shape = current.shape | {
-            "grace": current.plan.grace_by_source(),
-            "state_key": _state_key(current),
-            "named": is_named(current),
-            "sink": _sink_as_written(current.shape["sink"], old_sink),
-        }
-        new_shape = new.shape | {"named": is_named(new), "starts": _starts(new, self.snapshot.sources)}
-        report = validate_upgrade(current.id, old_shape, new_shape, downstream=readers)
+        report = validate_upgrade(
+            current.id, current.shape, new.shape, state_key=_state_key(current), downstream=readers
+        )
         writers = [
             q.id
             for q in self.snapshot.queries.values()
@@ -173,24 +156,6 @@ class PersistentQueries(PlannerBase):
             write=lambda conn: self.catalog.add_version(conn, new, sink, report.to_dict()),
         )
 
-    def _analyze_as_select(self, stmt: st.CreateAsSelect) -> SelectAnalysis:
-        if stmt.partition_by:  # the key columns first, in the plan as in the output
-            schemas = {name: src.columns for name, src in self.snapshot.sources.items()}
-            stmt.select = keyed_select(stmt.select, stmt.partition_by, schemas)
-        analysis = self._analyze(stmt, stmt.select)
-        if stmt.kind == "STREAM" and analysis.aggregate:
-            raise self._error("an aggregation makes a TABLE: use CREATE TABLE ... AS SELECT", stmt)
-        over = self.snapshot.sources[analysis.sources[0]]
-        if stmt.kind == "TABLE" and over.kind == "TABLE" and not analysis.aggregate:
-            # a changelog in, a changelog out: keyed as its input (language/tables.py)
-            analysis = keyed_by(analysis, list(passed_keys(analysis, over.key_columns).values()))
-        elif stmt.kind == "TABLE" and not analysis.group_by:
-            raise self._error("CREATE TABLE ... AS SELECT needs a GROUP BY", stmt)
-        problem = rekey(analysis, stmt.partition_by) if stmt.partition_by else None
-        if problem:
-            raise self._error(problem, stmt)
-        return analysis
-
     def _sink(
         self, stmt: st.CreateAsSelect, analysis: SelectAnalysis, query_id: str, replacing: SourceInfo | None = None
     ) -> SourceInfo:
@@ -228,7 +193,7 @@ class PersistentQueries(PlannerBase):
             raise self._error(_query_output_refusal(written), stmt)
         else:
             target = self._declared(stmt.target, "STREAM", stmt, "INSERT INTO")
-        analysis = self._analyze(stmt, stmt.select)
+        analysis = self._analyze_query(stmt)
         if analysis.aggregate:
             raise self._error("INSERT INTO ... SELECT cannot aggregate; write a TABLE instead", stmt)
         got = [(c.name.lower(), c.type) for c in analysis.columns]
@@ -242,12 +207,12 @@ class PersistentQueries(PlannerBase):
                     q.kind == "INSERT"
                     and q.sink == target.name
                     and q.desired_state != "TERMINATED"
-                    and self._query(q.id, q.seq, "INSERT", target, analysis, stmt, register=False).select_sql
-                    == q.select_sql
+                    and self._compile(stmt, analysis, target, q.id, kind="INSERT").plan.spark_sql == q.select_sql
                 ):
                     return self._unchanged(stmt, f"query {q.id}", q)
         seq = self.snapshot.next_seq
-        query = self._query(f"INSERTQUERY_{seq}", seq, "INSERT", target, analysis, stmt)
+        query_id = f"INSERTQUERY_{seq}"
+        query = self._query(query_id, seq, target, self._compile(stmt, analysis, target, query_id, kind="INSERT"), stmt)
         return Step(
             Result(
                 stmt.text,
@@ -260,23 +225,43 @@ class PersistentQueries(PlannerBase):
             write=lambda conn: self.catalog.insert_query(conn, query, target),
         )
 
+    def _compile(
+        self,
+        stmt: st.CreateAsSelect | st.InsertSelect,
+        analysis: SelectAnalysis,
+        sink: SourceInfo,
+        query_id: str,
+        *,
+        kind: str | None = None,
+        named: bool = True,
+    ) -> CompiledQuery:
+        """The compile step (:func:`compile_query`) over the snapshot's sources; ``named``:
+        its streams are named for Spark's source evolution (every new query; a version keeps
+        its query's choice)."""
+        return compile_query(
+            stmt,
+            analysis,
+            self._schemas(),
+            sink.as_sink,
+            query_id=query_id,
+            kind=kind or QUERY_PREFIX[getattr(stmt, "kind", "STREAM")],
+            named=named,
+            offset_reset=self.settings.get("auto.offset.reset", "latest"),
+        )
+
     def _query(
         self,
         query_id: str,
         seq: int,
-        kind: str,
         sink: SourceInfo,
-        analysis: SelectAnalysis,
+        compiled: CompiledQuery,
         stmt,
         *,
         version: int = 1,
         register: bool = True,
-        named: bool = True,
     ) -> QueryInfo:
-        """The query record of a new query or version; ``named``: its streams are named for
-        Spark's source evolution (every new query; a version keeps its query's choice)."""
+        """The catalog record of a compiled query, new or a new version."""
         now = time.time()
-        plan, shape = derive_query(stmt, analysis, query_id, kind, self.snapshot.sources, sink, named=named)
         settings = dict(self.settings)
         policy = getattr(stmt, "properties", {}).get("on_error")
         if policy is not None:
@@ -287,14 +272,14 @@ class PersistentQueries(PlannerBase):
             id=query_id,
             seq=seq,
             pipeline=self.pipeline,
-            kind=kind,
+            kind=compiled.shape.kind,
             sink=sink.name,
-            sources=analysis.sources,
+            sources=list(compiled.sources),
             sql=stmt.text.strip(),
-            select_sql=plan.spark_sql,
+            select_sql=compiled.plan.spark_sql,
             settings=settings,
-            plan=plan,
-            shape=shape,
+            plan=compiled.plan,
+            shape=compiled.shape,
             version=version,
             checkpoint=self.layout.checkpoint(query_id),
             desired_state="RUNNING",
@@ -342,7 +327,7 @@ def _same_query(
     if new.plan == current.plan:
         return True
     try:
-        old = parse_one(current.sql)
+        old = current.statement()
     except StreamQLError:  # a statement this release no longer reads is no match
         return False
     return isinstance(old, st.CreateAsSelect) and _as_written(old) == _as_written(stmt)
@@ -370,29 +355,3 @@ def _state_key(query: QueryInfo) -> list[tuple[str, str]] | None:
         if op.name == "stateStoreSave":
             return next((store.key for store in op.stores if store.key), None)
     return None
-
-
-def is_named(query: QueryInfo) -> bool:
-    """The query's streams are named for Spark's source evolution: it was created since
-    streamql names them (its checkpoint records positions by name), so a version may add or
-    drop a stream in place."""
-    return bool(query.plan.source_names)
-
-
-def _sink_as_written(recorded: dict, sink: SourceInfo) -> dict:
-    """The recorded sink of a version, with the writer it ran with: shapes recorded before
-    outputs written as whole files were told apart say ``file sink`` for them too."""
-    if sink.batch_files and recorded["writer"] == "file sink":
-        return {**recorded, "writer": "batch files"}
-    return recorded
-
-
-def _starts(query: QueryInfo, sources: dict[str, SourceInfo]) -> dict[str, str]:
-    """Stream -> where the query starts reading it on a checkpoint that has no position for
-    it (a stream a new version adds): a file topic from its first file, a Kafka topic from the
-    offset ``auto.offset.reset`` says."""
-    reset = query.settings.get("auto.offset.reset", "latest")
-    return {
-        name: f"its {reset} offset (auto.offset.reset)" if sources[name].kafka_topic else "its first file"
-        for name in query.shape["streams"]
-    }

@@ -71,7 +71,7 @@ class Reads(PlannerBase):
         return Step(Result(stmt.text, f"Inserted 1 record into {src.name}"), files=files)
 
     def _pull_query(self, stmt: st.PullQuery) -> Step:
-        analysis = self._analyze(stmt, stmt.select, persistent=False)
+        analysis = self._analyze_pull(stmt)
         sources = {name: self.snapshot.sources[name] for name in analysis.sources}
         on_kafka = [f"{s.name} (Kafka topic {s.kafka_topic!r})" for s in sources.values() if s.kafka_topic]
         if on_kafka:

@@ -29,7 +29,7 @@ from ..storage.checkpoints import last_committed_batch
 from ..storage.diff import Side, compare
 from ..storage.snapshots import copy_committed, give_new_identity
 from .base import Step
-from .queries import QUERY_PREFIX, PersistentQueries, is_named
+from .queries import QUERY_PREFIX, PersistentQueries
 
 SHADOW_SUFFIX = "_SHADOW"
 #: ``shadow = true`` in a WITH list, and the comma that joins it to the next property
@@ -175,14 +175,13 @@ class ShadowStatements(PersistentQueries):
             "on_error": proposed.properties.get("on_error"),  # the new version's, as PROMOTE applies it
         }
         shadow_stmt = replace(shadow_stmt, properties={k: v for k, v in kept.items() if v is not None})
-        analysis = self._analyze_as_select(shadow_stmt)
+        analysis = self._analyze_query(shadow_stmt, spellings=existing.columns)  # spelled as the live output
         seq = self.snapshot.next_seq
         shadow_id = f"{QUERY_PREFIX[stmt.kind]}_{shadow_stmt.name}_{seq}"
         sink = self._sink(shadow_stmt, analysis, shadow_id)
         # on a copy of the live checkpoint: its streams are named as the live query's are
-        shadow = self._query(
-            shadow_id, seq, QUERY_PREFIX[stmt.kind], sink, analysis, shadow_stmt, named=is_named(current)
-        )
+        compiled = self._compile(shadow_stmt, analysis, sink, shadow_id, named=current.shape.named)
+        shadow = self._query(shadow_id, seq, sink, compiled, shadow_stmt)
         batch = last_committed_batch(current.checkpoint)
         if "on_error" not in proposed.properties and "on_error" in current.settings:
             shadow.settings["on_error"] = current.settings["on_error"]

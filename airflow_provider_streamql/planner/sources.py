@@ -15,7 +15,6 @@ from sqlalchemy import Connection
 
 from ..catalog import QueryInfo, SourceInfo
 from ..errors import NotFoundError, StateError
-from ..language import parse_one
 from ..language import statements as st
 from ..results import Result
 from ..storage.layout import MovedAside, query_folders
@@ -134,7 +133,7 @@ class SourceStatements(PersistentQueries):
         """A new version of ``reader`` over the widened source, or the finding that says why
         it cannot be."""
         what = ", ".join(f"{stmt.name}.{w.name} {w.type} -> {n.type}" for w, n in widened)
-        definition = parse_one(reader.sql)
+        definition = reader.statement()
         if not isinstance(definition, st.CreateAsSelect):
             return Finding(
                 "SOURCE_READER_BLOCKS",

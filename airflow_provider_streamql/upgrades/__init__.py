@@ -1,8 +1,9 @@
 """The CREATE OR REPLACE validator: query traits, upgrade kinds and a verdict with findings.
 
-Pure Python: it compares the recorded shape of the running version with the new one
-(:func:`airflow_provider_streamql.language.analyzer.shape_of`), grounded in what Spark does
-when a query restarts on an existing checkpoint, and stricter where Spark is silently wrong.
+Pure Python: it compares the compiled shape of the running version with the new one
+(:class:`airflow_provider_streamql.language.query_shape.QueryShape`), grounded in what Spark
+does when a query restarts on an existing checkpoint, and stricter where Spark is silently
+wrong.
 """
 
 from .report import Finding, Report, validate_upgrade

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .rules import RULES
+from ..language.query_shape import QueryShape
+from .rules import RULES, Versions
 from .traits import traits_of
 
 VERDICTS = ("IN_PLACE", "REPLACING_REQUIRED", "REJECTED")  # in rising severity
@@ -81,14 +82,21 @@ from .traits import TRAITS as _TRAIT_ORDER  # noqa: E402  (order for display)
 
 
 def validate_upgrade(
-    query_id: str, old: dict[str, Any], new: dict[str, Any], *, downstream: list[str] | None = None
+    query_id: str,
+    old: QueryShape,
+    new: QueryShape,
+    *,
+    state_key: list[tuple[str, str]] | None = None,
+    downstream: list[str] | None = None,
 ) -> Report:
-    """Compare two recorded shapes (see ``shape_of``); never raises on a difference, it
-    reports it. A difference no rule explains is REJECTED (fail closed)."""
+    """Compare two compiled shapes (and, with ``state_key``, the aggregation state the old
+    version's checkpoint records); never raises on a difference, it reports it. A difference
+    no rule explains is REJECTED (fail closed)."""
+    versions = Versions(old, new, state_key)
     findings = [
-        Finding(code, clause, kind, verdict, message)
-        for code, clause, kind, verdict, check in RULES
-        for message in check(old, new)
+        Finding(rule.code, rule.clause, rule.kind, rule.verdict, message)
+        for rule in RULES
+        for message in rule.check(versions)
     ]
     if not findings:
         findings = [
@@ -127,11 +135,11 @@ def validate_upgrade(
                 "message": f"queries reading this output see the change as it happens: {', '.join(downstream)}",
             }
         )
-    if new["nondeterministic"]:
+    if new.nondeterministic:
         warnings.append(
             {
                 "code": "NONDETERMINISTIC",
-                "message": f"a batch re-run after a failure may differ ({', '.join(new['nondeterministic'])})",
+                "message": f"a batch re-run after a failure may differ ({', '.join(new.nondeterministic)})",
             }
         )
     return Report(query_id, verdict, old_traits, new_traits, kinds, findings, warnings)
