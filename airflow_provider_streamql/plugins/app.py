@@ -113,14 +113,23 @@ def csrf_token(user_name: str, token: str, *, now: float | None = None) -> str:
     return make_csrf_token(_csrf_secret(), user_name, token, expires)
 
 
+#: the only shape a CSRF token has: an expiry of ASCII digits (12 at most: the year 33658),
+#: a dot and the HMAC's 64 lowercase hex digits. Anything else (Unicode digits, thousands of
+#: digits, a sign, an exponent, non-ASCII text) is refused before it is parsed or compared.
+_CSRF_TOKEN = re.compile(r"([0-9]{1,12})\.[0-9a-f]{64}")
+
+
 def csrf_problem(sent: str, user_name: str, token: str, *, now: float | None = None) -> str | None:
-    """Why ``sent`` is not a valid CSRF token of this user and session (None: it is)."""
-    expires, dot, _ = sent.partition(".")
-    if not dot or not expires.isdigit():
+    """Why ``sent`` is not a valid CSRF token of this user and session (None: it is). Any
+    text is answered with a reason, never an exception (a malformed header is a 403, not a 500)."""
+    shape = _CSRF_TOKEN.fullmatch(sent)
+    if shape is None:
         return f"missing or malformed {CSRF_HEADER} header; reload the page"
-    if not hmac.compare_digest(sent, make_csrf_token(_csrf_secret(), user_name, token, int(expires))):
+    expires = int(shape.group(1))
+    expected = make_csrf_token(_csrf_secret(), user_name, token, expires)
+    if not hmac.compare_digest(sent.encode("ascii"), expected.encode("ascii")):
         return f"wrong {CSRF_HEADER} header (made for another user or login session); reload the page"
-    if int(expires) <= (time.time() if now is None else now):
+    if expires <= (time.time() if now is None else now):
         return f"expired {CSRF_HEADER} header; reload the page"
     return None
 
