@@ -39,8 +39,9 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.security.utils import get_authorization_scheme_param
 
+from ..catalog.urls import error_line
 from ..engine import Engine
-from ..errors import CatalogError, NotFoundError, StateError, StreamQLError, first_line
+from ..errors import CatalogError, NotFoundError, StateError, StreamQLError
 from ..hooks.streamql import StreamQLHook
 from .overview import query_details, query_list
 
@@ -298,14 +299,11 @@ def _call(function, *args, **kwargs):
         raise HTTPException(400, e.message) from None
 
 
-#: user:password@ in any URL of a message
-_CREDENTIALS = re.compile(r"(://[^/@:\s]*):[^\s]*@")
-
-
 def _first_line(error: BaseException) -> str:
-    """The first line of an error, any URL's password in it masked (the messages of our
-    own code never hold one; this guards against those of libraries)."""
-    return _CREDENTIALS.sub(r"\1:***@", first_line(error))
+    """The first line of an error, any URL's password in it masked, blanks and newlines
+    included (the messages of our own code never hold one; this guards against those of
+    libraries)."""
+    return error_line(error)
 
 
 __all__ = ["app", "CSRF_HEADER", "CSRF_TTL", "csrf_token", "make_csrf_token"]
