@@ -357,7 +357,8 @@ def _migrate(args: argparse.Namespace) -> int:
 
 
 def _runtime(args: argparse.Namespace) -> int:
-    from .runtime import Runtime, build_session
+    from .runtime import Runtime, build_session, kafka
+    from .storage.kafka_properties import secret_in_argv
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     conf = {}
@@ -366,9 +367,14 @@ def _runtime(args: argparse.Namespace) -> int:
         if not sep:
             print(f"error: --conf wants KEY=VALUE, got {item!r}", file=sys.stderr)
             return EXIT_USAGE
+        if secret_in_argv(key):
+            print(f"error: --conf {secret_in_argv(key)}", file=sys.stderr)
+            return EXIT_USAGE
         conf[key] = value
+    kafka.load_properties()  # at start: a file that cannot be read stops the runtime here
     engine = _engine(args)
     spark = build_session(args.master, f"streamql-{engine.pipeline}", conf)
+    kafka.check_conf(spark)  # warns of Kafka secrets in spark-defaults.conf
     runtime = Runtime(
         engine.catalog,
         engine.pipeline,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 
 class StreamQLError(Exception):
@@ -25,12 +26,17 @@ class StreamQLError(Exception):
 SPARK_ERROR_LIMIT = 2000
 
 
-def first_line(error: BaseException | object, limit: int | None = None) -> str:
+def first_line(
+    error: BaseException | object, limit: int | None = None, *, mask: Callable[[str], str] | None = None
+) -> str:
     """The first line of an error's message (its type's name when it has none): what a
     one-line report of a library's error shows. A Py4J/Spark error's own message is its
     ``desc`` (its text adds the JVM stack); an error a foreachBatch writer raised is the
-    exception its traceback names, not Py4J's heading; ``limit`` caps the line's length."""
+    exception its traceback names, not Py4J's heading; ``limit`` caps the line's length.
+    ``mask`` (secrets out) is applied to the whole text before the first line is taken."""
     text = str(getattr(error, "desc", None) or error).strip()
+    if mask is not None:
+        text = mask(text).strip()
     if not text:
         return type(error).__name__
     lines = text.splitlines()

@@ -126,6 +126,13 @@ def get_provider_info() -> dict[str, Any]:
                         "description": "host:9092,... of the pipeline's Kafka topics: given to the runtimes "
                         "SubmitRuntimeOperator starts, and their namespace in OpenLineage (kafka://host:9092).",
                     },
+                    "kafka_properties": {
+                        "label": "Kafka client properties",
+                        "schema": {"type": ["string", "null"], "format": "password"},
+                        "description": "Kafka client settings for those runtimes, secrets included, as "
+                        "key=value lines (sasl.jaas.config=..., ssl.truststore.password=...): passed to a "
+                        "runtime in its environment or a file, never on its command line.",
+                    },
                 },
             }
         ],

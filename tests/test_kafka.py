@@ -150,3 +150,131 @@ def test_a_group_failing_having_becomes_a_tombstone(spark, sqlite_engine):
     changes = HavingChanges(column, big.key_columns)(batch)
     out = kafka.encode(changes.rows, big, deleted=changes.deleted)
     assert sorted(tuple(r) for r in out.collect()) == [("pot", None), ("tea", '{"qty":7}')]
+
+
+# -- Kafka secrets: read at start from the environment or a file, never from argv --------
+
+JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" '
+        'password="Qq1 Zz2-kafka";')
+
+# (Kafka client properties text) -> the settings, or a fragment of the error (no value in it)
+PROPERTIES = [
+    ("security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\n", {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"}),
+    (f"sasl.jaas.config={JAAS}", {"sasl.jaas.config": JAAS}),
+    ("sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \\\n"
+     "    username=\"alice\" \\\n    password=\"Qq1 Zz2-kafka\";\n", {"sasl.jaas.config": JAAS}),
+    ("# a comment\n! another\n\n   ssl.truststore.password : Qq1 Zz2\r\nssl.key.password Qq1\\tZz2",
+     {"ssl.truststore.password": "Qq1 Zz2", "ssl.key.password": "Qq1\tZz2"}),
+    ("key\\ with\\ blanks=caf\\u00e9 \\\\ \\n", {"key with blanks": "café \\ \n"}),
+    ("a=1\na=2", {"a": "2"}),
+    ("empty=", {"empty": ""}),
+    ("", {}),
+    ("=Qq1Zz2", "line 1 has a value but no setting name"),
+    ("ok=1\nssl.key.password=Qq1\\u12Zz2", "line 2 has a malformed \\uXXXX escape"),
+    ("sasl.jaas.config=Qq1\\u00\n", "line 1 has a malformed \\uXXXX escape"),
+    ("spark.streamql.kafka.sasl.jaas.config=Qq1Zz2", "'spark.streamql.kafka.sasl.jaas.config' is not a Kafka client setting"),
+    ("kafka.sasl.jaas.config=Qq1Zz2", "'kafka.sasl.jaas.config' is not a Kafka client setting"),
+    ("ssl.key.password=Qq1\\u0000Zz2", "line 1 holds a NUL character"),
+    ("ssl.key.password=Qq1\udcffZz2", "not UTF-8 text"),
+    ("ssl.key.password=" + "Qq1Zz2" * 200_000, "more than 1048576 bytes"),
+]
+
+
+@pytest.mark.parametrize("text, expected", PROPERTIES)
+def test_kafka_properties_are_read_as_java_reads_them(text, expected):
+    from airflow_provider_streamql.storage import kafka_properties
+    if isinstance(expected, dict):
+        assert kafka_properties.parse(text, "t") == expected
+        assert kafka_properties.parse(kafka_properties.render(expected), "t") == expected
+        return
+    with pytest.raises(StateError) as error:
+        kafka_properties.parse(text, "in $STREAMQL_KAFKA_PROPERTIES")
+    assert error.value.message.startswith("Kafka properties in $STREAMQL_KAFKA_PROPERTIES: ")
+    assert expected in error.value.message
+    assert "Qq1" not in error.value.message and "Zz2" not in error.value.message
+
+
+# (what the runtime's environment holds: TEXT its variable, FILE a file's path) -> what it loads
+LOADS = [
+    ({"STREAMQL_KAFKA_PROPERTIES": f"sasl.jaas.config={JAAS}"}, {"sasl.jaas.config": JAAS}),
+    ({"STREAMQL_KAFKA_PROPERTIES_FILE": "FILE"}, {"sasl.jaas.config": JAAS, "security.protocol": "SASL_SSL"}),
+    ({"STREAMQL_KAFKA_PROPERTIES_FILE": "FILE", "STREAMQL_KAFKA_PROPERTIES": "security.protocol=SSL"},
+     {"sasl.jaas.config": JAAS, "security.protocol": "SSL"}),  # the variable's settings win
+    ({}, {}),
+    ({"STREAMQL_KAFKA_PROPERTIES_FILE": "MISSING"}, "cannot read the Kafka properties file 'MISSING' "
+                                                    "($STREAMQL_KAFKA_PROPERTIES_FILE): No such file or directory"),
+    ({"STREAMQL_KAFKA_PROPERTIES_FILE": "LATIN1"}, "Kafka properties file 'LATIN1' ($STREAMQL_KAFKA_PROPERTIES_FILE): "
+                                                   "not UTF-8 text (byte at offset 23)"),
+    ({"STREAMQL_KAFKA_PROPERTIES_FILE": "FOLDER"}, "cannot read the Kafka properties file 'FOLDER'"),
+]
+
+
+@pytest.mark.parametrize("environ, expected", LOADS)
+def test_a_runtime_loads_its_kafka_properties_at_start(tmp_path, environ, expected):
+    files = {"FILE": tmp_path / "client.properties", "MISSING": tmp_path / "missing",
+             "LATIN1": tmp_path / "latin1.properties", "FOLDER": tmp_path}
+    files["FILE"].write_text(f"security.protocol=SASL_SSL\nsasl.jaas.config={JAAS}\n")
+    files["LATIN1"].write_bytes(b"ssl.key.password=Qq1Zz2\xe9\n")
+    environ = {k: str(files.get(v, v)) for k, v in environ.items()}
+    try:
+        if isinstance(expected, dict):
+            assert kafka.load_properties(environ) == sorted(expected)
+            # the connector gets them, over the Spark configuration's, and every report masks them
+            conf = {"spark.streamql.kafka.bootstrap.servers": "b:9092", "spark.streamql.kafka.security.protocol": "X"}
+            assert kafka.options_from(conf, kafka._properties) == {
+                "kafka.bootstrap.servers": "b:9092", "kafka.security.protocol": "X",
+                **{f"kafka.{k}": v for k, v in expected.items()}}
+            error = RuntimeError(f"login failed for {JAAS}\n\tat org.apache.kafka...")
+            assert kafka.error_report(error) == ("login failed for ***" if expected.get("sasl.jaas.config")
+                                                 else f"login failed for {JAAS}")
+            assert kafka.redact("password Qq1 Zz2-kafka refused") == (
+                "password *** refused" if expected.get("sasl.jaas.config") else "password Qq1 Zz2-kafka refused")
+        else:
+            with pytest.raises(StateError) as error:
+                kafka.load_properties(environ)
+            shown = error.value.message.replace(str(tmp_path / "missing"), "MISSING").replace(
+                str(tmp_path / "latin1.properties"), "LATIN1").replace(str(tmp_path), "FOLDER")
+            assert expected in shown and "Qq1" not in shown
+    finally:
+        kafka.load_properties({})
+
+
+# (streamql runtime arguments, environment) -> a fragment of its error: refused before anything starts
+RUNTIME_REFUSALS = [
+    (["--conf", f"spark.streamql.kafka.sasl.jaas.config={JAAS}"], {},
+     "--conf 'spark.streamql.kafka.sasl.jaas.config' is a Kafka secret"),
+    (["--conf", "spark.streamql.kafka.ssl.truststore.password=Qq1 Zz2"], {},
+     "--conf 'spark.streamql.kafka.ssl.truststore.password' is a Kafka secret"),
+    (["--conf", "spark.streamql.kafka.SSL.KEY.PASSWORD=Qq1Zz2"], {}, "'spark.streamql.kafka.SSL.KEY.PASSWORD' is a Kafka"),
+    (["--conf", "spark.streamql.kafka.sasl.oauthbearer.client.secret=Qq1Zz2"], {}, "is a Kafka secret"),
+    (["--conf", "spark.streamql.kafka.ssl.keystore.key=Qq1Zz2"], {}, "is a Kafka secret"),
+    ([], {"STREAMQL_KAFKA_PROPERTIES_FILE": "/nonexistent/client.properties"},
+     "cannot read the Kafka properties file '/nonexistent/client.properties'"),
+    ([], {"STREAMQL_KAFKA_PROPERTIES": "=Qq1Zz2"}, "Kafka properties in $STREAMQL_KAFKA_PROPERTIES: line 1"),
+]
+
+
+@pytest.mark.parametrize("args, environ, said", RUNTIME_REFUSALS)
+def test_the_runtime_refuses_kafka_secrets_on_its_command_line(tmp_path, monkeypatch, capsys, args, environ, said):
+    from airflow_provider_streamql.cli import EXIT_USAGE, main
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    home = tmp_path / "home"
+    code = main(["runtime", "--home", str(home), "--master", "not-a-master", *args])
+    err = capsys.readouterr().err
+    assert code == EXIT_USAGE and err.startswith("error: ") and said in err, err
+    assert "Qq1" not in err and "Zz2" not in err and "Traceback" not in err
+    assert not home.exists()  # no catalog made, no Spark started
+
+
+@pytest.mark.parametrize("setting, secret", [
+    ("sasl.jaas.config", True), ("ssl.truststore.password", True), ("ssl.key.password", True),
+    ("ssl.keystore.key", True), ("sasl.oauthbearer.client.credentials.client.secret", True),
+    ("sasl.oauthbearer.assertion.private.key.passphrase", True), (" SASL.JAAS.CONFIG ", True),
+    ("bootstrap.servers", False), ("security.protocol", False), ("sasl.mechanism", False),
+    ("ssl.truststore.location", False), ("ssl.endpoint.identification.algorithm", False),
+    ("sasl.oauthbearer.token.endpoint.url", False),
+])
+def test_which_kafka_settings_are_secrets(setting, secret):
+    from airflow_provider_streamql.storage.kafka_properties import is_secret
+    assert is_secret(setting) is secret

@@ -207,6 +207,64 @@ def test_refusals_say_why(ui, pipeline):
     assert pipeline.query(VALID).desired_state == "RUNNING"  # none of them paused it
 
 
+HEX = "0" * 64  # the shape of a token's HMAC
+NOW = 1_800_000_000
+
+# (the X-StreamQL-CSRF header as the check gets it, what the refusal says): every malformed
+# token is refused with a reason (a 403), never an exception (a 500)
+HOSTILE_TOKENS = [
+    ("١٢٣." + HEX, "malformed"),  # Arabic-Indic digits: str.isdigit() and int() take them
+    ("١٢٣٤٥٦٧٨٩٠." + HEX, "malformed"),
+    ("²³." + HEX, "malformed"),  # superscripts: isdigit() but not int()
+    ("9" * 5000 + "." + HEX, "malformed"),  # int() refuses more than 4300 digits
+    ("9" * 4301, "malformed"),
+    ("9" * 13 + "." + HEX, "malformed"),
+    ("2000000000.é", "malformed"),  # non-ASCII text: hmac.compare_digest() refuses it
+    ("2000000000." + "é" * 64, "malformed"),
+    ("2000000000." + HEX[:-1] + "\u0660", "malformed"),
+    ("ünïcödé", "malformed"),
+    ("", "malformed"),
+    (".", "malformed"),
+    ("2000000000", "malformed"),
+    ("2000000000.", "malformed"),
+    ("-5." + HEX, "malformed"),
+    ("+2000000000." + HEX, "malformed"),
+    ("1e999." + HEX, "malformed"),
+    ("2e9." + HEX, "malformed"),
+    (" 2000000000." + HEX, "malformed"),
+    ("2000000000." + HEX + "\n", "malformed"),
+    ("2000000000." + HEX.upper().replace("0", "A"), "malformed"),
+    ("2000000000." + HEX + "." + HEX, "malformed"),
+    ("2000000000\x00." + HEX, "malformed"),
+    ("2000000000." + HEX, "another user or login session"),  # the right shape, a wrong HMAC
+]
+
+
+@pytest.mark.parametrize("sent, said", HOSTILE_TOKENS)
+def test_a_malformed_csrf_token_is_refused_with_a_reason(sent, said):
+    from airflow_provider_streamql.plugins.app import csrf_problem
+    problem = csrf_problem(sent, "admin", "session-token", now=NOW)
+    assert problem is not None and said in problem and "X-StreamQL-CSRF" in problem
+
+
+@pytest.mark.parametrize("expires, problem", [(NOW + 60, None), (NOW, "expired X-StreamQL-CSRF header"),
+                                              (NOW - 1, "expired X-StreamQL-CSRF header")])
+def test_a_well_formed_csrf_token_is_checked_for_its_expiry(expires, problem):
+    from airflow_provider_streamql.plugins.app import _csrf_secret, csrf_problem, make_csrf_token
+    sent = make_csrf_token(_csrf_secret(), "admin", "session-token", expires)
+    assert csrf_problem(sent, "admin", "session-token", now=NOW) == (problem and f"{problem}; reload the page")
+
+
+# headers as raw bytes: the server decodes them as Latin-1 (b"\xb2" is "²", a digit to isdigit())
+@pytest.mark.parametrize("header", [b"\xb2\xb3." + HEX.encode(), b"2000000000.\xe9", b"9" * 5000 + b"." + HEX.encode()])
+def test_a_malformed_csrf_header_is_a_403_over_http(ui, pipeline, header):
+    bearer = token(ui, "admin")
+    response = requests.post(f"{ui['base']}/streamql/api/queries/{VALID}/pause", timeout=30,
+                             headers={"Authorization": f"Bearer {bearer}", "X-StreamQL-CSRF": header})
+    assert response.status_code == 403 and "malformed X-StreamQL-CSRF" in response.json()["detail"], response.text
+    assert pipeline.query(VALID).desired_state == "RUNNING"
+
+
 def test_the_auth_manager_really_lets_one_dag_edit_its_dag(ui, pipeline):
     """What made ``?dag_id=`` dangerous: Airflow's own routes, which take the DAG from the
     request, let one_dag edit etl_orders (404: allowed, but there is no such DAG here)."""

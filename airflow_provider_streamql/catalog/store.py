@@ -20,7 +20,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 from sqlalchemy.pool import QueuePool
 
-from ..errors import CatalogError, first_line
+from ..errors import CatalogError
 from . import schema as s
 from .connections import fork_safe, serialise_sqlite, write_connection
 from .events import EventCursors
@@ -28,7 +28,7 @@ from .migrations import LATEST, migrate
 from .model import QueryInfo, Snapshot, SourceInfo
 from .observed import ObservedState
 from .snapshots import SnapshotRecords
-from .urls import default_url, parse_url, redact, safe_url, with_env_password
+from .urls import default_url, error_line, parse_url, safe_url, with_env_password
 
 
 class Catalog(ObservedState, SnapshotRecords, EventCursors):
@@ -64,13 +64,13 @@ class Catalog(ObservedState, SnapshotRecords, EventCursors):
                 f"catalog URL {shown!r}: the driver of {parsed.drivername!r} is not installed ({e.msg})"
             ) from None
         except Exception as e:  # any other refusal of the URL (a bad query argument, ...)
-            raise CatalogError(f"catalog URL {shown!r} cannot be used: {redact(first_line(e), self.url)}") from None
+            raise CatalogError(f"catalog URL {shown!r} cannot be used: {error_line(e, self.url)}") from None
         try:
             self.dialect = self.engine.dialect.name
             migrate(self.engine, migrate_to) if migrate_to else None
         except (ArgumentError, DBAPIError) as e:  # DBAPIError: OperationalError, InterfaceError, ...
             self.engine.dispose()
-            raise CatalogError(f"cannot open catalog {shown!r}: {redact(first_line(e), self.url)}") from None
+            raise CatalogError(f"cannot open catalog {shown!r}: {error_line(e, self.url)}") from None
 
     def close(self) -> None:
         self.engine.dispose()

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import os
 import re
-from urllib.parse import quote, unquote
+from urllib.parse import quote, quote_plus, unquote, unquote_plus
 
 from sqlalchemy import make_url
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import ArgumentError
 
-from ..errors import CatalogError
+from ..errors import CatalogError, first_line
 from ..storage.layout import Layout, default_home
 
 
@@ -65,16 +65,38 @@ def without_password(url: str | URL) -> str:
     ).render_as_string(hide_password=False)
 
 
-def redact(text: str, url: str) -> str:
-    """``text`` (a driver's error message, say) with the password of ``url`` masked, in
-    the forms a message could carry it in."""
+#: the credentials of any URL in a text, ``://user:password@``. As SQLAlchemy reads a URL, the
+#: password runs to the next ``@``, so it may hold blanks, tabs, newlines, quotes and ``/``;
+#: the mask also takes the ``@``-joined words after it (a password with a raw ``@``).
+_CREDENTIALS = re.compile(r"(://[^:/@]*):[^@]*@(?:[^@\s/]*@)*")
+
+
+def mask_credentials(text: str) -> str:
+    """``text`` with the password of every URL in it shown as ``***`` (``user:***@host``)."""
+    return _CREDENTIALS.sub(r"\1:***@", text)
+
+
+def redact(text: str, url: str | None = None) -> str:
+    """``text`` (a driver's error message, say) with any URL's password masked and the
+    password of ``url`` masked wherever it appears, in the forms a message could carry it
+    in: as it is, percent- or plus-encoded, decoded, and escaped as in a Python repr."""
     try:
-        password = make_url(url).password
+        password = make_url(url).password if url else None
     except Exception:
         password = None
-    for form in {password, quote(password or "", safe=""), unquote(password or "")} - {None, ""}:
-        text = text.replace(form, "***")
-    return text
+    if password:
+        forms = {password, quote(password, safe=""), quote_plus(password), unquote(password), unquote_plus(password)}
+        forms |= {repr(form)[1:-1] for form in set(forms)}
+        for form in sorted(forms - {""}, key=len, reverse=True):  # the longest first: no tail left
+            text = text.replace(form, "***")
+    return mask_credentials(text)
+
+
+def error_line(error: BaseException, url: str | None = None, limit: int | None = None) -> str:
+    """The first line of a library's error (:func:`~airflow_provider_streamql.errors.first_line`)
+    with passwords masked (:func:`redact`) in its whole text before the line is cut: a
+    password holding a newline would otherwise leave its first part on the line."""
+    return first_line(error, limit, mask=lambda text: redact(text, url))
 
 
 def _env_password() -> str | None:

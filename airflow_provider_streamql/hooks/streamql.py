@@ -12,6 +12,7 @@ from sqlalchemy.exc import ArgumentError
 
 from ..catalog import safe_url
 from ..engine import Engine
+from ..storage import kafka_properties
 
 
 class StreamQLHook(BaseHook):
@@ -29,6 +30,10 @@ class StreamQLHook(BaseHook):
     - ``kafka_bootstrap_servers``: the Kafka cluster of the pipeline's Kafka topics
       (``host:9092,...``): given to runtimes this connection submits, and the namespace of
       those topics in lineage (``kafka://host:9092``).
+    - ``kafka_properties``: Kafka client properties for those runtimes, secrets included
+      (``sasl.jaas.config=...`` lines, as Kafka's ``client.properties``; in a JSON extra also
+      an object of settings). A password field in the form; they reach a runtime through its
+      environment or a file, never its command line (see SubmitRuntimeOperator).
 
     :param streamql_conn_id: the connection to use.
     """
@@ -39,7 +44,7 @@ class StreamQLHook(BaseHook):
     hook_name = "StreamQL"
 
     #: extra fields shown in the connection form (see get_provider_info)
-    EXTRA_FIELDS = ("catalog", "home", "pipeline", "spark_conn_id", "kafka_bootstrap_servers")
+    EXTRA_FIELDS = ("catalog", "home", "pipeline", "spark_conn_id", "kafka_bootstrap_servers", "kafka_properties")
 
     def __init__(self, streamql_conn_id: str = default_conn_name, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -104,10 +109,19 @@ class StreamQLHook(BaseHook):
             if conn.login and url.username is None:
                 url = url.set(username=conn.login)
             catalog = url.render_as_string(hide_password=False)
+        properties = field("kafka_properties")
+        if isinstance(properties, dict):
+            properties = kafka_properties.render(properties)
+        elif properties is not None and not isinstance(properties, str):
+            raise AirflowException(
+                f"connection {conn.conn_id!r}: kafka_properties must be Kafka client properties "
+                f"(text of key=value lines) or an object of settings, not {type(properties).__name__}"
+            )
         return {
             "catalog": catalog,
             "home": home,
             "pipeline": field("pipeline"),
             "spark_conn_id": field("spark_conn_id"),
             "kafka_bootstrap_servers": field("kafka_bootstrap_servers"),
+            "kafka_properties": properties,
         }

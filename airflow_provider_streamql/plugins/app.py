@@ -39,8 +39,9 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.security.utils import get_authorization_scheme_param
 
+from ..catalog.urls import error_line
 from ..engine import Engine
-from ..errors import CatalogError, NotFoundError, StateError, StreamQLError, first_line
+from ..errors import CatalogError, NotFoundError, StateError, StreamQLError
 from ..hooks.streamql import StreamQLHook
 from .overview import query_details, query_list
 
@@ -113,14 +114,23 @@ def csrf_token(user_name: str, token: str, *, now: float | None = None) -> str:
     return make_csrf_token(_csrf_secret(), user_name, token, expires)
 
 
+#: the only shape a CSRF token has: an expiry of ASCII digits (12 at most: the year 33658),
+#: a dot and the HMAC's 64 lowercase hex digits. Anything else (Unicode digits, thousands of
+#: digits, a sign, an exponent, non-ASCII text) is refused before it is parsed or compared.
+_CSRF_TOKEN = re.compile(r"([0-9]{1,12})\.[0-9a-f]{64}")
+
+
 def csrf_problem(sent: str, user_name: str, token: str, *, now: float | None = None) -> str | None:
-    """Why ``sent`` is not a valid CSRF token of this user and session (None: it is)."""
-    expires, dot, _ = sent.partition(".")
-    if not dot or not expires.isdigit():
+    """Why ``sent`` is not a valid CSRF token of this user and session (None: it is). Any
+    text is answered with a reason, never an exception (a malformed header is a 403, not a 500)."""
+    shape = _CSRF_TOKEN.fullmatch(sent)
+    if shape is None:
         return f"missing or malformed {CSRF_HEADER} header; reload the page"
-    if not hmac.compare_digest(sent, make_csrf_token(_csrf_secret(), user_name, token, int(expires))):
+    expires = int(shape.group(1))
+    expected = make_csrf_token(_csrf_secret(), user_name, token, expires)
+    if not hmac.compare_digest(sent.encode("ascii"), expected.encode("ascii")):
         return f"wrong {CSRF_HEADER} header (made for another user or login session); reload the page"
-    if int(expires) <= (time.time() if now is None else now):
+    if expires <= (time.time() if now is None else now):
         return f"expired {CSRF_HEADER} header; reload the page"
     return None
 
@@ -289,14 +299,11 @@ def _call(function, *args, **kwargs):
         raise HTTPException(400, e.message) from None
 
 
-#: user:password@ in any URL of a message
-_CREDENTIALS = re.compile(r"(://[^/@:\s]*):[^\s]*@")
-
-
 def _first_line(error: BaseException) -> str:
-    """The first line of an error, any URL's password in it masked (the messages of our
-    own code never hold one; this guards against those of libraries)."""
-    return _CREDENTIALS.sub(r"\1:***@", first_line(error))
+    """The first line of an error, any URL's password in it masked, blanks and newlines
+    included (the messages of our own code never hold one; this guards against those of
+    libraries)."""
+    return error_line(error)
 
 
 __all__ = ["app", "CSRF_HEADER", "CSRF_TTL", "csrf_token", "make_csrf_token"]

@@ -25,8 +25,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from ..catalog import ERROR_POLICIES, Catalog, QueryInfo, SourceInfo
-from ..errors import SPARK_ERROR_LIMIT, StateError, first_line
+from ..errors import StateError
 from ..storage.checkpoints import remove_interrupted_writes
+from . import kafka
 from .connectors import Frames, start_query
 from .holds import Holds
 from .listener import ProgressListener
@@ -279,11 +280,11 @@ class Runtime:
             dead_letters = self.holds.dead_letter_query(query, plan, sources, guard)
         except Exception as e:
             if self.rollout.is_pending(query.id):
-                self.rollout.roll_back(query, epoch, first_line(e, SPARK_ERROR_LIMIT))
+                self.rollout.roll_back(query, epoch, kafka.error_report(e))
                 return
             delay = self._back_off(query.id)
             log.error("query %s failed to start (retry in %.0fs): %s", query.id, delay, e)
-            self.report(query, "ERROR", epoch, error=first_line(e, SPARK_ERROR_LIMIT))
+            self.report(query, "ERROR", epoch, error=kafka.error_report(e))
             return
         self.active[query.id] = Running(stream, epoch, query.version, dead_letters)
         self.rollout.record_start(query)
@@ -351,4 +352,4 @@ def _stop_quietly(stream: StreamingQuery) -> None:
     try:
         stream.stop()
     except Exception as e:
-        log.warning("stopping %s: %s", stream.name, first_line(e, SPARK_ERROR_LIMIT))
+        log.warning("stopping %s: %s", stream.name, kafka.error_report(e))

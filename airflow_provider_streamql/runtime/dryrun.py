@@ -15,10 +15,10 @@ from dataclasses import dataclass, replace
 from pyspark.sql import SparkSession
 
 from ..catalog import QueryInfo, SourceInfo
-from ..errors import SPARK_ERROR_LIMIT, first_line
 from ..storage.checkpoints import processed_files
 from ..storage.layout import Part
 from ..storage.snapshots import give_new_identity
+from . import kafka
 from .connectors import streaming_frame
 from .evolution import source_evolution
 
@@ -81,10 +81,10 @@ def run_to_end(
         error = stream.exception()
         progress = stream.recentProgress
         return DryRun(
-            None if error is None else first_line(error, SPARK_ERROR_LIMIT),
+            None if error is None else kafka.error_report(error),
             len(progress),
             sum(p["numInputRows"] for p in progress),
             len(processed_files(query.checkpoint) - before),
         )
     except Exception as e:  # refused while planning, before any batch
-        return DryRun(first_line(e, SPARK_ERROR_LIMIT), 0, 0)
+        return DryRun(kafka.error_report(e), 0, 0)

@@ -5,12 +5,17 @@ A stream or table declared ``WITH (kafka_topic='orders')`` is read with
 the KEY columns (one key column: its text; several: a JSON object). A query's output on a
 Kafka topic is written the same way. Connection settings (bootstrap servers, security)
 come from the runtime's configuration, ``spark.streamql.kafka.<kafka setting>`` (e.g.
-``--conf spark.streamql.kafka.bootstrap.servers=broker:9092``), never from SQL text. The
-connector must be on the runtime's classpath (``--packages``, see :data:`PACKAGE`).
+``--conf spark.streamql.kafka.bootstrap.servers=broker:9092``), never from SQL text; secrets
+(``sasl.jaas.config``, ``ssl.*.password``, ...) from Kafka client properties the runtime
+reads at start from its environment or a file (:mod:`..storage.kafka_properties`), never from
+argv. The connector must be on the runtime's classpath (``--packages``, see :data:`PACKAGE`).
 """
 
 from __future__ import annotations
 
+import logging
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pyspark.sql import Column as SparkColumn
@@ -19,23 +24,80 @@ from pyspark.sql import functions as F
 from pyspark.sql.utils import AnalysisException
 
 from ..catalog import SourceInfo
-from ..errors import StateError
+from ..errors import SPARK_ERROR_LIMIT, StateError, first_line
+from ..storage import kafka_properties
 from .schemas import CORRUPT, FILE, ddl_schema, spark_type
 
-CONF_PREFIX = "spark.streamql.kafka."
+CONF_PREFIX = kafka_properties.CONF_PREFIX
 PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13"
+log = logging.getLogger(__name__)
+
+#: the Kafka client properties this runtime read at start (:func:`load_properties`)
+_properties: dict[str, str] = {}
+#: values no report of this runtime may show: its Kafka secrets, wherever they came from
+_secrets: set[str] = set()
+
+
+def load_properties(environ: Mapping[str, str] = os.environ) -> list[str]:
+    """Read the runtime's Kafka properties (``$STREAMQL_KAFKA_PROPERTIES``, or the file
+    ``$STREAMQL_KAFKA_PROPERTIES_FILE`` names) once, at start; returns the settings' names.
+    A file that cannot be read or parsed is a StateError naming it, never a value."""
+    loaded = kafka_properties.load(environ)
+    _properties.clear()
+    _properties.update(loaded)
+    _secrets.clear()
+    _secrets.update(kafka_properties.secret_values(loaded))
+    if loaded:
+        log.info("Kafka properties read at start: %s", ", ".join(sorted(loaded)))
+    return sorted(loaded)
+
+
+def check_conf(spark: SparkSession) -> list[str]:
+    """The Kafka secrets in the runtime's Spark configuration (which its Spark UI shows, and
+    spark-submit's argv may hold): warned about by name and kept out of every report."""
+    conf = _conf(spark)
+    secret = {
+        k: v for k, v in conf.items() if k.startswith(CONF_PREFIX) and kafka_properties.is_secret(k[len(CONF_PREFIX) :])
+    }
+    for key in sorted(secret):
+        log.warning(
+            "Kafka secret %s is in the Spark configuration, which the Spark UI shows; give it in "
+            "$%s or the file $%s names instead",
+            key,
+            kafka_properties.PROPERTIES_ENV,
+            kafka_properties.PROPERTIES_FILE_ENV,
+        )
+    _secrets.update(kafka_properties.secret_values({k[len(CONF_PREFIX) :]: v for k, v in secret.items()}))
+    return sorted(secret)
+
+
+def redact(text: str) -> str:
+    """``text`` with this runtime's Kafka secrets masked."""
+    return kafka_properties.mask(text, _secrets)
+
+
+def error_report(error: BaseException | object) -> str:
+    """The first line of a Spark error as the runtime reports it (the catalog, its log),
+    Kafka secrets masked."""
+    return first_line(error, SPARK_ERROR_LIMIT, mask=redact)
 
 
 def settings(spark: SparkSession) -> dict[str, str]:
-    """The runtime's Kafka settings (its Spark configuration) as connector options."""
-    return options_from({**dict(spark.sparkContext.getConf().getAll()), **spark.conf.getAll})
+    """The runtime's Kafka settings (its Spark configuration, then its Kafka properties) as
+    connector options."""
+    return options_from(_conf(spark), _properties)
 
 
-def options_from(conf: dict[str, str]) -> dict[str, str]:
-    """``spark.streamql.kafka.<setting>`` -> ``kafka.<setting>`` (what the connector takes)."""
-    return {
-        f"kafka.{key[len(CONF_PREFIX) :]}": value for key, value in sorted(conf.items()) if key.startswith(CONF_PREFIX)
-    }
+def _conf(spark: SparkSession) -> dict[str, str]:
+    return {**dict(spark.sparkContext.getConf().getAll()), **spark.conf.getAll}
+
+
+def options_from(conf: Mapping[str, str], properties: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``spark.streamql.kafka.<setting>`` -> ``kafka.<setting>`` (what the connector takes);
+    a setting of ``properties`` (Kafka client properties) wins over the configuration's."""
+    options = {f"kafka.{key[len(CONF_PREFIX) :]}": value for key, value in conf.items() if key.startswith(CONF_PREFIX)}
+    options.update({f"kafka.{key}": value for key, value in (properties or {}).items()})
+    return dict(sorted(options.items()))
 
 
 def require_settings(options: dict[str, str]) -> dict[str, str]:
@@ -43,7 +105,8 @@ def require_settings(options: dict[str, str]) -> dict[str, str]:
         raise StateError(
             f"this runtime has no Kafka bootstrap servers: start it with --conf "
             f"{CONF_PREFIX}bootstrap.servers=HOST:9092 (and any security settings "
-            f"as {CONF_PREFIX}<kafka setting>)"
+            f"as {CONF_PREFIX}<kafka setting>, secrets in ${kafka_properties.PROPERTIES_ENV} "
+            f"or the file ${kafka_properties.PROPERTIES_FILE_ENV} names)"
         )
     return options
 

@@ -20,7 +20,7 @@ from typing import Protocol
 from pyspark.sql.streaming import StreamingQuery
 
 from ..catalog import QueryInfo
-from ..errors import SPARK_ERROR_LIMIT, first_line
+from . import kafka
 from .holds import Holds
 from .rollout import Rollout
 
@@ -118,7 +118,7 @@ class Reconciler:
             return False
         self.driver.stop_query(query.id)  # both of its streaming queries
         error = running.exception()
-        message = first_line(error, SPARK_ERROR_LIMIT) if error is not None else None
+        message = kafka.error_report(error) if error is not None else None
         if message is not None and self.holds.is_bad_record_failure(query, message, error):
             held, message = self.holds.hold(query, running.epoch, message)
             if held:
