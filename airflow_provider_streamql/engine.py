@@ -131,7 +131,7 @@ class Engine:
         ``CREATE [OR REPLACE] STREAM|TABLE s (columns)`` of a declared source (the report's
         ``source`` is set: what the change means for the source and the queries reading it).
         Changes nothing."""
-        stmt = parse_one(sql)
+        stmt = _statement(sql)
         if isinstance(stmt, CreateSource):
             if query_id is not None:
                 raise ValidationError(f"query_id {query_id!r} names a query; the statement declares {stmt.name}")
@@ -147,7 +147,7 @@ class Engine:
         return self._writer(self._create_as_select(sql, "writer_of"), query_id)
 
     def _create_as_select(self, sql: str | Statement, verb: str) -> CreateAsSelect:
-        stmt = sql if isinstance(sql, Statement) else parse_one(sql)
+        stmt = _statement(sql)
         if not isinstance(stmt, CreateAsSelect):
             raise ValidationError(
                 f"{verb} takes one CREATE [OR REPLACE] STREAM|TABLE ... AS SELECT statement, got {type(stmt).__name__}",
@@ -173,7 +173,7 @@ class Engine:
         from .runtime.dryrun import dry_run
         from .upgrades import Finding
 
-        stmt = parse_one(sql)
+        stmt = _statement(sql)
         if isinstance(stmt, CreateSource):
             raise ValidationError(f"a dry run runs a query's new version; validate {stmt.name} (a source) without one")
         stmt = self._create_as_select(stmt, "dry_run")
@@ -387,6 +387,11 @@ class Engine:
         """Return once a runtime runs ``version`` of the query (with ``ready``: and it left
         its readiness window); raise :class:`StateError` if that version was rolled back."""
         self.wait(VersionRunning(query_id, version, ready), timeout=timeout, poll=poll)
+
+
+def _statement(sql: str | Statement) -> Statement:
+    """One statement, given parsed or as text (read through the grammar here, the door)."""
+    return sql if isinstance(sql, Statement) else parse_one(sql)
 
 
 def _file_effect(step) -> Any:

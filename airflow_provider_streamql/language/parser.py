@@ -403,14 +403,13 @@ class _StatementParser:
             )
         properties = self.properties()
         self.expect("AS")
-        select, select_sql, emit = self.select_body()
+        select, emit = self.select_body()
         return self.make(
             CreateAsSelect,
             kind=kind,
             name=name,
             properties=properties,
             select=select,
-            select_sql=select_sql,
             emit=emit,
             or_replace=or_replace,
             if_not_exists=if_not_exists,
@@ -513,7 +512,7 @@ class _StatementParser:
             return True
         return False
 
-    def select_body(self) -> tuple[exp.Expression, str, str | None]:
+    def select_body(self) -> tuple[exp.Expression, str | None]:
         if not self.at("SELECT"):
             self.fail("expected SELECT")
         emit = None
@@ -527,7 +526,7 @@ class _StatementParser:
         sql = self.take_clauses(first, last)
         self.i = len(self.tokens)
         self.select_at = (first.line, start_col(first))
-        return parse_select(sql, first), sql, emit
+        return parse_select(sql, first), emit
 
     # -- ksqlDB clauses inside a SELECT -------------------------------------------------
     def take_clauses(self, first: Token, last: int) -> str:
@@ -672,8 +671,8 @@ class _StatementParser:
         self.expect("INSERT", "INTO")
         target = self.object_name()
         if self.at("SELECT"):
-            select, sql, emit = self.select_body()
-            return self.make(InsertSelect, target=target, select=select, select_sql=sql, emit=emit)
+            select, emit = self.select_body()
+            return self.make(InsertSelect, target=target, select=select, emit=emit)
         columns = None
         if self.accept_type(TokenType.L_PAREN):
             columns = [self.name("a column name")]
@@ -735,7 +734,7 @@ class _StatementParser:
         return tree
 
     def select(self) -> Statement:
-        select, sql, emit = self.select_body()
+        select, emit = self.select_body()
         if emit is not None:
             self.fail(
                 f"SELECT ... EMIT {emit} is a push query, which streams rows to a connected client; "
@@ -743,7 +742,7 @@ class _StatementParser:
                 f"and read its output, or leave out EMIT {emit} for a pull query",
                 self.tokens[-2],
             )
-        return self.make(PullQuery, select=select, select_sql=sql)
+        return self.make(PullQuery, select=select)
 
     def control(self) -> Statement:
         action = self.tokens[self.i].text.upper()

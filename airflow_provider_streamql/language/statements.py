@@ -77,8 +77,8 @@ class Statement:
     col: int = field(default=1, kw_only=True)
     #: (line, column) where an embedded SELECT starts, to place errors inside it.
     select_at: tuple[int, int] = field(default=(1, 1), kw_only=True)
-    #: ksqlDB clauses taken out of an embedded SELECT before Spark SQL parses it (its
-    #: ``select_sql`` keeps their place as blanks, so positions in it stay right).
+    #: ksqlDB's WINDOW clause of an embedded SELECT, read by the statement grammar (the SELECT
+    #: itself is Spark SQL's tree, without it)
     window: WindowSpec | None = field(default=None, kw_only=True)
     #: one entry per JOIN of the SELECT (outside subqueries), in order: its WITHIN or None
     withins: tuple[Within | None, ...] = field(default=(), kw_only=True)
@@ -115,7 +115,6 @@ class CreateAsSelect(Statement):
     name: str
     properties: dict[str, Any]
     select: exp.Expression
-    select_sql: str
     emit: str | None = None
     or_replace: bool = False
     if_not_exists: bool = False
@@ -136,7 +135,6 @@ class InsertSelect(Statement):
 
     target: str
     select: exp.Expression
-    select_sql: str
     emit: str | None = None
 
 
@@ -162,7 +160,6 @@ class PullQuery(Statement):
     """``SELECT ... FROM x``: read what x holds now."""
 
     select: exp.Expression
-    select_sql: str
     writes = False
 
 
