@@ -171,7 +171,7 @@ class Engine:
         checkpoint with a sink that writes nothing, so Spark's own checks have their say.
         A Spark refusal turns an IN_PLACE verdict into REJECTED (finding SPARK_REFUSED)."""
         from .runtime.dryrun import dry_run
-        from .upgrades import Finding
+        from .upgrades import Code, Finding, UpgradeKind, Verdict
 
         stmt = _statement(sql)
         if isinstance(stmt, CreateSource):
@@ -191,10 +191,10 @@ class Engine:
         if outcome.error is not None and report.verdict == "IN_PLACE":
             report.add(
                 Finding(
-                    "SPARK_REFUSED",
+                    Code.SPARK_REFUSED,
                     "query",
-                    "unsupported",
-                    "REJECTED",
+                    UpgradeKind.UNSUPPORTED,
+                    Verdict.REJECTED,
                     f"Spark refused the new version on a copy of the checkpoint: {outcome.error}",
                 )
             )

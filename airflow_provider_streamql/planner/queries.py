@@ -24,7 +24,7 @@ from ..language.types import TypeName
 from ..results import Result
 from ..storage import topics
 from ..storage.state import recorded_state
-from ..upgrades import Finding, Report, validate_upgrade
+from ..upgrades import Code, Finding, Report, UpgradeKind, Verdict, validate_upgrade
 from .base import PlannerBase, Step, column_tuples
 
 QUERY_PREFIX = QUERY_KINDS
@@ -108,10 +108,10 @@ class PersistentQueries(PlannerBase):
         if writers:
             report.add(
                 Finding(
-                    "MULTIPLE_WRITERS",
+                    Code.MULTIPLE_WRITERS,
                     "INSERT INTO",
-                    "unsupported",
-                    "REJECTED",
+                    UpgradeKind.UNSUPPORTED,
+                    Verdict.REJECTED,
                     f"{sink.name} is also written by {', '.join(writers)}; replacing one writer of a "
                     f"shared output is not supported (as in ksqlDB, whose CREATE OR REPLACE refuses a "
                     f"sink INSERT INTO queries write: their SELECTs would no longer match a changed "

@@ -18,7 +18,7 @@ from ..errors import NotFoundError, StateError
 from ..language import statements as st
 from ..results import Result
 from ..storage.layout import MovedAside, query_folders
-from ..upgrades import Finding, Report
+from ..upgrades import Code, Finding, Report, UpgradeKind, Verdict
 from ..upgrades.sources import Change, source_findings, source_report, widenings, widens
 from .base import Step, column_tuples, make_folder
 from .queries import PersistentQueries
@@ -75,10 +75,10 @@ class SourceStatements(PersistentQueries):
                 new, _sink, _report = outcome
                 report.add(
                     Finding(
-                        "SOURCE_READER_UPGRADED",
+                        Code.SOURCE_READER_UPGRADED,
                         "FROM",
-                        "schema evolution",
-                        "IN_PLACE",
+                        UpgradeKind.SCHEMA_EVOLUTION,
+                        Verdict.IN_PLACE,
                         f"{new.id} reads {old.name}: version {new.version} reads the wider type in place",
                     )
                 )
@@ -136,29 +136,29 @@ class SourceStatements(PersistentQueries):
         definition = reader.statement()
         if not isinstance(definition, st.CreateAsSelect):
             return Finding(
-                "SOURCE_READER_BLOCKS",
+                Code.SOURCE_READER_BLOCKS,
                 "FROM",
-                "unsupported",
-                "REJECTED",
+                UpgradeKind.UNSUPPORTED,
+                Verdict.REJECTED,
                 f"cannot widen {what}: {reader.id} is an INSERT INTO query reading it; TERMINATE it first",
             )
         _current, report, new, sink = self.check_replace(definition)
         if report.verdict != "IN_PLACE":
             reasons = "; ".join(f"{f.code}: {f.message}" for f in report.findings if f.verdict != "IN_PLACE")
             return Finding(
-                "SOURCE_READER_BLOCKS",
+                Code.SOURCE_READER_BLOCKS,
                 "FROM",
-                "unsupported",
-                "REJECTED",
+                UpgradeKind.UNSUPPORTED,
+                Verdict.REJECTED,
                 f"cannot widen {what}: {reader.id} reads it and cannot take the change in place "
                 f"({report.verdict}: {reasons})",
             )
         report.add(
             Finding(
-                "SOURCE_COLUMN_WIDENED",
+                Code.SOURCE_COLUMN_WIDENED,
                 "FROM",
-                "schema evolution",
-                "IN_PLACE",
+                UpgradeKind.SCHEMA_EVOLUTION,
+                Verdict.IN_PLACE,
                 f"{what}: records are read with the wider type",
             )
         )

@@ -6,7 +6,8 @@ does when a query restarts on an existing checkpoint, and stricter where Spark i
 wrong.
 """
 
-from .report import Finding, Report, validate_upgrade
+from .findings import Code, Finding, UpgradeKind, Verdict
+from .report import Report, validate_upgrade
 from .traits import TRAITS, traits_of
 
-__all__ = ["Finding", "Report", "validate_upgrade", "TRAITS", "traits_of"]
+__all__ = ["Code", "Finding", "Report", "UpgradeKind", "Verdict", "validate_upgrade", "TRAITS", "traits_of"]

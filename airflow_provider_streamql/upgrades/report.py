@@ -2,32 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..language.query_shape import QueryShape
+from .findings import Code, Finding, UpgradeKind, Verdict, findings, worst
 from .rules import RULES, Versions
 from .traits import traits_of
 
-VERDICTS = ("IN_PLACE", "REPLACING_REQUIRED", "REJECTED")  # in rising severity
-KINDS = ("transparent", "data selection", "schema evolution", "source modifying", "topology", "scaling", "unsupported")
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One difference between the versions: a stable ``code``, the ``clause`` it concerns,
-    the upgrade ``kind`` it is, the ``verdict`` it forces and a plain sentence."""
-
-    code: str
-    clause: str
-    kind: str
-    verdict: str
-    message: str
-
-
-def worst(findings: list[Finding]) -> str:
-    """The most severe verdict of ``findings`` (:data:`VERDICTS` rise in severity)."""
-    return max((f.verdict for f in findings), key=VERDICTS.index)
+#: the verdicts and upgrade kinds as text, in order (rising severity; KLIP-28's order)
+VERDICTS = tuple(v.value for v in Verdict)
+KINDS = tuple(k.value for k in UpgradeKind)
 
 
 @dataclass
@@ -37,10 +23,10 @@ class Report:
     declared source (see :mod:`.sources`)."""
 
     query_id: str | None
-    verdict: str
+    verdict: Verdict
     old_traits: list[str]
     new_traits: list[str]
-    kinds: list[str]
+    kinds: list[UpgradeKind]
     findings: list[Finding]
     warnings: list[dict[str, str]] = field(default_factory=list)
     #: with a dry run: {"ran", "error", "batches", "input_rows"} from Spark
@@ -58,9 +44,10 @@ class Report:
         return sorted(set(self.old_traits) | set(self.new_traits), key=list(_TRAIT_ORDER).index)
 
     def to_dict(self) -> dict[str, Any]:
+        """The report as plain values (JSON, XCom): verdicts, kinds and codes as their text."""
         data = asdict(self)
         data["traits"] = self.traits
-        return data
+        return json.loads(json.dumps(data))
 
     def render(self) -> str:
         lines = [f"{self.query_id or self.source}: {self.verdict}"]
@@ -92,27 +79,20 @@ def validate_upgrade(
     """Compare two compiled shapes (and, with ``state_key``, the aggregation state the old
     version's checkpoint records); never raises on a difference, it reports it. A difference
     no rule explains is REJECTED (fail closed)."""
-    versions = Versions(old, new, state_key)
-    findings = [
-        Finding(rule.code, rule.clause, rule.kind, rule.verdict, message)
-        for rule in RULES
-        for message in rule.check(versions)
+    found = findings(RULES, Versions(old, new, state_key)) or [
+        Finding(
+            Code.UNCHANGED,
+            "query",
+            UpgradeKind.TRANSPARENT,
+            Verdict.IN_PLACE,
+            "the new version computes the same result; the swap only restarts it",
+        )
     ]
-    if not findings:
-        findings = [
-            Finding(
-                "UNCHANGED",
-                "query",
-                "transparent",
-                "IN_PLACE",
-                "the new version computes the same result; the swap only restarts it",
-            )
-        ]
-    verdict = worst(findings)
-    kinds = sorted({f.kind for f in findings}, key=KINDS.index)
+    verdict = worst(found)
+    kinds = sorted({f.kind for f in found}, key=list(UpgradeKind).index)
     old_traits, new_traits = traits_of(old), traits_of(new)
     warnings = []
-    if "stateful" in new_traits and any(f.kind == "data selection" for f in findings):
+    if "stateful" in new_traits and any(f.kind == UpgradeKind.DATA_SELECTION for f in found):
         warnings.append(
             {
                 "code": "NO_BACKFILL",
@@ -120,7 +100,7 @@ def validate_upgrade(
                 "earlier output and the state built so far are not recomputed",
             }
         )
-    elif any(f.kind in ("data selection", "schema evolution") for f in findings):
+    elif any(f.kind in (UpgradeKind.DATA_SELECTION, UpgradeKind.SCHEMA_EVOLUTION) for f in found):
         warnings.append(
             {
                 "code": "NO_BACKFILL",
@@ -142,4 +122,4 @@ def validate_upgrade(
                 "message": f"a batch re-run after a failure may differ ({', '.join(new.nondeterministic)})",
             }
         )
-    return Report(query_id, verdict, old_traits, new_traits, kinds, findings, warnings)
+    return Report(query_id, verdict, old_traits, new_traits, kinds, found, warnings)

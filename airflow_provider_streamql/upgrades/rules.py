@@ -16,13 +16,14 @@ state on disk, not only the statement text, must fit the new version.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from ..language.query_shape import QueryShape, Writer
 from ..language.statements import WindowSpec, Within
 from ..language.streaming import duration_sql
+from .findings import Code, Rule, UpgradeKind, Verdict
 
 
 @dataclass(frozen=True)
@@ -34,20 +35,6 @@ class Versions:
     old: QueryShape
     new: QueryShape
     state_key: list[tuple[str, str]] | None = None
-
-
-Check = Callable[[Versions], Iterator[str]]
-
-
-@dataclass(frozen=True)
-class Rule:
-    """One row of :data:`RULES`."""
-
-    code: str  # stable, for scripts and docs
-    clause: str
-    kind: str  # the upgrade kind (ksqlDB's KLIP-28)
-    verdict: str  # what a finding of it forces
-    check: Check
 
 
 def _names(shape: QueryShape) -> list[str]:
@@ -333,30 +320,30 @@ def unexplained(v: Versions) -> Iterator[str]:
         yield f"a part of the query no rule covers changed ({v.old.rest} -> {v.new.rest})"
 
 
-RULES: tuple[Rule, ...] = (
-    Rule("SINK_CHANGED", "WITH", "unsupported", "REJECTED", sink_changed),
-    Rule("QUERY_KIND_CHANGED", "CREATE", "unsupported", "REJECTED", kind_changed),
-    Rule("COLUMN_REMOVED", "SELECT", "schema evolution", "REJECTED", column_removed),
-    Rule("COLUMN_TYPE_CHANGED", "SELECT", "schema evolution", "REJECTED", column_type_changed),
-    Rule("COLUMNS_REORDERED", "SELECT", "schema evolution", "REJECTED", columns_reordered),
-    Rule("KEY_CHANGED", "SELECT", "schema evolution", "REJECTED", key_changed),
-    Rule("STATE_SCHEMA_INCOMPATIBLE", "GROUP BY", "topology", "REJECTED", state_key_mismatch),
-    Rule("SUBQUERY", "FROM", "unsupported", "REJECTED", subqueries),
-    Rule("UNSUPPORTED_CHANGE", "query", "unsupported", "REJECTED", unexplained),
-    Rule("SOURCES_CHANGED", "FROM", "source modifying", "REPLACING_REQUIRED", sources_changed),
-    Rule("SOURCE_ADDED", "FROM", "source modifying", "IN_PLACE", source_added),
-    Rule("SOURCE_REMOVED", "FROM", "source modifying", "IN_PLACE", source_removed),
-    Rule("BRANCH_CHANGED", "FROM", "data selection", "IN_PLACE", branch_changed),
-    Rule("GROUP_BY_CHANGED", "GROUP BY", "topology", "REPLACING_REQUIRED", group_by_changed),
-    Rule("AGGREGATES_CHANGED", "SELECT", "topology", "REPLACING_REQUIRED", aggregates_changed),
-    Rule("WINDOW_CHANGED", "WINDOW", "topology", "REPLACING_REQUIRED", window_changed),
-    Rule("EMIT_CHANGED", "EMIT", "topology", "REPLACING_REQUIRED", emit_changed),
-    Rule("STREAM_JOIN_CHANGED", "JOIN", "topology", "REPLACING_REQUIRED", stream_join_changed),
-    Rule("TABLE_JOIN_CHANGED", "JOIN", "data selection", "IN_PLACE", table_join_changed),
-    Rule("KAFKA_TOPIC_CHANGED", "WITH", "data selection", "IN_PLACE", kafka_topic_changed),
-    Rule("COLUMN_APPENDED", "SELECT", "schema evolution", "IN_PLACE", column_appended),
-    Rule("FILTER_CHANGED", "WHERE", "data selection", "IN_PLACE", filter_changed),
-    Rule("HAVING_CHANGED", "HAVING", "data selection", "IN_PLACE", having_changed),
-    Rule("GRACE_CHANGED", "GRACE PERIOD", "data selection", "IN_PLACE", grace_changed),
-    Rule("PROJECTION_CHANGED", "SELECT", "data selection", "IN_PLACE", projection_changed),
+RULES: tuple[Rule[Versions], ...] = (
+    Rule(Code.SINK_CHANGED, "WITH", UpgradeKind.UNSUPPORTED, Verdict.REJECTED, sink_changed),
+    Rule(Code.QUERY_KIND_CHANGED, "CREATE", UpgradeKind.UNSUPPORTED, Verdict.REJECTED, kind_changed),
+    Rule(Code.COLUMN_REMOVED, "SELECT", UpgradeKind.SCHEMA_EVOLUTION, Verdict.REJECTED, column_removed),
+    Rule(Code.COLUMN_TYPE_CHANGED, "SELECT", UpgradeKind.SCHEMA_EVOLUTION, Verdict.REJECTED, column_type_changed),
+    Rule(Code.COLUMNS_REORDERED, "SELECT", UpgradeKind.SCHEMA_EVOLUTION, Verdict.REJECTED, columns_reordered),
+    Rule(Code.KEY_CHANGED, "SELECT", UpgradeKind.SCHEMA_EVOLUTION, Verdict.REJECTED, key_changed),
+    Rule(Code.STATE_SCHEMA_INCOMPATIBLE, "GROUP BY", UpgradeKind.TOPOLOGY, Verdict.REJECTED, state_key_mismatch),
+    Rule(Code.SUBQUERY, "FROM", UpgradeKind.UNSUPPORTED, Verdict.REJECTED, subqueries),
+    Rule(Code.UNSUPPORTED_CHANGE, "query", UpgradeKind.UNSUPPORTED, Verdict.REJECTED, unexplained),
+    Rule(Code.SOURCES_CHANGED, "FROM", UpgradeKind.SOURCE_MODIFYING, Verdict.REPLACING_REQUIRED, sources_changed),
+    Rule(Code.SOURCE_ADDED, "FROM", UpgradeKind.SOURCE_MODIFYING, Verdict.IN_PLACE, source_added),
+    Rule(Code.SOURCE_REMOVED, "FROM", UpgradeKind.SOURCE_MODIFYING, Verdict.IN_PLACE, source_removed),
+    Rule(Code.BRANCH_CHANGED, "FROM", UpgradeKind.DATA_SELECTION, Verdict.IN_PLACE, branch_changed),
+    Rule(Code.GROUP_BY_CHANGED, "GROUP BY", UpgradeKind.TOPOLOGY, Verdict.REPLACING_REQUIRED, group_by_changed),
+    Rule(Code.AGGREGATES_CHANGED, "SELECT", UpgradeKind.TOPOLOGY, Verdict.REPLACING_REQUIRED, aggregates_changed),
+    Rule(Code.WINDOW_CHANGED, "WINDOW", UpgradeKind.TOPOLOGY, Verdict.REPLACING_REQUIRED, window_changed),
+    Rule(Code.EMIT_CHANGED, "EMIT", UpgradeKind.TOPOLOGY, Verdict.REPLACING_REQUIRED, emit_changed),
+    Rule(Code.STREAM_JOIN_CHANGED, "JOIN", UpgradeKind.TOPOLOGY, Verdict.REPLACING_REQUIRED, stream_join_changed),
+    Rule(Code.TABLE_JOIN_CHANGED, "JOIN", UpgradeKind.DATA_SELECTION, Verdict.IN_PLACE, table_join_changed),
+    Rule(Code.KAFKA_TOPIC_CHANGED, "WITH", UpgradeKind.DATA_SELECTION, Verdict.IN_PLACE, kafka_topic_changed),
+    Rule(Code.COLUMN_APPENDED, "SELECT", UpgradeKind.SCHEMA_EVOLUTION, Verdict.IN_PLACE, column_appended),
+    Rule(Code.FILTER_CHANGED, "WHERE", UpgradeKind.DATA_SELECTION, Verdict.IN_PLACE, filter_changed),
+    Rule(Code.HAVING_CHANGED, "HAVING", UpgradeKind.DATA_SELECTION, Verdict.IN_PLACE, having_changed),
+    Rule(Code.GRACE_CHANGED, "GRACE PERIOD", UpgradeKind.DATA_SELECTION, Verdict.IN_PLACE, grace_changed),
+    Rule(Code.PROJECTION_CHANGED, "SELECT", UpgradeKind.DATA_SELECTION, Verdict.IN_PLACE, projection_changed),
 )

@@ -12,11 +12,12 @@ verdict from :func:`source_findings`, so they cannot disagree.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from ..language.types import SqlType
-from .report import KINDS, Finding, Report, worst
+from .findings import Code, Finding, Rule, UpgradeKind, Verdict, findings, worst
+from .report import Report
 
 # a declared column type -> the types CREATE OR REPLACE may widen it to (every value of the
 # old type reads the same under the new one)
@@ -142,31 +143,34 @@ def column_appended(ch: Change) -> list[str]:
     return [f"{shown} appended: earlier records read it as NULL; {then}"]
 
 
-#: code, clause, kind, verdict, check(change) -> one message per finding
-RULES: list[tuple[str, str, str, str, Callable[[Change], list[str]]]] = [
-    ("SOURCE_COLUMN_APPENDED", "columns", "schema evolution", "IN_PLACE", column_appended),
-    ("SOURCE_COLUMN_WIDENED", "columns", "schema evolution", "IN_PLACE", column_widened),
-    ("SOURCE_COLUMN_REMOVED", "columns", "schema evolution", "REJECTED", column_removed),
-    ("SOURCE_COLUMN_TYPE_CHANGED", "columns", "schema evolution", "REJECTED", column_type_changed),
-    ("SOURCE_COLUMNS_REORDERED", "columns", "schema evolution", "REJECTED", columns_reordered),
-    ("SOURCE_KEY_CHANGED", "columns", "schema evolution", "REJECTED", key_changed),
-    ("SOURCE_PROPERTIES_CHANGED", "WITH", "unsupported", "REJECTED", properties_changed),
-]
+#: what a source's new declaration may change, one rule per row (as the query rules are)
+RULES: tuple[Rule[Change], ...] = (
+    Rule(Code.SOURCE_COLUMN_APPENDED, "columns", UpgradeKind.SCHEMA_EVOLUTION, Verdict.IN_PLACE, column_appended),
+    Rule(Code.SOURCE_COLUMN_WIDENED, "columns", UpgradeKind.SCHEMA_EVOLUTION, Verdict.IN_PLACE, column_widened),
+    Rule(Code.SOURCE_COLUMN_REMOVED, "columns", UpgradeKind.SCHEMA_EVOLUTION, Verdict.REJECTED, column_removed),
+    Rule(
+        Code.SOURCE_COLUMN_TYPE_CHANGED, "columns", UpgradeKind.SCHEMA_EVOLUTION, Verdict.REJECTED, column_type_changed
+    ),
+    Rule(Code.SOURCE_COLUMNS_REORDERED, "columns", UpgradeKind.SCHEMA_EVOLUTION, Verdict.REJECTED, columns_reordered),
+    Rule(Code.SOURCE_KEY_CHANGED, "columns", UpgradeKind.SCHEMA_EVOLUTION, Verdict.REJECTED, key_changed),
+    Rule(Code.SOURCE_PROPERTIES_CHANGED, "WITH", UpgradeKind.UNSUPPORTED, Verdict.REJECTED, properties_changed),
+)
 
 
 def source_findings(change: Change) -> list[Finding]:
     """One finding per difference between the two declarations; ``SOURCE_UNCHANGED`` if none."""
-    findings = [
-        Finding(code, clause, kind, verdict, message)
-        for code, clause, kind, verdict, check in RULES
-        for message in check(change)
-    ]
-    return findings or [
-        Finding("SOURCE_UNCHANGED", "columns", "transparent", "IN_PLACE", f"{change.name} is declared as it is")
+    return findings(RULES, change) or [
+        Finding(
+            Code.SOURCE_UNCHANGED,
+            "columns",
+            UpgradeKind.TRANSPARENT,
+            Verdict.IN_PLACE,
+            f"{change.name} is declared as it is",
+        )
     ]
 
 
 def source_report(change: Change, findings: list[Finding]) -> Report:
     """The validator's report for a source change (``source`` set, no query)."""
-    kinds = sorted({f.kind for f in findings}, key=KINDS.index)
+    kinds = sorted({f.kind for f in findings}, key=list(UpgradeKind).index)
     return Report(None, worst(findings), [], [], kinds, list(findings), source=change.name)
