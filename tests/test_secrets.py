@@ -326,6 +326,7 @@ WORKER_ENV = {
     "JAVA_HOME": "/opt/java", "SPARK_CONF_DIR": "/etc/spark", "HADOOP_CONF_DIR": "/etc/hadoop",
     "YARN_CONF_DIR": "/etc/yarn", "KRB5CCNAME": "/tmp/krb5cc", "LC_ALL": "C.UTF-8", "TZ": "UTC",
     "STREAMQL_ALLOWED_PATHS": "/data", "AWS_PROFILE": "streamql", "MY_SETTING": "1",
+    "PYTHONPATH": os.environ.get("PYTHONPATH", "/opt/spark/python"),  # set, whether or not the test run sets it
 }
 #: what the worker's environment passes (by default; pass_env adds AWS_PROFILE and MY_SETTING)
 PASSED = ["PATH", "JAVA_HOME", "SPARK_CONF_DIR", "HADOOP_CONF_DIR", "YARN_CONF_DIR", "KRB5CCNAME", "LC_ALL", "TZ",
