@@ -11,7 +11,7 @@ from typing import Any
 
 from .catalog import BadRecord, Catalog, Progress, QueryInfo, default_home
 from .conditions import CaughtUp, Check, Condition, QueriesInState, VersionRunning
-from .errors import NotFoundError, StateError, StreamQLError, ValidationError, WaitTimeout
+from .errors import NotFoundError, StateError, ValidationError, WaitTimeout
 from .language import parse, parse_one
 from .language.statements import CreateAsSelect, CreateSource, DropSource, QueryControl, SetProperty, Statement
 from .planner import Planner, deploy
@@ -100,7 +100,7 @@ class Engine:
                         self.catalog.log_command(conn, stmt.text.strip(), pipeline, issuer)
                 for step in steps:  # every check passed: files change under the write lock
                     if step.files:
-                        undo.append(_file_effect(step))
+                        undo.append(step.run_files())
         except BaseException:
             for restore in reversed(undo):
                 restore()
@@ -392,14 +392,3 @@ class Engine:
 def _statement(sql: str | Statement) -> Statement:
     """One statement, given parsed or as text (read through the grammar here, the door)."""
     return sql if isinstance(sql, Statement) else parse_one(sql)
-
-
-def _file_effect(step) -> Any:
-    """Run a step's file effect; an OS failure is an error that names the statement (the
-    transaction is rolled back and earlier effects undone)."""
-    try:
-        return step.files() or (lambda: None)
-    except OSError as e:
-        raise StreamQLError(
-            f"{step.result.statement.strip()[:80]!r} could not change {e.filename!r}: {e.strerror}"
-        ) from None

@@ -128,11 +128,11 @@ def test_a_stream_gains_a_union_branch_and_each_record_is_written_once(sqlite_en
 def test_a_query_from_before_names_keeps_replacing_required_and_still_runs(sqlite_engine, runtimes, monkeypatch):
     """A query whose plan has no source names (as an earlier release planned it) runs with
     source evolution off, beside a named one, and a new stream needs a new checkpoint."""
-    from airflow_provider_streamql.catalog import derived
+    from airflow_provider_streamql.language import compiler
 
     engine = sqlite_engine
     with monkeypatch.context() as patched:
-        patched.setattr(derived, "source_names", lambda streams: {})
+        patched.setattr(compiler, "source_names", lambda streams: {})
         engine.execute(SOURCES + ONE)
     engine.execute("CREATE STREAM copy AS SELECT * FROM shop")
     unnamed = engine.query(QUERY)

@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from ..catalog import Catalog, QueryInfo, Snapshot, SourceInfo
-from ..errors import NotFoundError, StateError, ValidationError
+from ..errors import NotFoundError, StateError, StreamQLError, ValidationError
 from ..language import statements as st
 from ..language.analyzer import SelectAnalysis, analyze_select
 from ..language.compiler import SourceSchema, analyze_query
@@ -62,6 +62,16 @@ class Step:
     files: FileEffect | None = None
     after_commit: Callable[[Result], None] | None = None
     log: bool = True
+
+    def run_files(self) -> Callable[[], None]:
+        """Run the file effect; its undo. An OS failure is an error that names the statement
+        (the transaction is rolled back and earlier effects undone)."""
+        try:
+            return (self.files() if self.files else None) or (lambda: None)
+        except OSError as e:
+            raise StreamQLError(
+                f"{self.result.statement.strip()[:80]!r} could not change {e.filename!r}: {e.strerror}"
+            ) from None
 
 
 @dataclass
