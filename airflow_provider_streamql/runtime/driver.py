@@ -1,14 +1,23 @@
 """The runtime: a long-running Spark driver serving one pipeline.
 
-Every ``interval`` seconds it heartbeats, takes or renews the lease of each query of its
-pipeline, and reconciles desired state into StreamingQuery objects: start what should run,
-stop (pause) what should not, and write back what it observes. Nothing about a query lives
-only here: a restarted runtime reads desired state and resumes from checkpoints.
+Every ``interval`` seconds it heartbeats, renews the leases it holds, and reconciles
+desired state into StreamingQuery objects: start what should run, stop (pause) what should
+not, and write back what it observes. Nothing about a query lives only here: a restarted
+runtime reads desired state and resumes from checkpoints.
 
-This module is the loop and the hands: leases (with epochs for fencing), starting and
-stopping Spark queries with a back-off after failures, and reporting observed state. What
-to do with each query is decided in :mod:`.reconcile`; in-place upgrades and their rollback
-are :mod:`.rollout`; bad-record holds are :mod:`.holds`.
+This module is the loop and the wiring of the parts. For each query of the pipeline, each
+pass goes observe -> reconcile -> schedule:
+
+- :class:`~.observe.Observer` reads what the runtime holds for the query (its Spark query,
+  its lease, a rollout in flight, its back-off) into an :class:`~.observe.Observation`;
+- :class:`~.reconcile.Reconciler` decides from it and the desired state, acts through the
+  parts below, and returns when to act on the query again;
+- the loop keeps that decision in its :class:`~.schedule.Schedule`, which the next
+  observation reads.
+
+The parts: :mod:`.leases` (epochs, fencing), :mod:`.spark_queries` (starting and stopping
+Spark queries), :mod:`.status` (writing observed state), :mod:`.rollout` (in-place upgrades
+and their rollback), :mod:`.holds` (bad-record holds).
 """
 
 from __future__ import annotations
@@ -22,22 +31,21 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 from pyspark.sql import SparkSession
-from pyspark.sql.streaming import StreamingQuery
 
-from ..catalog import ERROR_POLICIES, Catalog, QueryInfo, SourceInfo
-from ..errors import StateError
-from ..storage.checkpoints import remove_interrupted_writes
-from . import kafka
-from .connectors import Frames, start_query
+from ..catalog import ERROR_POLICIES, Catalog, QueryInfo
 from .holds import Holds
+from .leases import Leases
 from .listener import ProgressListener
 from .metrics import MetricsServer, exposition
-from .reconcile import Reconciler, Running
+from .observe import Observer
+from .reconcile import Reconciler
 from .rollout import Rollout
+from .schedule import Schedule
+from .spark_queries import SparkQueries
+from .status import Status
 
 log = logging.getLogger("streamql.runtime")
 
-MAX_RETRY_DELAY = 60.0
 #: seconds between looks for a new statement while waiting for the next pass
 WAKE_POLL = 0.05
 
@@ -83,44 +91,26 @@ class Runtime:
         self.interval, self.lease_ttl = interval, lease_ttl
         self.host, self.pid = socket.gethostname(), os.getpid()
         self.id = runtime_id or f"{pipeline}@{self.host}:{self.pid}:{uuid.uuid4().hex[:6]}"
-        #: query id -> the Spark query this runtime runs for it
-        self.active: dict[str, Running] = {}
-        self.frames = Frames()  # each query's built streaming frame, reused when it restarts
-        self._pass_sources: dict[str, SourceInfo] | None = None  # see _sources()
-        self._sources_lock = threading.Lock()
-        #: query id -> the epoch of the lease this runtime holds on it
-        self.epochs: dict[str, int] = {}
-        #: query id -> (failed attempts, time.monotonic() before which it is not restarted)
-        self.retry_at: dict[str, tuple[int, float]] = {}
         self.readiness_window = readiness_window
-        self.rollout = Rollout(
-            catalog,
-            readiness_window,
-            start=self.start_query,
-            stop=self.stop_query,
-            report=self.report,
-            clear_back_off=self.clear_back_off,
-        )
-        self.holds = Holds(
-            catalog, spark, self.id, self.on_error, settle=self.rollout.settle, clear_back_off=self.clear_back_off
-        )
-        self.reconciler = Reconciler(self, self.rollout, self.holds)
-        self.pending = self.rollout.pending  # query id -> new version in its readiness window
-        self.retried = self.holds.retried  # query id -> last batch whose bad records are retried
+        self.leases = Leases(catalog, self.id, lease_ttl)
+        self.listener = ProgressListener(catalog, self.leases.owns)
+        spark.streams.addListener(self.listener)
+        self.holds = Holds(catalog, spark, self.id, self.on_error)
+        self.queries = SparkQueries(spark, catalog, self.leases, self.holds, self.listener)
+        self.active = self.queries.active  # query id -> the Spark query this runtime runs for it
+        self.status = Status(catalog, self.id)
+        self.rollout = Rollout(catalog, readiness_window, self.queries, self.status)
+        self.schedule = Schedule()
+        self.observer = Observer(self.queries, self.leases, self.rollout, self.holds, self.schedule)
+        self.reconciler = Reconciler(self.queries, self.leases, self.status, self.rollout, self.holds)
         self.stopping = threading.Event()
         self.workers = ThreadPoolExecutor(workers, thread_name_prefix=f"streamql-{pipeline}")
-        #: query id -> epoch of a lease found lost between passes (by the lease keeper)
-        self.lost: dict[str, int] = {}
         context = spark.sparkContext  # recorded with the first heartbeat, for links to it
         self.spark_info = {
             "spark_app_id": context.applicationId,
             "spark_ui_url": context.uiWebUrl,
             "master": context.master,
         }
-        # A query is ours from the moment we hold its lease: its first batch may report
-        # progress before start() returns.
-        self.listener = ProgressListener(catalog, lambda name: name in self.epochs)
-        spark.streams.addListener(self.listener)
         self.metrics = None
         if metrics_port is not None:
             render = lambda: exposition(catalog, pipeline, self.listener.latest, self.id)
@@ -131,7 +121,9 @@ class Runtime:
     def run(self) -> None:
         """Reconcile until :meth:`stop` is called (or SIGTERM in the CLI), then shut down."""
         log.info("runtime %s serving pipeline %r", self.id, self.pipeline)
-        keeper = threading.Thread(target=self._keep_leases, name=f"streamql-leases-{self.pipeline}", daemon=True)
+        keeper = threading.Thread(
+            target=self.leases.keep, args=(self.stopping,), name=f"streamql-leases-{self.pipeline}", daemon=True
+        )
         keeper.start()
         try:
             while not self.stopping.is_set():
@@ -167,15 +159,18 @@ class Runtime:
 
     def tick(self) -> None:
         """One reconcile pass over the pipeline's queries: heartbeat and renew every lease
-        held (one write each), then reconcile the queries, up to ``workers`` at once."""
+        held (one write each), then observe and reconcile the queries, up to ``workers`` at
+        once."""
         self.catalog.heartbeat(self.id, self.pipeline, self.host, self.pid, **self.spark_info)
-        self._renew_leases()
-        self._pass_sources = None  # read once, by the pass's first query start
+        self.leases.renew()  # a lease found lost is acted on at its query's look
+        self.queries.new_pass()
         self._each("reconciling", self._reconcile_one, self.catalog.queries(self.pipeline))
 
     def _reconcile_one(self, query: QueryInfo) -> None:
-        if not self.stopping.is_set():
-            self.reconciler.reconcile(query)
+        if self.stopping.is_set():
+            return
+        decision = self.reconciler.reconcile(query, self.observer.observe(query, time.monotonic()))
+        self.schedule.record(query.id, decision, time.monotonic())  # a back-off counts from now
 
     def _each(self, what: str, action, items) -> None:
         """``action`` on every item (a query or query id) on the worker threads; one failing
@@ -201,155 +196,4 @@ class Runtime:
         log.info("runtime %s stopped", self.id)
 
     def _unassign(self, query_id: str) -> None:
-        epoch = self.stop_query(query_id)
-        self.catalog.set_observed(query_id, "UNASSIGNED", runtime_id=self.id, epoch=epoch)
-
-    # -- leases ----------------------------------------------------------------------------
-    def _keep_leases(self) -> None:
-        """Renew the leases held every quarter TTL while the runtime runs, apart from the
-        reconcile passes: a pass that starts many queries on a busy machine may outlast the
-        TTL, and a lease must not expire (and its query start elsewhere) while it runs here.
-        Lost leases are handled by the next pass."""
-        while not self.stopping.wait(self.lease_ttl / 4):
-            try:
-                self.lost.update(self._renew_all())
-            except Exception:
-                log.exception("renewing leases failed; retrying")
-
-    def _renew_all(self) -> dict[str, int]:
-        """Renew every lease held, in one write; returns the lost ones with their epoch."""
-        return self.catalog.renew_leases(self.id, dict(self.epochs), self.lease_ttl)
-
-    def _renew_leases(self) -> None:
-        """Renew every lease held; stop the queries whose lease was lost (now or found lost
-        by the keeper since the last pass)."""
-        found, self.lost = self.lost, {}  # swapped, not cleared: the keeper may add meanwhile
-        lost = {**found, **self._renew_all()}
-        for query_id, epoch in lost.items():
-            if self.epochs.get(query_id) != epoch:
-                continue  # released or taken anew since
-            if query_id in self.active:
-                log.warning("lost the lease on %s; stopping it", query_id)
-                self.stop_query(query_id)
-            self.epochs.pop(query_id, None)
-
-    def take_lease(self, query: QueryInfo) -> int | None:
-        """The query's lease: its epoch, or None if another runtime holds it. Leases held
-        were renewed at the start of the pass, where a query whose lease was lost (expired
-        and taken, or fenced by a newer epoch) is stopped; others are acquired here."""
-        if query.id not in self.epochs:
-            epoch = self.catalog.acquire_lease(query.id, self.id, self.lease_ttl)
-            if epoch is None:  # another runtime holds it: never run it here
-                return None
-            self.epochs[query.id] = epoch
-        return self.epochs[query.id]
-
-    def release_lease(self, query_id: str) -> None:
-        self.catalog.release_lease(query_id, self.id)
-        self.epochs.pop(query_id, None)
-
-    def _check_lease(self, query_id: str, epoch: int) -> None:
-        if not self.catalog.renew_lease(query_id, self.id, epoch, self.lease_ttl):
-            raise StateError(f"runtime {self.id} lost the lease on {query_id} (epoch {epoch}); not committing")
-
-    # -- Spark queries ---------------------------------------------------------------------
-    def running(self, query_id: str) -> Running | None:
-        return self.active.get(query_id)
-
-    def start_query(self, query: QueryInfo, epoch: int, note: str | None = None) -> None:
-        """Start the query's current version under ``epoch`` (unless its back-off is not
-        over); a failure to start a pending new version rolls it back."""
-        _attempts, when = self.retry_at.get(query.id, (0, 0.0))
-        if time.monotonic() < when:
-            return
-        self.rollout.resume_window(query)
-        self.report(query, "STARTING", epoch)
-        try:
-            known = self._sources()
-            sink = known.get(query.sink)
-            sources = {name: known.get(name) for name in query.sources}
-            missing = [n for n, s in [(query.sink, sink), *sources.items()] if s is None]
-            if missing:
-                raise StateError(f"{', '.join(missing)} no longer exist(s) in the catalog")
-            fence = lambda: self._check_lease(query.id, epoch)
-            for path in remove_interrupted_writes(query.checkpoint):  # it is stopped: ours alone
-                log.warning("%s: removed %s, left by a write its last stop interrupted", query.id, path)
-            plan = query.plan
-            guard = self.holds.guard(query)
-            stream = start_query(self.spark, query, plan, sources, sink, fence, guard, self.frames)
-            dead_letters = self.holds.dead_letter_query(query, plan, sources, guard)
-        except Exception as e:
-            if self.rollout.is_pending(query.id):
-                self.rollout.roll_back(query, epoch, kafka.error_report(e))
-                return
-            delay = self._back_off(query.id)
-            log.error("query %s failed to start (retry in %.0fs): %s", query.id, delay, e)
-            self.report(query, "ERROR", epoch, error=kafka.error_report(e))
-            return
-        self.active[query.id] = Running(stream, epoch, query.version, dead_letters)
-        self.rollout.record_start(query)
-        if self.catalog.set_observed(
-            query.id,
-            "RUNNING",
-            note,
-            runtime_id=self.id,
-            epoch=epoch,
-            running_version=query.version,
-            run_id=stream.runId,
-        ):
-            query.observed_state, query.error = "RUNNING", note
-
-    def _sources(self) -> dict[str, SourceInfo]:
-        """The catalog's sources as this pass sees them: one read for all the queries a
-        pass starts (RESUME ALL, a new pipeline), not two per query."""
-        with self._sources_lock:
-            if self._pass_sources is None:
-                self._pass_sources = self.catalog.sources()
-            return self._pass_sources
-
-    def stop_query(self, query_id: str) -> int | None:
-        """Stop a query (Spark lets its in-flight batch end or re-runs it from the
-        checkpoint); it leaves ``active`` only once stopped. Returns the epoch it ran under
-        (None if it was not running)."""
-        running = self.active.get(query_id)
-        if running is None:
-            return None
-        _stop_quietly(running.stream)
-        if running.dead_letters is not None:
-            _stop_quietly(running.dead_letters)
-        del self.active[query_id]
-        self.listener.latest.pop(query_id, None)  # its rates are no longer this runtime's to tell
-        return running.epoch
-
-    def failed(self, query: QueryInfo, epoch: int, message: str) -> None:
-        """Spark stopped the query by itself: ERROR, and a restart after a back-off."""
-        delay = self._back_off(query.id)
-        log.error("query %s failed (retry in %.0fs): %s", query.id, delay, message)
-        self.catalog.set_observed(query.id, "ERROR", message, runtime_id=self.id, epoch=epoch)
-        query.observed_state, query.error = "ERROR", message
-
-    def _back_off(self, query_id: str) -> float:
-        """Schedule the next start attempt after a failure: 1 s, doubling up to 60 s."""
-        attempts, _ = self.retry_at.get(query_id, (0, 0.0))
-        delay = min(MAX_RETRY_DELAY, 2.0**attempts)
-        self.retry_at[query_id] = (attempts + 1, time.monotonic() + delay)
-        return delay
-
-    def clear_back_off(self, query_id: str) -> None:
-        self.retry_at.pop(query_id, None)
-
-    def report(self, query: QueryInfo, state: str, epoch: int, error: str | None = None) -> None:
-        """Write an observed state (unless unchanged)."""
-        if query.observed_state == state and (error is None or query.error == error):
-            return  # unchanged (a note such as a rollback's stays until the state changes)
-        if self.catalog.set_observed(query.id, state, error, runtime_id=self.id, epoch=epoch):
-            query.observed_state, query.error = state, error
-            log.info("%s %s%s", query.id, state, f": {error}" if error else "")
-
-
-def _stop_quietly(stream: StreamingQuery) -> None:
-    """Stop a query even if the JVM is already going down (SIGTERM sent to the process group)."""
-    try:
-        stream.stop()
-    except Exception as e:
-        log.warning("stopping %s: %s", stream.name, kafka.error_report(e))
+        self.status.unassigned(query_id, self.queries.stop(query_id))

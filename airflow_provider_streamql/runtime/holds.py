@@ -1,6 +1,6 @@
 """Bad-record holds: a query's error policy as the runtime applies it around its runs.
 
-:mod:`.badrecords` says, inside Spark, which records are bad; this module decides what the
+:mod:`.badrecords` says, inside Spark, which records are bad; this module is what the
 runtime does about them:
 
 - before a start, the query's :class:`~.badrecords.RecordGuard`: its policy (its own
@@ -11,21 +11,21 @@ runtime does about them:
   recorded; under PAUSE the query is *held*: paused, with a reason saying how to go on;
 - once a batch retried by RESUME commits, its bad records are resolved.
 
-It is apart from the driver because none of it is about leases or the loop; it acts
-through the catalog and Spark, and is told of the driver only what a hold changes there
-(``settle``: a pending upgrade's version is kept; ``clear_back_off``: no retry is due).
+It is apart from the driver because none of it is about leases or the loop: it acts through
+the catalog and Spark, and says what it found (:class:`BadBatch`); the reconciler decides
+what follows (a hold, or the failure taking its course).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from ..catalog import Catalog, QueryInfo, SourceInfo
+from ..catalog import BadRecord, Catalog, QueryInfo, SourceInfo
 from ..catalog.connections import write_connection
 from ..language.streaming import StreamingPlan
 from ..storage.checkpoints import batch_files, last_committed_batch, last_planned_batch
@@ -35,27 +35,32 @@ from .connectors import start_dead_letter_query
 log = logging.getLogger("streamql.runtime")
 
 
+@dataclass(frozen=True)
+class BadBatch:
+    """The bad records a failed batch holds, found again after the failure."""
+
+    batch: int
+    records: tuple[BadRecord, ...]
+    #: the error to report: the guard's, or for Spark's parse failure one naming the record
+    error: str
+    #: the query's error policy: PAUSE holds it, any other lets the failure take its course
+    policy: str
+
+    @property
+    def where(self) -> str:
+        first = self.records[0] if self.records else None
+        return f"first at {first.position}: {first.error}" if first else self.error[:300]
+
+
 class Holds:
     """Applies the error policy of the queries one runtime serves.
 
     :param on_error: the pipeline's policy (FAIL, LOG_AND_CONTINUE or PAUSE) for queries
         whose statement sets none.
-    :param settle: ``settle(query)`` before a hold: a pending new version is kept.
-    :param clear_back_off: ``clear_back_off(query_id)`` before a hold: no restart is due.
     """
 
-    def __init__(
-        self,
-        catalog: Catalog,
-        spark: SparkSession,
-        runtime_id: str,
-        on_error: str,
-        *,
-        settle: Callable[[QueryInfo], None],
-        clear_back_off: Callable[[str], None],
-    ):
+    def __init__(self, catalog: Catalog, spark: SparkSession, runtime_id: str, on_error: str):
         self.catalog, self.spark, self.runtime_id, self.on_error = catalog, spark, runtime_id, on_error
-        self.settle, self.clear_back_off = settle, clear_back_off
         #: query id -> last batch whose bad records a RESUME retries
         self.retried: dict[str, int] = {}
 
@@ -83,14 +88,19 @@ class Holds:
             return None
         return start_dead_letter_query(self.spark, query, plan, sources, DeadLetterWriter(self.catalog, query, sources))
 
-    def check_retried(self, query: QueryInfo) -> None:
-        """A retried batch that committed resolved its bad records (the fix worked)."""
+    def retried_committed(self, query: QueryInfo) -> bool:
+        """The batch a RESUME retried has committed: the fix worked (a read, no write)."""
         batch = self.retried.get(query.id)
-        if batch is not None and last_committed_batch(query.checkpoint) >= batch:
-            del self.retried[query.id]
-            with write_connection(self.catalog.engine) as conn:
-                self.catalog.mark_bad_records(conn, query.id, "RETRIED", "RESOLVED", upto_batch=batch)
-            log.info("%s: the batch that held it committed; its bad records are resolved", query.id)
+        return batch is not None and last_committed_batch(query.checkpoint) >= batch
+
+    def resolve_retried(self, query: QueryInfo) -> None:
+        """The retried batch committed: its bad records are resolved."""
+        batch = self.retried.pop(query.id, None)
+        if batch is None:
+            return
+        with write_connection(self.catalog.engine) as conn:
+            self.catalog.mark_bad_records(conn, query.id, "RETRIED", "RESOLVED", upto_batch=batch)
+        log.info("%s: the batch that held it committed; its bad records are resolved", query.id)
 
     @staticmethod
     def is_guard_error(query: QueryInfo, error: str) -> bool:
@@ -103,11 +113,11 @@ class Holds:
         first line) or Spark's parse failure of a fail-fast read (among ``error``'s causes)."""
         return self.is_guard_error(query, message) or parse_failed(error)
 
-    def hold(self, query: QueryInfo, epoch: int, error: str) -> tuple[bool, str]:
-        """A batch failed on bad records: find them all; under PAUSE record them and pause the
-        query (True); under FAIL record them and let it fail (False). Also returns the error
-        to report: the guard's, or for Spark's parse failure one naming the first record. A
-        parse failure whose record is not found again (its file gone) is an ordinary failure."""
+    def find(self, query: QueryInfo, error: str) -> BadBatch | None:
+        """A batch failed on bad records (``error``, its first line): find them all, with the
+        error to report (the guard's, or for Spark's parse failure one naming the first
+        record). None when a parse failure's record is not found again (its file gone): an
+        ordinary failure."""
         policy = self.policy(query)
         status = "PENDING" if policy == "PAUSE" else "FAILED"
         batch = last_planned_batch(query.checkpoint)
@@ -123,20 +133,27 @@ class Holds:
         first = records[0] if records else None
         if not self.is_guard_error(query, error):  # Spark's parse failure names no record
             if first is None:
-                return False, error
+                return None
             log.info("%s: Spark's parse failure: %s", query.id, error)
             error = f"{MARKER} {query.id} cannot read a record of {first.source} in {first.position}: {first.raw[:300]}"
-        where = f"first at {first.position}: {first.error}" if first else error[:300]
-        log.error("%s: batch %d holds %d bad record(s); %s (policy %s)", query.id, batch, len(records), where, policy)
-        if policy != "PAUSE":
-            self.catalog.record_bad_records(records)
-            return False, error
-        self.settle(query)  # the new version did not fail: the record is bad for it too
+        found = BadBatch(batch, tuple(records), error, policy)
+        log.error(
+            "%s: batch %d holds %d bad record(s); %s (policy %s)", query.id, batch, len(records), found.where, policy
+        )
+        return found
+
+    def record(self, bad: BadBatch) -> None:
+        """Under FAIL: record the bad records; the query fails on them."""
+        self.catalog.record_bad_records(list(bad.records))
+
+    def hold(self, query: QueryInfo, epoch: int, bad: BadBatch) -> None:
+        """Under PAUSE: record the bad records and pause the query, with a reason saying how
+        to go on."""
         reason = (
-            f"BAD_RECORD: {len(records)} bad record(s) in batch {batch}, {where}; fix the "
+            f"BAD_RECORD: {len(bad.records)} bad record(s) in batch {bad.batch}, {bad.where}; fix the "
             f"definition and RESUME, or RESUME {query.id} SKIP BAD RECORDS"
         )
-        self.clear_back_off(query.id)
-        if self.catalog.hold_on_bad_records(query.id, records, reason, runtime_id=self.runtime_id, epoch=epoch):
+        if self.catalog.hold_on_bad_records(
+            query.id, list(bad.records), reason, runtime_id=self.runtime_id, epoch=epoch
+        ):
             query.desired_state, query.observed_state, query.error = "PAUSED", "PAUSED", reason
-        return True, error

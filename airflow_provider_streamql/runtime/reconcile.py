@@ -1,130 +1,199 @@
-"""Reconciling one query: what to do given its desired state and what this runtime observes.
+"""Reconciling one query: from its desired state and an :class:`~.observe.Observation`, what
+to do now (a :class:`Step`) and when to act on it again (a :data:`~.schedule.Next`).
 
-Each pass, for each query of the pipeline, :class:`Reconciler` first *observes*: did Spark
-stop a query this runtime runs? (Its guard's error is a bad-record hold, a pending new
-version's failure a rollback, anything else an ERROR retried after a back-off.) Then it
-*reconciles*: with the query's lease, start what should run, upgrade what runs an older
-version, pause or terminate what should not run, and report the observed state.
-
-It is apart from the driver (the loop, leases, starting and stopping Spark queries) and
-from the upgrade and bad-record machinery, so that the decisions can be read in one place;
-it acts only through the :class:`Driver` protocol, a :class:`~.rollout.Rollout` and a
-:class:`~.holds.Holds`.
+:func:`plan` decides from its two arguments alone (the tests hold it to a table).
+:class:`Reconciler` takes the step through the runtime's parts (its Spark queries, leases,
+the observed state it reports, the rollout in flight and the bad-record holds) and returns
+the decision about the next look, which the loop keeps in its schedule.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
-
-from pyspark.sql.streaming import StreamingQuery
+import enum
+import logging
+from dataclasses import dataclass, replace
 
 from ..catalog import QueryInfo
 from . import kafka
 from .holds import Holds
+from .leases import Leases
+from .observe import Failure, Lease, Observation, Run, Upgrade
 from .rollout import Rollout
+from .schedule import BackOff, Done, Next
+from .spark_queries import SparkQueries
+from .status import Status
+
+log = logging.getLogger("streamql.runtime")
 
 
-@dataclass
-class Running:
-    """A query this runtime runs: its Spark query, the lease epoch and version it runs under."""
+class DesiredState(enum.Enum):
+    RUNNING = "RUNNING"
+    PAUSED = "PAUSED"
+    TERMINATED = "TERMINATED"
 
-    stream: StreamingQuery
-    epoch: int
+
+@dataclass(frozen=True)
+class Desired:
+    """What the catalog says a query should be: its state and current version."""
+
+    state: DesiredState
     version: int
-    #: LOG_AND_CONTINUE: the companion query sending bad records to the dead-letter stream
-    dead_letters: StreamingQuery | None = None
 
-    @property
-    def stopped(self) -> bool:
-        """Spark stopped it (or its companion) by itself."""
-        return not self.stream.isActive or (self.dead_letters is not None and not self.dead_letters.isActive)
-
-    def exception(self):
-        """Why Spark stopped it, if it failed."""
-        return self.stream.exception() or (self.dead_letters.exception() if self.dead_letters is not None else None)
+    @classmethod
+    def of(cls, query: QueryInfo) -> Desired:
+        return cls(DesiredState(query.desired_state), query.version)
 
 
-class Driver(Protocol):
-    """What the reconciler acts through: the runtime's leases and Spark queries."""
+class Step(enum.Enum):
+    """What reconciling a query does now."""
 
-    def running(self, query_id: str) -> Running | None: ...
+    #: the lease was lost: stop it here if it runs, and forget the lease
+    DROP = "drop"
+    #: Spark stopped it on bad records: find them; hold it under PAUSE, else a failure
+    FIND_BAD_RECORDS = "find bad records"
+    #: Spark stopped the new version before it was ready: roll back to the previous one
+    ROLL_BACK = "roll back"
+    #: Spark stopped it: ERROR, and a start again after a back-off
+    BACK_OFF = "back off"
+    #: terminated and stopped: nothing to do
+    LEAVE = "leave"
+    TAKE_LEASE = "take lease"
+    #: stop it after its in-flight batch (its checkpoint kept), or just say it is paused
+    PAUSE = "pause"
+    TERMINATE = "terminate"
+    #: it should run and does not, but its back-off after a failure is not over
+    WAIT = "wait"
+    START = "start"
+    #: it runs an older version: swap in the current one (:mod:`.rollout`)
+    UPGRADE = "upgrade"
+    #: it runs its current version: keep a ready upgrade, resolve retried bad records
+    KEEP = "keep"
 
-    def take_lease(self, query: QueryInfo) -> int | None:
-        """The query's lease, held or acquired: its epoch, or None if another runtime holds
-        it (a query whose lease was lost is stopped before the pass reconciles it)."""
 
-    def release_lease(self, query_id: str) -> None: ...
-
-    def start_query(self, query: QueryInfo, epoch: int, note: str | None = None) -> None: ...
-
-    def stop_query(self, query_id: str) -> int | None: ...
-
-    def report(self, query: QueryInfo, state: str, epoch: int, error: str | None = None) -> None: ...
-
-    def failed(self, query: QueryInfo, epoch: int, message: str) -> None:
-        """Report the query's ERROR and schedule its restart after a back-off."""
-
-    def clear_back_off(self, query_id: str) -> None: ...
+def plan(desired: Desired, seen: Observation) -> Step:
+    """The step for a query that should be ``desired`` and is ``seen`` so."""
+    if seen.lease is Lease.LOST:
+        return Step.DROP
+    if seen.run is Run.STOPPED:  # handled before anything else: whatever is desired
+        if seen.failure is not None and seen.failure.bad_records:
+            return Step.FIND_BAD_RECORDS
+        return Step.ROLL_BACK if seen.upgrade is not Upgrade.NONE else Step.BACK_OFF
+    if desired.state is DesiredState.TERMINATED and seen.reported == "TERMINATED" and seen.run is Run.NONE:
+        return Step.LEAVE
+    if seen.lease is Lease.NOT_HELD:
+        return Step.TAKE_LEASE
+    if desired.state is DesiredState.PAUSED:
+        return Step.PAUSE
+    if desired.state is DesiredState.TERMINATED:
+        return Step.TERMINATE
+    if seen.run is Run.NONE:
+        return Step.WAIT if seen.retry_in > 0 else Step.START
+    return Step.UPGRADE if seen.version != desired.version else Step.KEEP
 
 
 class Reconciler:
     """Brings one query at a time to its desired state."""
 
-    def __init__(self, driver: Driver, rollout: Rollout, holds: Holds):
-        self.driver, self.rollout, self.holds = driver, rollout, holds
+    def __init__(self, queries: SparkQueries, leases: Leases, status: Status, rollout: Rollout, holds: Holds):
+        self.queries, self.leases, self.status, self.rollout, self.holds = queries, leases, status, rollout, holds
 
-    def reconcile(self, query: QueryInfo) -> None:
-        driver = self.driver
-        if (
-            query.desired_state == "TERMINATED"
-            and query.observed_state == "TERMINATED"
-            and driver.running(query.id) is None
-        ):
-            return
-        if self.observe(query):
-            return  # rolled back or held: the next pass sees the restored version
-        epoch = driver.take_lease(query)
-        if epoch is None:  # another runtime holds it: never run it here
-            return
-        running = driver.running(query.id)
-        desired = query.desired_state
-        if desired == "RUNNING":
-            if running is None:
-                driver.start_query(query, epoch)
-            elif running.version != query.version:
-                self.rollout.upgrade(query, epoch, running.version)
-            else:
-                self.rollout.check_readiness(query)
-                self.holds.check_retried(query)
-                driver.report(query, "RUNNING", epoch)
-        elif desired == "PAUSED":
-            driver.clear_back_off(query.id)
-            if running is not None:
-                driver.report(query, "PAUSING", epoch)
-                driver.stop_query(query.id)
-            driver.report(query, "PAUSED", epoch)
-        else:
-            if running is not None:
-                driver.stop_query(query.id)
-            driver.report(query, "TERMINATED", epoch)
-            driver.release_lease(query.id)
+    def reconcile(self, query: QueryInfo, seen: Observation) -> Next:
+        desired = Desired.of(query)
+        step = plan(desired, seen)
+        if step is Step.TAKE_LEASE:
+            epoch = self.leases.acquire(query.id)
+            if epoch is None:  # another runtime holds it: never run it here
+                return _as_before(seen)
+            seen = replace(seen, lease=Lease.HELD, epoch=epoch)
+            step = plan(desired, seen)
+        if step is Step.LEAVE:
+            return _as_before(seen)
+        if step is Step.DROP:
+            if self.queries.running(query.id) is not None:
+                log.warning("lost the lease on %s; stopping it", query.id)
+                self.queries.stop(query.id)
+            self.leases.forget(query.id)
+            return _as_before(seen)
+        epoch = seen.epoch
+        assert epoch is not None, "every step from here acts under the lease held"
+        if step in (Step.FIND_BAD_RECORDS, Step.ROLL_BACK, Step.BACK_OFF):
+            self.queries.stop(query.id)  # both of its streaming queries
+            return self._failed(query, desired, seen, step, epoch)
+        if step is Step.WAIT:
+            return BackOff(seen.failures, seen.retry_in)
+        if step is Step.START:
+            return self._start(query, epoch, seen.failures)
+        if step is Step.UPGRADE:
+            assert seen.version is not None, "an upgrade swaps the version that runs"
+            self.rollout.upgrade(query, epoch, seen.version)
+            return self._start(query, epoch, seen.failures)
+        if step is Step.KEEP:
+            if seen.upgrade is Upgrade.READY:
+                self.rollout.mark_ready(query)
+            if seen.retried_committed:
+                self.holds.resolve_retried(query)
+            self.status.report(query, "RUNNING", epoch)
+            return Done(seen.failures)
+        if step is Step.PAUSE:
+            if seen.run is not Run.NONE:
+                self.status.report(query, "PAUSING", epoch)
+                self.queries.stop(query.id)
+            self.status.report(query, "PAUSED", epoch)
+            return Done()
+        if seen.run is not Run.NONE:  # TERMINATE
+            self.queries.stop(query.id)
+        self.status.report(query, "TERMINATED", epoch)
+        self.leases.release(query.id)
+        return Done()
 
-    def observe(self, query: QueryInfo) -> bool:
-        """Handle a query Spark stopped by itself; True if that rolled back an upgrade or
-        held the query on bad records."""
-        running = self.driver.running(query.id)
-        if running is None or not running.stopped:
-            return False
-        self.driver.stop_query(query.id)  # both of its streaming queries
-        error = running.exception()
-        message = kafka.error_report(error) if error is not None else None
-        if message is not None and self.holds.is_bad_record_failure(query, message, error):
-            held, message = self.holds.hold(query, running.epoch, message)
-            if held:
-                return True
-        if self.rollout.is_pending(query.id):  # the new version failed before it was ready
-            self.rollout.roll_back(query, running.epoch, message or "stopped")
-            return True
-        self.driver.failed(query, running.epoch, message or "the streaming query stopped unexpectedly")
-        return False
+    def _failed(self, query: QueryInfo, desired: Desired, seen: Observation, step: Step, epoch: int) -> Next:
+        """Spark stopped the query by itself (it is stopped here now)."""
+        message = seen.failure.message if seen.failure is not None else None
+        if step is Step.FIND_BAD_RECORDS:
+            bad = self.holds.find(query, message) if message else None
+            if bad is not None and bad.policy == "PAUSE":
+                self.rollout.settle(query)  # the new version did not fail: the record is bad for it too
+                self.holds.hold(query, epoch, bad)
+                return Done()
+            if bad is not None:
+                self.holds.record(bad)
+                message = bad.error
+            # not held: a failure like any other from here
+            step = plan(desired, replace(seen, failure=Failure(message)))
+        if step is Step.ROLL_BACK:
+            return self._roll_back(query, epoch, message or "stopped")
+        message = message or "the streaming query stopped unexpectedly"
+        back_off = BackOff.after_failure(seen.failures)
+        log.error("query %s failed (retry in %.0fs): %s", query.id, back_off.after, message)
+        self.status.failed(query, epoch, message)
+        return back_off
+
+    def _start(self, query: QueryInfo, epoch: int, failures: int, note: str | None = None) -> Next:
+        """Start the query's current version; a failure to start a pending new version
+        rolls it back, any other backs off."""
+        self.rollout.resume_window(query)
+        self.status.report(query, "STARTING", epoch)
+        try:
+            running = self.queries.start(query, epoch)
+        except Exception as e:
+            if self.rollout.is_pending(query.id):
+                return self._roll_back(query, epoch, kafka.error_report(e))
+            back_off = BackOff.after_failure(failures)
+            log.error("query %s failed to start (retry in %.0fs): %s", query.id, back_off.after, e)
+            self.status.report(query, "ERROR", epoch, error=kafka.error_report(e))
+            return back_off
+        self.rollout.record_start(query)
+        self.status.running(query, epoch, running.stream.runId, note)
+        return Done(failures)
+
+    def _roll_back(self, query: QueryInfo, epoch: int, error: str) -> Next:
+        failed = query.version
+        restored = self.rollout.roll_back(query, epoch, error)
+        # the restored version starts afresh: the failures were the new version's
+        note = f"version {failed} failed and was rolled back: {error}"
+        return self._start(restored, epoch, 0, note=note)
+
+
+def _as_before(seen: Observation) -> Next:
+    """Nothing done: the query's failures and back-off stay as they were."""
+    return BackOff(seen.failures, seen.retry_in) if seen.retry_in > 0 else Done(seen.failures)

@@ -3,13 +3,13 @@
 An in-place upgrade keeps the query ID and checkpoint: version N stops after its in-flight
 batch, the checkpoint is snapshotted, N+1 starts on it. Until N+1 is *ready* (it commits a
 batch, or its readiness window passes) it is *pending*: if it fails to start or stops with
-an error, :class:`Rollout` restores the snapshot, discards what N+1 wrote, makes N current
-again in the catalog and starts it. A version's outcome in the catalog (ACTIVE, REPLACED,
-ROLLED_BACK) is written here, before the state that shows it.
+an error, :class:`Rollout` restores the snapshot, discards what N+1 wrote and makes N
+current again in the catalog, to be started. A version's outcome in the catalog (ACTIVE,
+REPLACED, ROLLED_BACK) is written here, before the state that shows it.
 
-It is apart from the driver so that the swap can be read (and changed) as one sequence; it
-only acts through what it is given: the catalog, and the driver's ``start``, ``stop``,
-``report`` and ``clear_back_off``.
+It is apart from the reconciler so that the swap can be read (and changed) as one sequence.
+It stops queries and reports their state through the parts it is given; starting a version
+is the reconciler's, which decides what a failed start leads to.
 """
 
 from __future__ import annotations
@@ -18,12 +18,14 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..catalog import Catalog, CheckpointSnapshot, QueryInfo
+from ..errors import StateError
 from ..storage.checkpoints import last_committed_batch, source_offsets
 from ..storage.layout import Part, snapshot_path
+from .spark_queries import SparkQueries
+from .status import Status
 
 log = logging.getLogger("streamql.runtime")
 
@@ -43,24 +45,11 @@ class Rollout:
 
     :param readiness_window: seconds a new version has, after the swap, to fail and be
         rolled back; it is ready earlier once it commits a batch.
-    :param start: ``start(query, epoch, note)`` starts a query's current version.
-    :param stop: ``stop(query_id)`` stops a query after its in-flight batch, if it runs.
-    :param report: ``report(query, state, epoch)`` writes an observed state.
-    :param clear_back_off: ``clear_back_off(query_id)`` lets the next start happen now.
     """
 
-    def __init__(
-        self,
-        catalog: Catalog,
-        readiness_window: float,
-        *,
-        start: Callable[..., None],
-        stop: Callable[[str], object],
-        report: Callable[[QueryInfo, str, int], None],
-        clear_back_off: Callable[[str], None],
-    ):
+    def __init__(self, catalog: Catalog, readiness_window: float, queries: SparkQueries, status: Status):
         self.catalog, self.readiness_window = catalog, readiness_window
-        self.start, self.stop, self.report, self.clear_back_off = start, stop, report, clear_back_off
+        self.queries, self.status = queries, status
         #: query id -> the new version still in its readiness window
         self.pending: dict[str, PendingUpgrade] = {}
 
@@ -68,11 +57,11 @@ class Rollout:
         return query_id in self.pending
 
     def upgrade(self, query: QueryInfo, epoch: int, previous: int) -> None:
-        """Swap version ``previous`` for ``query.version`` on the same checkpoint: stop it
-        after its in-flight batch, snapshot the checkpoint, start the new version; a failure
-        before the new version is ready rolls back to ``previous``."""
-        self.report(query, "UPGRADING", epoch)
-        self.stop(query.id)
+        """Begin swapping version ``previous`` for ``query.version`` on the same checkpoint:
+        stop it after its in-flight batch and snapshot the checkpoint; the new version, to be
+        started next, is pending: a failure before it is ready rolls back to ``previous``."""
+        self.status.report(query, "UPGRADING", epoch)
+        self.queries.stop(query.id)
         snapshot = take_snapshot(query.checkpoint, previous)
         batch = last_committed_batch(snapshot)
         self.catalog.add_snapshot(
@@ -91,7 +80,6 @@ class Rollout:
         self.catalog.mark_version(query.id, previous, ended_at=time.time(), outcome="REPLACED")
         self.pending[query.id] = PendingUpgrade(previous, snapshot, batch, time.monotonic() + self.readiness_window)
         log.info("%s: upgrading from version %d to %d", query.id, previous, query.version)
-        self.start(query, epoch)
 
     def resume_window(self, query: QueryInfo) -> None:
         """Before starting ``query.version``: a runtime that stopped (or died) inside its
@@ -113,13 +101,17 @@ class Rollout:
         )
         log.info("%s: version %d is still in its readiness window", query.id, query.version)
 
-    def check_readiness(self, query: QueryInfo) -> None:
-        """A pending version that committed a batch, or outlived its window, is ready."""
+    def is_ready(self, query: QueryInfo, now: float) -> bool:
+        """A pending version that committed a batch, or outlived its window at ``now`` (a
+        ``time.monotonic()`` reading), is ready (a read, no write)."""
         pending = self.pending.get(query.id)
-        if pending and (
-            last_committed_batch(query.checkpoint) > pending.committed_before or time.monotonic() > pending.deadline
-        ):
-            del self.pending[query.id]
+        return pending is not None and (
+            last_committed_batch(query.checkpoint) > pending.committed_before or now > pending.deadline
+        )
+
+    def mark_ready(self, query: QueryInfo) -> None:
+        """The pending version proved itself: it is the query's ACTIVE version."""
+        if self.pending.pop(query.id, None) is not None:
             self.catalog.mark_version(query.id, query.version, outcome="ACTIVE")
             log.info("%s: version %d is ready", query.id, query.version)
 
@@ -129,23 +121,24 @@ class Rollout:
         if self.pending.pop(query.id, None) is not None:
             self.catalog.mark_version(query.id, query.version, outcome="ACTIVE")
 
-    def roll_back(self, query: QueryInfo, epoch: int, error: str) -> None:
-        """The pending version failed: restore the snapshot, discard its output, make the
-        previous version current again and start it."""
+    def roll_back(self, query: QueryInfo, epoch: int, error: str) -> QueryInfo:
+        """The pending version failed: restore the snapshot, discard its output and make the
+        previous version current again. Returns the query as it is now, to be started."""
         pending = self.pending.pop(query.id)
         failed = query.version
         log.error("%s: version %d failed (%s); rolling back to %d", query.id, failed, error, pending.previous_version)
-        self.report(query, "ROLLING_BACK", epoch)
-        self.stop(query.id)
+        self.status.report(query, "ROLLING_BACK", epoch)
+        self.queries.stop(query.id)
         restore_snapshot(query.checkpoint, pending.snapshot)
         sink = self.catalog.source(query.sink)
         if sink is not None:
             discard_output(sink.path, query.id, failed)
         self.catalog.roll_back(query.id, pending.previous_version, failed, error)
         restored = self.catalog.query(query.id)
+        if restored is None:
+            raise StateError(f"query {query.id!r} is no longer in the catalog")
         restored.observed_state = "ROLLING_BACK"
-        self.clear_back_off(query.id)
-        self.start(restored, epoch, note=f"version {failed} failed and was rolled back: {error}")
+        return restored
 
     def record_start(self, query: QueryInfo) -> None:
         """The versions' record when ``query.version`` has started (before it shows RUNNING,

@@ -1,0 +1,115 @@
+"""The Spark streaming queries a runtime runs: starting one for a query's current version
+(with its lease's fence, its bad-record guard and, under LOG_AND_CONTINUE, its dead-letter
+companion) and stopping it after its in-flight batch.
+
+This is the runtime's hands on Spark; what to start or stop, and what to report, is
+decided by :mod:`.reconcile`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from ..catalog import Catalog, QueryInfo, SourceInfo
+from ..errors import StateError
+from ..storage.checkpoints import remove_interrupted_writes
+from . import kafka
+from .connectors import Frames, start_query
+from .holds import Holds
+from .leases import Leases
+from .listener import ProgressListener
+
+log = logging.getLogger("streamql.runtime")
+
+
+@dataclass
+class Running:
+    """A query this runtime runs: its Spark query, the lease epoch and version it runs under."""
+
+    stream: StreamingQuery
+    epoch: int
+    version: int
+    #: LOG_AND_CONTINUE: the companion query sending bad records to the dead-letter stream
+    dead_letters: StreamingQuery | None = None
+
+    @property
+    def stopped(self) -> bool:
+        """Spark stopped it (or its companion) by itself."""
+        return not self.stream.isActive or (self.dead_letters is not None and not self.dead_letters.isActive)
+
+    def exception(self):
+        """Why Spark stopped it, if it failed."""
+        return self.stream.exception() or (self.dead_letters.exception() if self.dead_letters is not None else None)
+
+
+class SparkQueries:
+    """The Spark queries of one runtime, by query id."""
+
+    def __init__(self, spark: SparkSession, catalog: Catalog, leases: Leases, holds: Holds, listener: ProgressListener):
+        self.spark, self.catalog, self.leases, self.holds, self.listener = spark, catalog, leases, holds, listener
+        #: query id -> the Spark query this runtime runs for it
+        self.active: dict[str, Running] = {}
+        self.frames = Frames()  # each query's built streaming frame, reused when it restarts
+        self._pass_sources: dict[str, SourceInfo] | None = None  # see _sources()
+        self._sources_lock = threading.Lock()
+
+    def running(self, query_id: str) -> Running | None:
+        return self.active.get(query_id)
+
+    def new_pass(self) -> None:
+        """A pass begins: the catalog's sources are read again by its first start."""
+        self._pass_sources = None
+
+    def start(self, query: QueryInfo, epoch: int) -> Running:
+        """Start the query's current version under ``epoch``: each batch commits only while
+        that lease is held. Raises what kept it from starting."""
+        known = self._sources()
+        sink = known.get(query.sink)
+        sources = {name: known[name] for name in query.sources if name in known}
+        missing = [n for n in [query.sink, *query.sources] if n not in known]
+        if sink is None or missing:
+            raise StateError(f"{', '.join(missing)} no longer exist(s) in the catalog")
+        fence = lambda: self.leases.check(query.id, epoch)
+        for path in remove_interrupted_writes(query.checkpoint):  # it is stopped: ours alone
+            log.warning("%s: removed %s, left by a write its last stop interrupted", query.id, path)
+        plan = query.plan
+        guard = self.holds.guard(query)
+        stream = start_query(self.spark, query, plan, sources, sink, fence, guard, self.frames)
+        dead_letters = self.holds.dead_letter_query(query, plan, sources, guard)
+        running = self.active[query.id] = Running(stream, epoch, query.version, dead_letters)
+        return running
+
+    def _sources(self) -> dict[str, SourceInfo]:
+        """The catalog's sources as this pass sees them: one read for all the queries a
+        pass starts (RESUME ALL, a new pipeline), not two per query."""
+        with self._sources_lock:
+            if self._pass_sources is None:
+                self._pass_sources = self.catalog.sources()
+            return self._pass_sources
+
+    def stop(self, query_id: str) -> int | None:
+        """Stop a query (Spark lets its in-flight batch end or re-runs it from the
+        checkpoint); it leaves ``active`` only once stopped. Returns the epoch it ran under
+        (None if it was not running)."""
+        running = self.active.get(query_id)
+        if running is None:
+            return None
+        _stop_quietly(running.stream)
+        if running.dead_letters is not None:
+            _stop_quietly(running.dead_letters)
+        del self.active[query_id]
+        self.listener.latest.pop(query_id, None)  # its rates are no longer this runtime's to tell
+        return running.epoch
+
+
+def _stop_quietly(stream: StreamingQuery) -> None:
+    """Stop a query even if the JVM is already going down (SIGTERM sent to the process group)."""
+    try:
+        stream.stop()
+    except Exception as e:
+        log.warning("stopping %s: %s", stream.name, kafka.error_report(e))

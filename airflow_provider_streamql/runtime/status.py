@@ -1,0 +1,52 @@
+"""Writing a query's observed state to the catalog, only while this runtime's lease on it is
+held at the epoch it acts under (a fenced runtime's writes change nothing).
+
+The :class:`~airflow_provider_streamql.catalog.QueryInfo` a pass reads is kept in step with
+what was written, so that a state written once is not written again by the same pass.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ..catalog import Catalog, QueryInfo
+
+log = logging.getLogger("streamql.runtime")
+
+
+class Status:
+    """The observed state ``runtime_id`` reports of its queries."""
+
+    def __init__(self, catalog: Catalog, runtime_id: str):
+        self.catalog, self.runtime_id = catalog, runtime_id
+
+    def report(self, query: QueryInfo, state: str, epoch: int, error: str | None = None) -> None:
+        """Write an observed state (unless unchanged)."""
+        if query.observed_state == state and (error is None or query.error == error):
+            return  # unchanged (a note such as a rollback's stays until the state changes)
+        if self.catalog.set_observed(query.id, state, error, runtime_id=self.runtime_id, epoch=epoch):
+            query.observed_state, query.error = state, error
+            log.info("%s %s%s", query.id, state, f": {error}" if error else "")
+
+    def running(self, query: QueryInfo, epoch: int, run_id: str, note: str | None = None) -> None:
+        """The query's current version started as Spark run ``run_id``; ``note`` is shown
+        as its error until the state changes (why it runs this version)."""
+        if self.catalog.set_observed(
+            query.id,
+            "RUNNING",
+            note,
+            runtime_id=self.runtime_id,
+            epoch=epoch,
+            running_version=query.version,
+            run_id=run_id,
+        ):
+            query.observed_state, query.error = "RUNNING", note
+
+    def failed(self, query: QueryInfo, epoch: int, message: str) -> None:
+        """Spark stopped the query with ``message`` (written even if the same as before)."""
+        self.catalog.set_observed(query.id, "ERROR", message, runtime_id=self.runtime_id, epoch=epoch)
+        query.observed_state, query.error = "ERROR", message
+
+    def unassigned(self, query_id: str, epoch: int | None) -> None:
+        """The runtime is stopping: the query waits for the next runtime."""
+        self.catalog.set_observed(query_id, "UNASSIGNED", runtime_id=self.runtime_id, epoch=epoch)
