@@ -3,8 +3,6 @@
 from ..storage.layout import default_home
 from .migrations import LATEST, current_version, migrate
 from .model import (
-    ACTIVE_STATES,
-    BAD_RECORD_STATUSES,
     DESIRED_STATES,
     ERROR_POLICIES,
     OBSERVED_STATES,
@@ -15,11 +13,16 @@ from .model import (
     Snapshot,
     SourceInfo,
 )
+from .states import ACTIVE_STATES, BAD_RECORD_STATUSES, BadRecordStatus, DesiredState, OnError, QueryState
 from .store import Catalog
 from .urls import default_url, safe_url
 
 __all__ = [
     "Catalog",
+    "BadRecordStatus",
+    "DesiredState",
+    "OnError",
+    "QueryState",
     "LATEST",
     "current_version",
     "migrate",

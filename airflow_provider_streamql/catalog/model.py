@@ -11,24 +11,16 @@ from ..language.parser import parse_one
 from ..language.query_shape import QueryShape
 from ..language.statements import Column, Statement
 from ..language.streaming import StreamingPlan
-
-DESIRED_STATES = ("RUNNING", "PAUSED", "TERMINATED")
-OBSERVED_STATES = (
-    "PENDING",
-    "STARTING",
-    "RUNNING",
-    "PAUSING",
-    "PAUSED",
-    "UPGRADING",
-    "ROLLING_BACK",
-    "ERROR",
-    "TERMINATED",
-    "UNASSIGNED",
+from .states import (
+    BadRecordStatus,
+    DesiredState,
+    OnError,
+    QueryState,
 )
-# Observed states that mean "a runtime is (or should be) running it now".
-ACTIVE_STATES = ("STARTING", "RUNNING", "PAUSING", "UPGRADING", "ROLLING_BACK")
-# WITH (on_error=...) of a persistent query: what a record it cannot read does
-ERROR_POLICIES = ("FAIL", "LOG_AND_CONTINUE", "PAUSE")
+
+DESIRED_STATES = tuple(DesiredState)
+OBSERVED_STATES = tuple(QueryState)
+ERROR_POLICIES = tuple(OnError)
 #: Internal property the planner sets on a CREATE STREAM ... AS SELECT file output created
 #: since several writers became possible (never accepted in a WITH clause): every writer
 #: commits each batch as one whole renamed file, so readers see every writer's files. An
@@ -113,8 +105,8 @@ class QueryInfo:
     shape: QueryShape
     version: int
     checkpoint: str
-    desired_state: str
-    observed_state: str
+    desired_state: DesiredState
+    observed_state: QueryState
     error: str | None = None
     running_version: int | None = None
     run_id: str | None = None
@@ -146,6 +138,8 @@ class QueryInfo:
             data[name] = json.loads(data[name])
         data["plan"] = StreamingPlan.from_dict(json.loads(data["plan"]))
         data["shape"] = QueryShape.from_json(json.loads(data["shape"]))
+        data["desired_state"] = DesiredState(data["desired_state"])
+        data["observed_state"] = QueryState(data["observed_state"])
         return cls(**data)
 
 
@@ -169,16 +163,6 @@ class Progress:
 #: how the command log names the runtime when it pauses a query at a bad record (policy PAUSE)
 HOLD_ISSUER = "runtime:{runtime_id} (BAD_RECORD)"
 
-#: what became of a bad record
-BAD_RECORD_STATUSES = {
-    "PENDING": "the query is paused on it (policy PAUSE)",
-    "RETRIED": "the query was resumed without skipping it: its batch is retried",
-    "RESOLVED": "its batch committed after a retry (the definition was fixed)",
-    "SKIPPED": "skipped by RESUME ... SKIP BAD RECORDS and sent to the dead-letter stream",
-    "LOGGED": "sent to the dead-letter stream by policy LOG_AND_CONTINUE",
-    "FAILED": "the query failed on it (policy FAIL)",
-}
-
 
 @dataclass
 class BadRecord:
@@ -192,7 +176,7 @@ class BadRecord:
     line: int | None
     raw: str
     error: str
-    status: str = "PENDING"
+    status: BadRecordStatus = BadRecordStatus.PENDING
     recorded_at: float = 0.0
     handled_by: str | None = None
     handled_at: float | None = None

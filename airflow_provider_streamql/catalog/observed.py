@@ -16,6 +16,7 @@ from sqlalchemy.exc import IntegrityError
 from . import schema as s
 from .connections import write_connection
 from .model import HOLD_ISSUER, BadRecord, Progress
+from .states import DesiredState, QueryState
 
 #: batches of throughput history kept per query
 HISTORY = 60
@@ -161,7 +162,7 @@ class ObservedState:
             if runtime_id is not None and not _lease_held(conn, query_id, runtime_id, epoch):
                 return False
             values: dict[str, Any] = {"observed_state": state, "updated_at": time.time()}
-            if error is not None or state in ("RUNNING", "PAUSED", "TERMINATED"):
+            if error is not None or state in (QueryState.RUNNING, QueryState.PAUSED, QueryState.TERMINATED):
                 values["error"] = error
             if running_version is not None:
                 values["running_version"] = running_version
@@ -292,7 +293,12 @@ class ObservedState:
             conn.execute(
                 update(s.queries)
                 .where(s.queries.c.id == query_id)
-                .values(desired_state="PAUSED", observed_state="PAUSED", error=reason, updated_at=time.time())
+                .values(
+                    desired_state=DesiredState.PAUSED,
+                    observed_state=QueryState.PAUSED,
+                    error=reason,
+                    updated_at=time.time(),
+                )
             )
             self.log_command(conn, f"PAUSE {query_id}", pipeline, HOLD_ISSUER.format(runtime_id=runtime_id))
             return True

@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from ..catalog import Catalog, QueryInfo, Snapshot, SourceInfo
+from ..catalog.states import DesiredState
 from ..errors import NotFoundError, StateError, StreamQLError, ValidationError
 from ..language import statements as st
 from ..language.analyzer import SelectAnalysis, analyze_select
@@ -169,7 +170,11 @@ class PlannerBase:
 
     def _readers(self, source: str) -> list[QueryInfo]:
         return sorted(
-            (q for q in self.snapshot.queries.values() if source in q.sources and q.desired_state != "TERMINATED"),
+            (
+                q
+                for q in self.snapshot.queries.values()
+                if source in q.sources and q.desired_state != DesiredState.TERMINATED
+            ),
             key=lambda q: q.seq,
         )
 

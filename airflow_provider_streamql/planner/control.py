@@ -11,6 +11,7 @@ from dataclasses import replace
 
 from sqlalchemy import Connection
 
+from ..catalog.states import BadRecordStatus, DesiredState
 from ..language import statements as st
 from ..results import Result
 from ..storage.deadletter import append_dead_letters, dead_letter_source
@@ -18,7 +19,7 @@ from .base import PlannerBase, Step, remove_files
 
 # SET 'key' -> allowed values.
 SESSION_PROPERTIES = {"auto.offset.reset": ("earliest", "latest")}
-CONTROL_TARGET = {"PAUSE": "PAUSED", "RESUME": "RUNNING", "TERMINATE": "TERMINATED"}
+CONTROL_TARGET = {"PAUSE": DesiredState.PAUSED, "RESUME": DesiredState.RUNNING, "TERMINATE": DesiredState.TERMINATED}
 
 
 class ControlStatements(PlannerBase):
@@ -28,21 +29,23 @@ class ControlStatements(PlannerBase):
             chosen = [
                 q
                 for q in self.snapshot.queries.values()
-                if q.pipeline == self.pipeline and q.desired_state != "TERMINATED"
+                if q.pipeline == self.pipeline and q.desired_state != DesiredState.TERMINATED
             ]
         else:
             query = self._query_named(stmt.query_id, stmt)
-            if query.desired_state == "TERMINATED" and target != "TERMINATED":
+            if query.desired_state == DesiredState.TERMINATED and target != DesiredState.TERMINATED:
                 raise self._state_error(
                     f"query {query.id} is terminated and cannot be "
-                    f"{'resumed' if target == 'RUNNING' else 'paused'}; "
+                    f"{'resumed' if target == DesiredState.RUNNING else 'paused'}; "
                     f"create a new query instead",
                     stmt,
                 )
             chosen = [query]
         # records holding paused queries: a RESUME retries their batch, or skips them
         held = (
-            {q.id: self.catalog.bad_records(q.id, "PENDING", self.conn) for q in chosen} if target == "RUNNING" else {}
+            {q.id: self.catalog.bad_records(q.id, BadRecordStatus.PENDING, self.conn) for q in chosen}
+            if target == DesiredState.RUNNING
+            else {}
         )
         held = {q: records for q, records in held.items() if records}
         if stmt.skip_bad_records and not held:
@@ -67,7 +70,11 @@ class ControlStatements(PlannerBase):
                 self.catalog.insert_source(conn, d)
             for query_id in held:
                 self.catalog.mark_bad_records(
-                    conn, query_id, "PENDING", "SKIPPED" if stmt.skip_bad_records else "RETRIED", handled_by=self.issuer
+                    conn,
+                    query_id,
+                    BadRecordStatus.PENDING,
+                    BadRecordStatus.SKIPPED if stmt.skip_bad_records else BadRecordStatus.RETRIED,
+                    handled_by=self.issuer,
                 )
 
         def files() -> Callable[[], None]:
@@ -81,7 +88,9 @@ class ControlStatements(PlannerBase):
             return lambda: remove_files(written)
 
         ids = ", ".join(q.id for q in chosen) or "no queries"
-        verb = {"PAUSED": "Paused", "RUNNING": "Resumed", "TERMINATED": "Terminated"}[target]
+        verb = {DesiredState.PAUSED: "Paused", DesiredState.RUNNING: "Resumed", DesiredState.TERMINATED: "Terminated"}[
+            target
+        ]
         notes = [
             f"{q}: {len(r)} bad record(s) "
             + (f"skipped (sent to {dead_letters[q].name})" if stmt.skip_bad_records else "retried")

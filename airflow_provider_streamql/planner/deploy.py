@@ -17,6 +17,7 @@ from typing import Any
 
 from sqlglot import exp
 
+from ..catalog.states import DesiredState
 from ..errors import StateError, StreamQLError, ValidationError
 from ..language import parse
 from ..language import statements as st
@@ -154,7 +155,12 @@ def _left_out(planner: Planner, statements: list[st.Statement], pipeline: str) -
     named = {getattr(s, "name", None) for s in statements} | {getattr(s, "target", None) for s in statements}
     items = []
     for q in sorted(planner.snapshot.queries.values(), key=lambda q: q.seq):
-        if q.pipeline == pipeline and q.desired_state != "TERMINATED" and q.sink not in named and q.kind != "INSERT":
+        if (
+            q.pipeline == pipeline
+            and q.desired_state != DesiredState.TERMINATED
+            and q.sink not in named
+            and q.kind != "INSERT"
+        ):
             items.append(
                 PlanItem(
                     "drop",
@@ -164,7 +170,9 @@ def _left_out(planner: Planner, statements: list[st.Statement], pipeline: str) -
                     findings=["no longer in the file; a teardown file can TERMINATE and DROP it"],
                 )
             )
-    readers = {n for q in planner.snapshot.queries.values() if q.desired_state != "TERMINATED" for n in q.sources}
+    readers = {
+        n for q in planner.snapshot.queries.values() if q.desired_state != DesiredState.TERMINATED for n in q.sources
+    }
     for src in sorted(planner.snapshot.sources.values(), key=lambda s: s.name):
         if (
             src.writer_query is None

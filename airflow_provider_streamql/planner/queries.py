@@ -15,6 +15,7 @@ from sqlalchemy import Connection
 
 from ..catalog import ERROR_POLICIES, QueryInfo, SourceInfo
 from ..catalog.model import BATCH_FILES
+from ..catalog.states import DesiredState, QueryState
 from ..errors import StateError, StreamQLError, ValidationError
 from ..language import statements as st
 from ..language.analyzer import SelectAnalysis
@@ -64,7 +65,7 @@ class PersistentQueries(PlannerBase):
                 stmt.text,
                 f"Created query {query_id} writing {sink.kind.lower()} {sink.name}",
                 query_id=query_id,
-                waits=[(query_id, "RUNNING")],
+                waits=[(query_id, QueryState.RUNNING)],
                 version=1,
                 action="created",
             ),
@@ -93,9 +94,13 @@ class PersistentQueries(PlannerBase):
         if "on_error" not in stmt.properties and "on_error" in current.settings:
             new.settings["on_error"] = current.settings["on_error"]
         # a paused query stays paused (RESUME it when ready); a terminated one restarts
-        new.desired_state = "PAUSED" if current.desired_state == "PAUSED" else "RUNNING"
+        new.desired_state = (
+            DesiredState.PAUSED if current.desired_state == DesiredState.PAUSED else DesiredState.RUNNING
+        )
         readers = sorted(
-            q.id for q in self.snapshot.queries.values() if sink.name in q.sources and q.desired_state != "TERMINATED"
+            q.id
+            for q in self.snapshot.queries.values()
+            if sink.name in q.sources and q.desired_state != DesiredState.TERMINATED
         )
         report = validate_upgrade(
             current.id, current.shape, new.shape, state_key=_state_key(current), downstream=readers
@@ -103,7 +108,7 @@ class PersistentQueries(PlannerBase):
         writers = [
             q.id
             for q in self.snapshot.queries.values()
-            if q.sink == sink.name and q.id != current.id and q.desired_state != "TERMINATED"
+            if q.sink == sink.name and q.id != current.id and q.desired_state != DesiredState.TERMINATED
         ]
         if writers:
             report.add(
@@ -206,7 +211,7 @@ class PersistentQueries(PlannerBase):
                 if (
                     q.kind == "INSERT"
                     and q.sink == target.name
-                    and q.desired_state != "TERMINATED"
+                    and q.desired_state != DesiredState.TERMINATED
                     and self._compile(stmt, analysis, target, q.id, kind="INSERT").plan.spark_sql == q.select_sql
                 ):
                     return self._unchanged(stmt, f"query {q.id}", q)
@@ -218,7 +223,7 @@ class PersistentQueries(PlannerBase):
                 stmt.text,
                 f"Created query {query.id} writing stream {target.name}",
                 query_id=query.id,
-                waits=[(query.id, "RUNNING")],
+                waits=[(query.id, QueryState.RUNNING)],
                 version=1,
                 action="created",
             ),
@@ -282,8 +287,8 @@ class PersistentQueries(PlannerBase):
             shape=compiled.shape,
             version=version,
             checkpoint=self.layout.checkpoint(query_id),
-            desired_state="RUNNING",
-            observed_state="PENDING",
+            desired_state=DesiredState.RUNNING,
+            observed_state=QueryState.PENDING,
             created_at=now,
             updated_at=now,
         )

@@ -21,6 +21,7 @@ from dataclasses import replace
 from sqlalchemy import Connection
 
 from ..catalog import QueryInfo
+from ..catalog.states import DesiredState, QueryState
 from ..errors import StreamQLError, ValidationError
 from ..language import parse_one
 from ..language import statements as st
@@ -104,7 +105,7 @@ class ShadowStatements(PersistentQueries):
             (
                 q
                 for q in self.snapshot.queries.values()
-                if q.settings.get("shadow_of") == query.id and q.desired_state != "TERMINATED"
+                if q.settings.get("shadow_of") == query.id and q.desired_state != DesiredState.TERMINATED
             ),
             None,
         )
@@ -115,7 +116,7 @@ class ShadowStatements(PersistentQueries):
         live_id = query.settings.get("shadow_of")
         live = self.snapshot.queries[live_id] if live_id in self.snapshot.queries else query
         shadow = query if live_id else self._shadow_of(query)
-        if shadow is None or shadow.desired_state == "TERMINATED":
+        if shadow is None or shadow.desired_state == DesiredState.TERMINATED:
             ended = f" ({query.id} was promoted or discarded)" if live_id else ""
             raise self._state_error(
                 f"query {live.id} has no shadow{ended}: create one with CREATE OR REPLACE {live.sink} "
@@ -130,7 +131,7 @@ class ShadowStatements(PersistentQueries):
         writer = self._writer_of(stmt.name)
         if writer is not None and writer.settings.get("shadow_of"):
             raise self._error(f"{stmt.name} is the output of {writer.id}, a shadow: PROMOTE or DISCARD it", stmt)
-        if writer is not None and writer.desired_state != "RUNNING":
+        if writer is not None and writer.desired_state != DesiredState.RUNNING:
             raise self._error(f"{writer.id} is {writer.desired_state}: a shadow runs beside a RUNNING query", stmt)
         if not stmt.or_replace or existing is None or not existing.writer_query:
             raise self._error(
@@ -209,7 +210,7 @@ class ShadowStatements(PersistentQueries):
                 f"writing {sink.kind.lower()} {sink.name}; compare with DIFF {current.id}, then PROMOTE or "
                 f"DISCARD {current.id}",
                 query_id=shadow_id,
-                waits=[(shadow_id, "RUNNING")],
+                waits=[(shadow_id, QueryState.RUNNING)],
                 report=report.to_dict(),
                 version=new.version,
                 action="shadowed",
@@ -220,7 +221,7 @@ class ShadowStatements(PersistentQueries):
 
     def _shadow_action(self, stmt: st.ShadowAction) -> Step:
         live, shadow = self._pair(stmt.query_id, stmt)
-        shadow.desired_state = "TERMINATED"
+        shadow.desired_state = DesiredState.TERMINATED
         drop = f"DROP {'TABLE' if shadow.kind == 'CTAS' else 'STREAM'} {shadow.sink} DELETE TOPIC"
         if stmt.action == "DISCARD":
             return Step(
@@ -229,16 +230,16 @@ class ShadowStatements(PersistentQueries):
                     f"Discarded shadow {shadow.id} of {live.id}, which keeps its version {live.version}; once "
                     f"{shadow.id} is TERMINATED, {drop} removes its output",
                     query_id=live.id,
-                    waits=[(shadow.id, "TERMINATED")],
+                    waits=[(shadow.id, QueryState.TERMINATED)],
                 ),
-                write=lambda conn: self.catalog.set_desired(conn, shadow.id, "TERMINATED"),
+                write=lambda conn: self.catalog.set_desired(conn, shadow.id, DesiredState.TERMINATED),
             )
         recorded = shadow.settings.get("promote_sql", "")
         proposed = parse_one(recorded) if recorded else None
         if not isinstance(proposed, st.CreateAsSelect):
             raise self._error(f"the shadow {shadow.id} records no statement to promote ({recorded[:80]!r})", stmt)
         proposed = without_shadow(proposed)
-        if live.desired_state != "RUNNING":
+        if live.desired_state != DesiredState.RUNNING:
             raise self._error(f"{live.id} is {live.desired_state}: RESUME it before PROMOTE, or DISCARD", stmt)
         checked = self.check_replace(proposed)  # checked again: N may have changed since
         if checked[0].id != live.id:
@@ -253,7 +254,7 @@ class ShadowStatements(PersistentQueries):
         def write(conn: Connection) -> None:
             if replaced is not None:
                 replaced(conn)
-            self.catalog.set_desired(conn, shadow.id, "TERMINATED")
+            self.catalog.set_desired(conn, shadow.id, DesiredState.TERMINATED)
 
         step.write = write
         step.result = replace(
@@ -261,7 +262,7 @@ class ShadowStatements(PersistentQueries):
             statement=stmt.text,
             message=f"Promoted: {step.result.message}, on its own checkpoint from its last batch (nothing lost "
             f"or read twice); shadow {shadow.id} stops; once it is TERMINATED, {drop} removes its output",
-            waits=[*step.result.waits, (shadow.id, "TERMINATED")],
+            waits=[*step.result.waits, (shadow.id, QueryState.TERMINATED)],
         )
         return step
 

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from ..catalog import CheckpointSnapshot, QueryInfo
+from ..catalog.states import DesiredState, QueryState
 from ..errors import StateError
 from ..language import statements as st
 from ..results import Result
@@ -59,7 +60,7 @@ def expired(snaps: list[CheckpointSnapshot], keep: int, max_age_hours: float, no
 class SnapshotStatements(PlannerBase):
     def _query_for(self, query_id: str, stmt: st.Statement) -> QueryInfo:
         query = self._query_named(query_id, stmt)
-        if query.desired_state == "TERMINATED":
+        if query.desired_state == DesiredState.TERMINATED:
             raise self._state_error(f"query {query.id} is terminated; its checkpoint is no longer kept", stmt)
         return query
 
@@ -75,7 +76,7 @@ class SnapshotStatements(PlannerBase):
     def _take_snapshot(self, stmt: st.TakeSnapshot) -> Step:
         query = self._query_for(stmt.query_id, stmt)
         self._once_per_script(query, stmt)
-        if query.observed_state in ("UPGRADING", "ROLLING_BACK"):
+        if query.observed_state in (QueryState.UPGRADING, QueryState.ROLLING_BACK):
             raise self._state_error(
                 f"query {query.id} is {query.observed_state}: take the snapshot once it runs one version", stmt
             )
@@ -127,7 +128,11 @@ class SnapshotStatements(PlannerBase):
 
     def _restore(self, stmt: st.RestoreQuery) -> Step:
         query = self._query_for(stmt.query_id, stmt)
-        if query.desired_state != "PAUSED" or query.observed_state not in ("PAUSED", "PENDING", "UNASSIGNED"):
+        if query.desired_state != DesiredState.PAUSED or query.observed_state not in (
+            QueryState.PAUSED,
+            QueryState.PENDING,
+            QueryState.UNASSIGNED,
+        ):
             raise self._state_error(
                 f"query {query.id} is {query.observed_state} (desired {query.desired_state}): PAUSE it and wait "
                 f"until it is PAUSED before RESTORE; a running query keeps writing its checkpoint",

@@ -14,6 +14,7 @@ from dataclasses import replace
 from sqlalchemy import Connection
 
 from ..catalog import QueryInfo, SourceInfo
+from ..catalog.states import DesiredState
 from ..errors import NotFoundError, StateError
 from ..language import statements as st
 from ..results import Result
@@ -199,7 +200,7 @@ class SourceStatements(PersistentQueries):
         users = [
             q.id
             for q in self.snapshot.queries.values()
-            if q.desired_state != "TERMINATED" and (q.sink == src.name or src.name in q.sources)
+            if q.desired_state != DesiredState.TERMINATED and (q.sink == src.name or src.name in q.sources)
         ]
         if users:
             raise StateError(

@@ -27,6 +27,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from ..catalog import BadRecord, Catalog, QueryInfo, SourceInfo
 from ..catalog.connections import write_connection
+from ..catalog.states import BadRecordStatus, DesiredState, OnError, QueryState
 from ..language.streaming import StreamingPlan
 from ..storage.checkpoints import batch_files, last_committed_batch, last_planned_batch
 from .badrecords import MARKER, DeadLetterWriter, RecordGuard, parse_failed, records_in_error, scan_files
@@ -119,7 +120,7 @@ class Holds:
         record). None when a parse failure's record is not found again (its file gone): an
         ordinary failure."""
         policy = self.policy(query)
-        status = "PENDING" if policy == "PAUSE" else "FAILED"
+        status = BadRecordStatus.PENDING if policy == OnError.PAUSE else BadRecordStatus.FAILED
         batch = last_planned_batch(query.checkpoint)
         files = batch_files(query.checkpoint, batch)
         records = []
@@ -156,4 +157,4 @@ class Holds:
         if self.catalog.hold_on_bad_records(
             query.id, list(bad.records), reason, runtime_id=self.runtime_id, epoch=epoch
         ):
-            query.desired_state, query.observed_state, query.error = "PAUSED", "PAUSED", reason
+            query.desired_state, query.observed_state, query.error = DesiredState.PAUSED, QueryState.PAUSED, reason

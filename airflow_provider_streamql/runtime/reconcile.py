@@ -14,6 +14,7 @@ import logging
 from dataclasses import dataclass, replace
 
 from ..catalog import QueryInfo
+from ..catalog.states import DesiredState, QueryState
 from . import kafka
 from .holds import Holds
 from .leases import Leases
@@ -24,12 +25,6 @@ from .spark_queries import SparkQueries
 from .status import Status
 
 log = logging.getLogger("streamql.runtime")
-
-
-class DesiredState(enum.Enum):
-    RUNNING = "RUNNING"
-    PAUSED = "PAUSED"
-    TERMINATED = "TERMINATED"
 
 
 @dataclass(frozen=True)
@@ -78,7 +73,7 @@ def plan(desired: Desired, seen: Observation) -> Step:
         if seen.failure is not None and seen.failure.bad_records:
             return Step.FIND_BAD_RECORDS
         return Step.ROLL_BACK if seen.upgrade is not Upgrade.NONE else Step.BACK_OFF
-    if desired.state is DesiredState.TERMINATED and seen.reported == "TERMINATED" and seen.run is Run.NONE:
+    if desired.state is DesiredState.TERMINATED and seen.reported == QueryState.TERMINATED and seen.run is Run.NONE:
         return Step.LEAVE
     if seen.lease is Lease.NOT_HELD:
         return Step.TAKE_LEASE
@@ -132,17 +127,17 @@ class Reconciler:
                 self.rollout.mark_ready(query)
             if seen.retried_committed:
                 self.holds.resolve_retried(query)
-            self.status.report(query, "RUNNING", epoch)
+            self.status.report(query, QueryState.RUNNING, epoch)
             return Done(seen.failures)
         if step is Step.PAUSE:
             if seen.run is not Run.NONE:
-                self.status.report(query, "PAUSING", epoch)
+                self.status.report(query, QueryState.PAUSING, epoch)
                 self.queries.stop(query.id)
-            self.status.report(query, "PAUSED", epoch)
+            self.status.report(query, QueryState.PAUSED, epoch)
             return Done()
         if seen.run is not Run.NONE:  # TERMINATE
             self.queries.stop(query.id)
-        self.status.report(query, "TERMINATED", epoch)
+        self.status.report(query, QueryState.TERMINATED, epoch)
         self.leases.release(query.id)
         return Done()
 
@@ -172,7 +167,7 @@ class Reconciler:
         """Start the query's current version; a failure to start a pending new version
         rolls it back, any other backs off."""
         self.rollout.resume_window(query)
-        self.status.report(query, "STARTING", epoch)
+        self.status.report(query, QueryState.STARTING, epoch)
         try:
             running = self.queries.start(query, epoch)
         except Exception as e:
@@ -180,7 +175,7 @@ class Reconciler:
                 return self._roll_back(query, epoch, kafka.error_report(e))
             back_off = BackOff.after_failure(failures)
             log.error("query %s failed to start (retry in %.0fs): %s", query.id, back_off.after, e)
-            self.status.report(query, "ERROR", epoch, error=kafka.error_report(e))
+            self.status.report(query, QueryState.ERROR, epoch, error=kafka.error_report(e))
             return back_off
         self.rollout.record_start(query)
         self.status.running(query, epoch, running.stream.runId, note)

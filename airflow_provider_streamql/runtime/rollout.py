@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass
 
 from ..catalog import Catalog, CheckpointSnapshot, QueryInfo
+from ..catalog.states import QueryState
 from ..errors import StateError
 from ..storage.checkpoints import last_committed_batch, source_offsets
 from ..storage.layout import Part, snapshot_path
@@ -60,7 +61,7 @@ class Rollout:
         """Begin swapping version ``previous`` for ``query.version`` on the same checkpoint:
         stop it after its in-flight batch and snapshot the checkpoint; the new version, to be
         started next, is pending: a failure before it is ready rolls back to ``previous``."""
-        self.status.report(query, "UPGRADING", epoch)
+        self.status.report(query, QueryState.UPGRADING, epoch)
         self.queries.stop(query.id)
         snapshot = take_snapshot(query.checkpoint, previous)
         batch = last_committed_batch(snapshot)
@@ -127,7 +128,7 @@ class Rollout:
         pending = self.pending.pop(query.id)
         failed = query.version
         log.error("%s: version %d failed (%s); rolling back to %d", query.id, failed, error, pending.previous_version)
-        self.status.report(query, "ROLLING_BACK", epoch)
+        self.status.report(query, QueryState.ROLLING_BACK, epoch)
         self.queries.stop(query.id)
         restore_snapshot(query.checkpoint, pending.snapshot)
         sink = self.catalog.source(query.sink)
@@ -137,7 +138,7 @@ class Rollout:
         restored = self.catalog.query(query.id)
         if restored is None:
             raise StateError(f"query {query.id!r} is no longer in the catalog")
-        restored.observed_state = "ROLLING_BACK"
+        restored.observed_state = QueryState.ROLLING_BACK
         return restored
 
     def record_start(self, query: QueryInfo) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 
 from ..catalog import Catalog, QueryInfo
+from ..catalog.states import QueryState
 
 log = logging.getLogger("streamql.runtime")
 
@@ -33,20 +34,20 @@ class Status:
         as its error until the state changes (why it runs this version)."""
         if self.catalog.set_observed(
             query.id,
-            "RUNNING",
+            QueryState.RUNNING,
             note,
             runtime_id=self.runtime_id,
             epoch=epoch,
             running_version=query.version,
             run_id=run_id,
         ):
-            query.observed_state, query.error = "RUNNING", note
+            query.observed_state, query.error = QueryState.RUNNING, note
 
     def failed(self, query: QueryInfo, epoch: int, message: str) -> None:
         """Spark stopped the query with ``message`` (written even if the same as before)."""
-        self.catalog.set_observed(query.id, "ERROR", message, runtime_id=self.runtime_id, epoch=epoch)
-        query.observed_state, query.error = "ERROR", message
+        self.catalog.set_observed(query.id, QueryState.ERROR, message, runtime_id=self.runtime_id, epoch=epoch)
+        query.observed_state, query.error = QueryState.ERROR, message
 
     def unassigned(self, query_id: str, epoch: int | None) -> None:
         """The runtime is stopping: the query waits for the next runtime."""
-        self.catalog.set_observed(query_id, "UNASSIGNED", runtime_id=self.runtime_id, epoch=epoch)
+        self.catalog.set_observed(query_id, QueryState.UNASSIGNED, runtime_id=self.runtime_id, epoch=epoch)
