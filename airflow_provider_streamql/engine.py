@@ -1,5 +1,7 @@
 """The one door: every caller (CLI, runtime tooling, Airflow operators) goes through Engine."""
 
+# long module: the one door is one class (DESIGN.md section 1); its methods are thin calls
+# of the planner, catalog and conditions, read together as the package's whole surface.
 from __future__ import annotations
 
 import dataclasses
@@ -77,9 +79,12 @@ class Engine:
         objects (from :func:`~.language.parse`, or built with ``QueryControl.of`` and the
         like), never SQL text assembled from their inputs. If any statement is wrong, the
         error names it and nothing is applied. Statements that write files (INSERT VALUES,
-        DROP ... DELETE TOPIC) and pull queries do so inside the transaction, under the
-        catalog's write lock, once every statement has been checked; if one fails, the
-        transaction is rolled back and the file effects before it undone. With
+        DROP ... DELETE TOPIC) do so inside the transaction, under the catalog's write lock,
+        once every statement has been checked; if one fails, the transaction is rolled back
+        and the file effects before it undone. Reads never hold the write lock: a script of
+        reads only (SELECT, SHOW, DESCRIBE, EXPLAIN, DIFF) is planned in a read transaction,
+        and pull queries run after it (in a script that writes, after its commit, so they
+        see what it wrote; one that fails then raises with the writes applied). With
         ``skip_unchanged``, a CREATE, ALTER or INSERT INTO ... SELECT whose object already
         exists exactly as defined changes nothing (its result's ``action`` is
         ``"unchanged"``): applying a script twice is applying it once.
@@ -87,6 +92,8 @@ class Engine:
         statements = list(statements)
         pipeline = pipeline or self.pipeline
         issuer = issuer or self.issuer
+        if not any(stmt.writes for stmt in statements):
+            return self._read(statements, pipeline)
         undo: list = []
         try:
             with self.catalog.transaction() as conn:
@@ -108,6 +115,16 @@ class Engine:
         for step in steps:
             if step.after_commit:
                 step.after_commit(step.result)
+        _run_reads(steps, wrote=True)
+        return [step.result for step in steps]
+
+    def _read(self, statements: list[Statement], pipeline: str) -> list[Result]:
+        """A script of reads: planned in a read transaction (never the write lock), which
+        ends before its pull queries run."""
+        with self.catalog.engine.connect() as conn:
+            planner = self._planner(conn, pipeline)
+            steps = [planner.plan(stmt) for stmt in statements]
+        _run_reads(steps, wrote=False)
         return [step.result for step in steps]
 
     def control(
@@ -387,6 +404,25 @@ class Engine:
         """Return once a runtime runs ``version`` of the query (with ``ready``: and it left
         its readiness window); raise :class:`StateError` if that version was rolled back."""
         self.wait(VersionRunning(query_id, version, ready), timeout=timeout, poll=poll)
+
+
+def _run_reads(steps, *, wrote: bool) -> None:
+    """Run the steps' reads (pull queries) in order, outside any catalog transaction; in a
+    script that wrote, a read that fails says that the writes before it were applied."""
+    for step in steps:
+        if step.read is None:
+            continue
+        try:
+            step.read()
+        except OSError as e:
+            raise StreamQLError(
+                f"{step.result.statement.strip()[:80]!r} could not read {e.filename!r}: {e.strerror}"
+            ) from None
+        except StreamQLError as e:
+            if wrote:
+                e.message += " (the script's statements that change the catalog were applied before it ran)"
+                e.args = (str(e),)
+            raise
 
 
 def _file_effect(step) -> Any:

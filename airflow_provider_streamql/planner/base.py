@@ -50,16 +50,18 @@ FileEffect = Callable[[], Callable[[], None] | None]
 
 @dataclass
 class Step:
-    """A planned statement, in three phases: its catalog rows, then its file effects and
-    reads (still inside the transaction, under the catalog's write lock, after every check
-    passed; an effect returns its undo in case the transaction fails), then work after the
-    commit (deleting what was moved aside)."""
+    """A planned statement, in four phases: its catalog rows, then its file effects (still
+    inside the transaction, under the catalog's write lock, after every check passed; an
+    effect returns its undo in case the transaction fails), then work after the commit
+    (deleting what was moved aside), then its read (a pull query: outside any catalog
+    transaction, after the script's writes are committed; it fills in ``result``)."""
 
     result: Result
     write: Callable[[Connection], None] | None = None
     files: FileEffect | None = None
     after_commit: Callable[[Result], None] | None = None
     log: bool = True
+    read: Callable[[], None] | None = None
 
 
 @dataclass

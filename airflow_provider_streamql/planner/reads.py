@@ -82,13 +82,13 @@ class Reads(PlannerBase):
         result = Result(stmt.text)
 
         def read() -> None:
-            # inside the transaction, after the script's own records are written: a pull
-            # query that fails fails the script, and nothing of it is applied
+            # after the script's writes are committed, outside any catalog transaction: a
+            # pull query never holds the catalog's write lock
             from ..storage.pull import run_pull_query
 
             result.columns, result.rows = run_pull_query(analysis.named or stmt.select, sources, analysis)
 
-        return Step(result, files=read)
+        return Step(result, read=read)
 
     def _show(self, stmt: st.Show) -> Step:
         from .introspection import show
