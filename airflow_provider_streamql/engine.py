@@ -15,6 +15,7 @@ from .catalog import BadRecord, Catalog, Progress, QueryInfo, default_home
 from .conditions import CaughtUp, Check, Condition, QueriesInState, VersionRunning
 from .errors import NotFoundError, StateError, StreamQLError, ValidationError, WaitTimeout
 from .language import parse, parse_one
+from .language.limits import Limits
 from .language.statements import CreateAsSelect, CreateSource, DropSource, QueryControl, SetProperty, Statement
 from .planner import Planner, deploy
 from .planner.deploy import DeployPlan
@@ -37,6 +38,8 @@ class Engine:
         or ``./.streamql``.
     :param pipeline: pipeline that new queries belong to and ``ALL`` refers to.
     :param issuer: who issues statements, recorded in the command log.
+    :param limits: bounds on each statement's size and work (see docs/operations.md,
+        Security); default :meth:`Limits.from_env` (``STREAMQL_MAX_*``).
     """
 
     def __init__(
@@ -46,7 +49,9 @@ class Engine:
         home: str | None = None,
         pipeline: str | None = None,
         issuer: str | None = None,
+        limits: Limits | None = None,
     ):
+        self.limits = limits if limits is not None else Limits.from_env()
         self.home = os.path.abspath(home) if home else default_home()
         os.makedirs(self.home, exist_ok=True)
         self.catalog = catalog if isinstance(catalog, Catalog) else Catalog(catalog, home=self.home)
@@ -63,7 +68,8 @@ class Engine:
         self, script: str, *, pipeline: str | None = None, issuer: str | None = None, skip_unchanged: bool = False
     ) -> list[Result]:
         """Parse ``script`` (``;``-separated StreamQL statements) and :meth:`run` it."""
-        return self.run(parse(script), pipeline=pipeline, issuer=issuer, skip_unchanged=skip_unchanged)
+        statements = parse(script, limits=self.limits)
+        return self.run(statements, pipeline=pipeline, issuer=issuer, skip_unchanged=skip_unchanged)
 
     def run(
         self,
@@ -176,7 +182,13 @@ class Engine:
 
     def _planner(self, conn, pipeline: str | None) -> Planner:
         return Planner(
-            self.catalog, conn, self.catalog.snapshot(conn), self.home, pipeline or self.pipeline, self.layout
+            self.catalog,
+            conn,
+            self.catalog.snapshot(conn),
+            self.home,
+            pipeline or self.pipeline,
+            self.layout,
+            limits=self.limits,
         )
 
     def _check_replace(self, stmt: CreateAsSelect, pipeline: str | None):

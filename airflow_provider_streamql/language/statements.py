@@ -57,6 +57,8 @@ class Statement:
     #: ksqlDB clauses taken out of an embedded SELECT before Spark SQL parses it (its
     #: ``select_sql`` keeps their place as blanks, so positions in it stay right).
     window: WindowSpec | None = field(default=None, kw_only=True)
+    #: (line, column) of the WINDOW clause, to place errors at it
+    window_at: tuple[int, int] | None = field(default=None, kw_only=True, compare=False)
     #: one entry per JOIN of the SELECT (outside subqueries), in order: its WITHIN or None
     withins: tuple[Within | None, ...] = field(default=(), kw_only=True)
     #: ``PARTITION BY col, ...`` of a CREATE STREAM ... AS SELECT: the output columns that

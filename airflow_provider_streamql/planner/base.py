@@ -22,6 +22,7 @@ from ..catalog import Catalog, QueryInfo, Snapshot, SourceInfo
 from ..errors import NotFoundError, StateError, ValidationError
 from ..language import statements as st
 from ..language.analyzer import SelectAnalysis, analyze_select
+from ..language.limits import Limits
 from ..results import Result
 from ..storage import topics
 from ..storage.layout import Layout
@@ -81,6 +82,8 @@ class PlannerBase:
     issuer: str = ""
     #: queries a SNAPSHOT or RESTORE of this script names (one each per script)
     snapshotted: set[str] = field(default_factory=set)
+    #: the bounds statements are planned within (windows, INSERT VALUES and pull queries)
+    limits: Limits = field(default_factory=Limits.from_env)
 
     # -- errors ----------------------------------------------------------------------
     @staticmethod
@@ -163,9 +166,14 @@ class PlannerBase:
         timestamps = {name: src.timestamp_column for name, src in self.snapshot.sources.items()}
         analysis = analyze_select(select, schemas, stmt, persistent=persistent, timestamps=timestamps)
         if persistent:
-            problem = feasibility.first_problem(feasibility.Query(stmt, analysis, self.snapshot.sources, self.settings))
-            if problem:
-                raise self._error(problem, stmt)
+            query = feasibility.Query(stmt, analysis, self.snapshot.sources, self.settings, limits=self.limits)
+            found = feasibility.first_finding(query)
+            if found:
+                rule, problem = found
+                at = stmt.window_at if rule.clause == "WINDOW" else None
+                if at is None:
+                    raise self._error(problem, stmt)
+                raise ValidationError(problem, line=at[0], col=at[1], text=stmt.text.strip()[:120])
         return analysis
 
     # -- the source a CREATE declares (or a query writes) ----------------------------

@@ -37,6 +37,9 @@ from .rollout import Rollout
 log = logging.getLogger("streamql.runtime")
 
 MAX_RETRY_DELAY = 60.0
+#: how the JVM says the driver's heap is exhausted (a start that planned too much: a hopping
+#: window with millions of windows per record took the driver out of memory)
+OUT_OF_MEMORY = "java.lang.OutOfMemoryError"
 #: seconds between looks for a new statement while waiting for the next pass
 WAKE_POLL = 0.05
 
@@ -91,6 +94,8 @@ class Runtime:
         self.epochs: dict[str, int] = {}
         #: query id -> (failed attempts, time.monotonic() before which it is not restarted)
         self.retry_at: dict[str, tuple[int, float]] = {}
+        #: query id -> the version whose start ran the driver out of memory (not retried)
+        self.out_of_memory: dict[str, int] = {}
         self.readiness_window = readiness_window
         self.rollout = Rollout(
             catalog,
@@ -259,7 +264,7 @@ class Runtime:
         """Start the query's current version under ``epoch`` (unless its back-off is not
         over); a failure to start a pending new version rolls it back."""
         _attempts, when = self.retry_at.get(query.id, (0, 0.0))
-        if time.monotonic() < when:
+        if time.monotonic() < when or self.out_of_memory.get(query.id) == query.version:
             return
         self.rollout.resume_window(query)
         self.report(query, "STARTING", epoch)
@@ -278,12 +283,17 @@ class Runtime:
             stream = start_query(self.spark, query, plan, sources, sink, fence, guard, self.frames)
             dead_letters = self.holds.dead_letter_query(query, plan, sources, guard)
         except Exception as e:
+            message, retry = start_failure(e, query.version)
             if self.rollout.is_pending(query.id):
-                self.rollout.roll_back(query, epoch, first_line(e, SPARK_ERROR_LIMIT))
+                self.rollout.roll_back(query, epoch, message)
                 return
-            delay = self._back_off(query.id)
-            log.error("query %s failed to start (retry in %.0fs): %s", query.id, delay, e)
-            self.report(query, "ERROR", epoch, error=first_line(e, SPARK_ERROR_LIMIT))
+            if retry:
+                delay = self._back_off(query.id)
+                log.error("query %s failed to start (retry in %.0fs): %s", query.id, delay, e)
+            else:
+                self.out_of_memory[query.id] = query.version
+                log.error("query %s failed to start, not retried: %s", query.id, message)
+            self.report(query, "ERROR", epoch, error=message)
             return
         self.active[query.id] = Running(stream, epoch, query.version, dead_letters)
         self.rollout.record_start(query)
@@ -336,6 +346,7 @@ class Runtime:
 
     def clear_back_off(self, query_id: str) -> None:
         self.retry_at.pop(query_id, None)
+        self.out_of_memory.pop(query_id, None)
 
     def report(self, query: QueryInfo, state: str, epoch: int, error: str | None = None) -> None:
         """Write an observed state (unless unchanged)."""
@@ -344,6 +355,21 @@ class Runtime:
         if self.catalog.set_observed(query.id, state, error, runtime_id=self.id, epoch=epoch):
             query.observed_state, query.error = state, error
             log.info("%s %s%s", query.id, state, f": {error}" if error else "")
+
+
+def start_failure(error: BaseException, version: int) -> tuple[str, bool]:
+    """The ERROR a start that raised ``error`` reports, and whether it is retried after the
+    back-off. A start that ran the driver out of memory is not: it would again, each time
+    starving the driver's other queries, and STARTING would hide why (PAUSE and RESUME, or
+    a new version, start it again)."""
+    message = first_line(error, SPARK_ERROR_LIMIT)
+    if OUT_OF_MEMORY not in str(error):
+        return message, True
+    return (
+        f"the Spark driver ran out of memory starting version {version} ({message}); not retried: "
+        f"PAUSE and RESUME the query, or replace it with a version that needs less",
+        False,
+    )
 
 
 def _stop_quietly(stream: StreamingQuery) -> None:

@@ -6,8 +6,14 @@ key, see :mod:`.topics`); then the connection is locked (:mod:`.sandbox`: no fil
 network access, no extensions, no configuration changes) and only then does the SELECT run, transpiled by
 sqlglot from Spark SQL. Nothing is generated as code from user text, and file paths reach
 DuckDB only as parameters.
+
+A pull query is bounded (:class:`~..language.limits.Limits`): DuckDB's memory and threads,
+its time (cancelled), the size of values its functions build, and the rows and bytes of its
+answer (a larger answer is refused, not cut short: add a LIMIT).
 """
 
+# long module: one pull query's private DuckDB, from loading its sources to reading back
+# its bounded answer; the steps share the connection and its deadline.
 from __future__ import annotations
 
 import base64
@@ -26,15 +32,22 @@ from ..catalog import SourceInfo
 from ..errors import ValidationError
 from ..language.analyzer import SelectAnalysis
 from ..language.dialect import DIALECT
+from ..language.limits import Limits
 from . import sandbox, topics
 
 Answer = tuple[list[str], list[list[Any]]]  # column names, rows
 
 
-def run_pull_query(select: exp.Select, sources: dict[str, SourceInfo], analysis: SelectAnalysis) -> Answer:
+def run_pull_query(
+    select: exp.Select,
+    sources: dict[str, SourceInfo],
+    analysis: SelectAnalysis,
+    limits: Limits | None = None,
+) -> Answer:
     """Run ``select`` (validated by the analyzer, Spark dialect) over ``sources`` (upper-case
-    name -> source) in a fresh, locked DuckDB: the output column names and plain rows."""
-    with PullQuery(sources.values()) as query:
+    name -> source) in a fresh, locked DuckDB within ``limits``: the output column names and
+    plain rows."""
+    with PullQuery(sources.values(), limits) as query:
         return query.run(select, analysis)
 
 
@@ -89,22 +102,28 @@ class PullQuery:
     TIMESTAMP_FORMAT = {"TIMESTAMP": "%Y-%m-%dT%H:%M:%SZ", "TIMESTAMP_NTZ": "%Y-%m-%dT%H:%M:%S"}
     # not plain names, so never a source's or a column's name
     STAGE, ROWS, FILE = "streamql-stage", "streamql-rows", "streamql-file"
+    #: rows per batch the answer is read in (its rows and bytes are counted as it comes)
+    BATCH_ROWS = 8192
 
-    def __init__(self, sources):
+    def __init__(self, sources, limits: Limits | None = None):
         self.sources = list(sources)
-        self.con = sandbox.connect()
+        self.limits = limits or Limits()
+        self.con = sandbox.connect(self.limits)
+        self.deadline = sandbox.Deadline(self.con, self.limits, "the pull query")
 
     def __enter__(self) -> PullQuery:
+        self.deadline.__enter__()  # loading counts: it is part of the pull query's time
         try:
             for src in self.sources:
                 self._load(src)
             sandbox.lock(self.con)
         except BaseException:
-            self.con.close()
+            self.__exit__()
             raise
         return self
 
     def __exit__(self, *exc) -> None:
+        self.deadline.__exit__()
         self.con.close()
 
     # -- the user's SELECT ------------------------------------------------------------
@@ -112,7 +131,7 @@ class PullQuery:
         """Transpile ``select`` to DuckDB SQL and run it: column names and plain rows."""
         # units (a Var such as YEAR) are plain words: the parser refuses any other
         try:
-            sql = select.sql(dialect="duckdb")
+            sql = sandbox.guarded(select, self.limits).sql(dialect="duckdb")
         except SqlglotError as e:
             raise ValidationError(f"pull query failed: {_one_line(str(e))}") from None
         try:
@@ -120,12 +139,37 @@ class PullQuery:
                 raise ValidationError(f"pull query failed: not one SELECT: {sql!r}")
             relation = self.con.sql(sql)
             types = [str(t) for t in relation.types]
-            table = relation.to_arrow_table()
+            table = self._answer(relation)
         except duckdb.Error as e:
-            raise ValidationError(f"pull query failed: {_one_line(str(e))}") from None
+            raise self.deadline.error(e) or ValidationError(f"pull query failed: {_one_line(str(e))}") from None
         spark_types = [c.type.upper() for c in analysis.columns] + [""] * len(types)
         columns = [_plain_column(table.column(i), types[i], spark_types[i]) for i in range(len(types))]
         return [c.name for c in analysis.columns], [list(row) for row in zip(*columns, strict=True)]
+
+    def _answer(self, relation: duckdb.DuckDBPyRelation) -> pa.Table:
+        """The answer, read batch by batch; more than ``pull_rows`` rows or ``pull_bytes``
+        bytes is an error (a cut answer would look whole)."""
+        reader = relation.to_arrow_reader(self.BATCH_ROWS)
+        batches, rows, size = [], 0, 0
+        for batch in reader:
+            rows, size = rows + batch.num_rows, size + batch.nbytes
+            if rows > self.limits.pull_rows:
+                raise ValidationError(
+                    self.limits.exceeded(
+                        "pull_rows",
+                        f"the pull query returns more than {self.limits.pull_rows:,} rows (add a LIMIT or a WHERE)",
+                    )
+                )
+            if size > self.limits.pull_bytes:
+                raise ValidationError(
+                    self.limits.exceeded(
+                        "pull_bytes",
+                        f"the pull query's answer reaches {size:,} bytes at row {rows:,} "
+                        f"(add a LIMIT or a WHERE, or select fewer columns)",
+                    )
+                )
+            batches.append(batch)
+        return pa.Table.from_batches(batches, schema=reader.schema)
 
     # -- loading ----------------------------------------------------------------------
     def _load(self, src: SourceInfo) -> None:
@@ -158,7 +202,7 @@ class PullQuery:
                 [[f for f in files if topics.is_tombstones(f)]],
             )  # keys in first-seen order, as before
         except duckdb.Error as e:
-            raise self._unreadable(src, files, e) from None
+            raise self.deadline.error(e) or self._unreadable(src, files, e) from None
         finally:
             self._drop_stage()
 
