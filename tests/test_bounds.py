@@ -4,6 +4,7 @@ it gets now, on SQLite and PostgreSQL, with nothing changed. Limits are set smal
 so that a test shows a bound with small numbers; the defaults are for production."""
 from __future__ import annotations
 
+import os
 import re
 import threading
 
@@ -90,6 +91,12 @@ FINDINGS = [
     ("a grace period past what Spark holds", {},
      "CREATE TABLE w AS SELECT name, COUNT(*) AS n FROM s WINDOW TUMBLING (SIZE 1 DAY, GRACE PERIOD 100001 DAYS) "
      "GROUP BY name", ParseError, "GRACE PERIOD 100001 DAYS is out of range"),
+    ("a newline inside a DELIMITED value", {},
+     "INSERT INTO d VALUES (1, 'a\nb')", ValidationError,
+     "value 'a\\nb' of column 'name' holds a line break, which a DELIMITED record cannot"),
+    ("a carriage return inside a CSV value", {},
+     "INSERT INTO c VALUES (1, 'a\rb')", ValidationError,
+     "value 'a\\rb' of column 'name' holds a line break, which a CSV record cannot"),
 ]
 
 
@@ -181,6 +188,18 @@ def test_a_slow_pull_query_never_holds_the_catalogs_write_lock(filled, home, mon
         reader.join(60)
         other.close()
     assert failure and "INTERRUPT" in str(failure[0])
+
+
+def test_a_skipped_delimited_line_is_counted_and_said(filled):
+    """A DELIMITED file written before newlines were refused (a quoted value across lines, which
+    blocked every pull query) and a line that is no record: the pull query reads the rest."""
+    path = filled.catalog.source("D").path
+    with open(os.path.join(path, "old.csv"), "w") as f:
+        f.write('1,"a\nb"\n2,c\nthree,d\n4,e\n')
+    result = filled.execute("SELECT * FROM d")[0]
+    assert result.rows == [[1, "a\nb"], [2, "c"], [4, "e"]]
+    assert result.message.startswith(f"Skipped 1 line of STREAM D that cannot be read, the first: line 4 of file "
+                                     f"{os.path.realpath(os.path.join(path, 'old.csv'))!r}")
 
 
 @pytest.mark.parametrize("environ, limits", [

@@ -89,8 +89,12 @@ class Reads(PlannerBase):
             # pull query never holds the catalog's write lock
             from ..storage.pull import run_pull_query
 
+            notes: list[str] = []
             select = analysis.named or stmt.select
-            result.columns, result.rows = run_pull_query(select, sources, analysis, self.limits)
+            result.columns, result.rows = run_pull_query(select, sources, analysis, self.limits, notes)
+            if notes:
+                result.message = "; ".join(notes)
+                result.details["notes"] = notes
 
         return Step(result, read=read)
 

@@ -9,11 +9,13 @@ DuckDB only as parameters.
 
 A pull query is bounded (:class:`~..language.limits.Limits`): DuckDB's memory and threads,
 its time (cancelled), the size of values its functions build, and the rows and bytes of its
-answer (a larger answer is refused, not cut short: add a LIMIT).
+answer (a larger answer is refused, not cut short: add a LIMIT). A CSV or DELIMITED line
+that cannot be read is skipped and counted, and the answer says so (``notes``): one bad
+line written by a producer never blocks the pull queries of a topic.
 """
 
 # long module: one pull query's private DuckDB, from loading its sources to reading back
-# its bounded answer; the steps share the connection and its deadline.
+# its bounded answer; the steps share the connection, its deadline and the query's notes.
 from __future__ import annotations
 
 import base64
@@ -43,12 +45,16 @@ def run_pull_query(
     sources: dict[str, SourceInfo],
     analysis: SelectAnalysis,
     limits: Limits | None = None,
+    notes: list[str] | None = None,
 ) -> Answer:
     """Run ``select`` (validated by the analyzer, Spark dialect) over ``sources`` (upper-case
     name -> source) in a fresh, locked DuckDB within ``limits``: the output column names and
-    plain rows."""
+    plain rows. What a user should know about the answer (lines skipped) is added to ``notes``."""
     with PullQuery(sources.values(), limits) as query:
-        return query.run(select, analysis)
+        answer = query.run(select, analysis)
+    if notes is not None:
+        notes.extend(query.notes)
+    return answer
 
 
 def data_files(src: SourceInfo) -> list[str]:
@@ -91,15 +97,19 @@ class PullQuery:
     READERS = {
         "JSON": "read_json(?, format='newline_delimited', auto_detect=false, columns=?)",
         # positional columns after a header line, as Spark reads them; short rows are padded
-        # with NULLs and extra fields ignored (strict_mode=false), as topics.read_file does
-        "CSV": "read_csv(?, header=true, auto_detect=false, columns=?, null_padding=true, strict_mode=false)",
+        # with NULLs and extra fields ignored (strict_mode=false), as topics.read_file does; a
+        # line that cannot be read is skipped and kept in the rejects tables (SKIPPED), and a
+        # quoted value across lines (which the parallel reader refuses) is read as one
+        "CSV": "read_csv(?, header=true, auto_detect=false, columns=?, null_padding=true, strict_mode=false, {skip})",
         # ksqlDB's DELIMITED: no header, the source's value_delimiter (a parameter)
         "DELIMITED": "read_csv(?, header=false, auto_detect=false, columns=?, null_padding=true, strict_mode=false, "
-        "delim=?)",
+        "delim=?, {skip})",
         "PARQUET": "read_parquet(?, union_by_name=true)",
     }
     #: What Spark writes for a timestamp in JSON: UTC with milliseconds.
     TIMESTAMP_FORMAT = {"TIMESTAMP": "%Y-%m-%dT%H:%M:%SZ", "TIMESTAMP_NTZ": "%Y-%m-%dT%H:%M:%S"}
+    #: how CSV and DELIMITED readers skip what they cannot read (names: :meth:`_rejects`)
+    SKIPPED = "parallel=false, ignore_errors=true, store_rejects=true, rejects_table='{0}', rejects_scan='{1}'"
     # not plain names, so never a source's or a column's name
     STAGE, ROWS, FILE = "streamql-stage", "streamql-rows", "streamql-file"
     #: rows per batch the answer is read in (its rows and bytes are counted as it comes)
@@ -110,6 +120,8 @@ class PullQuery:
         self.limits = limits or Limits()
         self.con = sandbox.connect(self.limits)
         self.deadline = sandbox.Deadline(self.con, self.limits, "the pull query")
+        #: what the answer should say (lines skipped)
+        self.notes: list[str] = []
 
     def __enter__(self) -> PullQuery:
         self.deadline.__enter__()  # loading counts: it is part of the pull query's time
@@ -184,6 +196,7 @@ class PullQuery:
             if src.kind != "TABLE":
                 reader, params, values = self._reader(src, files)
                 self.con.execute(f"CREATE TABLE {name} AS SELECT {values} FROM {reader}", params)
+                self._note_skipped(src)
                 return
             # latest row per key: rowid follows the file order, then the line order in a file;
             # a row without its key is no row of the table (as in ksqlDB); a key whose latest
@@ -201,6 +214,7 @@ class PullQuery:
                 f"WHERE {rank} = 1 AND NOT list_contains(?, {_ident(self.FILE)}) ORDER BY {first}",
                 [[f for f in files if topics.is_tombstones(f)]],
             )  # keys in first-seen order, as before
+            self._note_skipped(src)
         except duckdb.Error as e:
             raise self.deadline.error(e) or self._unreadable(src, files, e) from None
         finally:
@@ -229,9 +243,38 @@ class PullQuery:
             c.name: "VARCHAR" if c.type.upper() in (*self.INSTANTS, "BINARY") else self.duck_type(c.type)
             for c in src.columns
         }
-        reader = self._with_file(self.READERS[src.format], with_file)
+        reader = self._with_file(self.READERS[src.format].format(skip=self.SKIPPED.format(*self._rejects())), with_file)
         delimiter = [topics.value_delimiter(src.properties)] if src.format == "DELIMITED" else []
         return reader, [files, types, *delimiter], self._values(src, by_lower) + extra
+
+    def _rejects(self) -> tuple[str, str]:
+        """The tables DuckDB keeps skipped CSV lines in: plain names (as DuckDB wants them),
+        none a source's."""
+        taken = {src.name.lower() for src in self.sources}
+        number = 0
+        while f"streamql_rejects_{number}" in taken or f"streamql_reject_scans_{number}" in taken:
+            number += 1
+        return f"streamql_rejects_{number}", f"streamql_reject_scans_{number}"
+
+    def _note_skipped(self, src: SourceInfo) -> None:
+        """After loading a CSV or DELIMITED ``src``: a note of the lines skipped, naming the
+        first (file, line, why), then the rejects tables are emptied for the next source."""
+        if src.format not in ("CSV", "DELIMITED"):
+            return
+        errors, scans = self._rejects()
+        skipped = self.con.execute(
+            f"SELECT s.file_path, e.line_byte_position, e.error_message, e.csv_line FROM {errors} e JOIN {scans} s "
+            f"ON e.scan_id = s.scan_id AND e.file_id = s.file_id ORDER BY s.file_path, e.line_byte_position"
+        ).fetchall()
+        for table in (errors, scans):
+            self.con.execute(f"DROP TABLE IF EXISTS {table}")
+        if skipped:
+            path, position, why, text = skipped[0]
+            self.notes.append(
+                f"Skipped {len(skipped)} line{'s' if len(skipped) != 1 else ''} of {src.kind} {src.name} that cannot "
+                f"be read, the first: line {_line_at(path, position)} of file {path!r}: {_one_line(why)}: "
+                f"{str(text).strip()[:80]!r}"
+            )
 
     def _with_file(self, reader: str, with_file: bool) -> str:
         """``reader`` (one of :attr:`READERS`) adding each row's file path as :attr:`FILE`."""
@@ -336,6 +379,19 @@ def _json_records(src: SourceInfo, path: str):
                 f"pull query failed: cannot read {src.kind} {src.name}: line {number} "
                 f"of file {path!r} is {reason}: {line.strip()[:80]!r}"
             )
+
+
+def _line_at(path: str, position: int) -> int:
+    """The number of the line starting at byte ``position`` of file ``path`` (DuckDB counts
+    records, and a quoted value may span lines)."""
+    lines, left = 1, position
+    with open(path, "rb") as f:
+        while left > 0:
+            chunk = f.read(min(left, 1 << 20))
+            if not chunk:
+                break
+            lines, left = lines + chunk.count(b"\n"), left - len(chunk)
+    return lines
 
 
 def _as_text(value: Any) -> str | None:

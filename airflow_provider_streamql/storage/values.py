@@ -9,7 +9,8 @@ locked before the first value (no file or network access, no extensions, no conf
 changes), one value per query so an error names its value. Nothing is built as text from
 the user's input: the tree is transformed and generated. It is bounded as pull queries are
 (:mod:`.sandbox`: memory, time, and RPAD and REPLACE check the size they would build), and
-:func:`record_problem` bounds what is written: each value and the record.
+:func:`record_problem` bounds what is written: each value, the record, and no line break in
+a CSV or DELIMITED value.
 
 :func:`stored` then checks the value against its column's type (see docs/ksqldb.md, "INSERT
 VALUES") and gives what is written: numbers, strings and booleans as they are, DATE and
@@ -98,11 +99,19 @@ class ValueEvaluator:
 
 def record_problem(record: dict[str, Any], fmt: str, limits: Limits) -> str | None:
     """Why ``record`` (column -> stored value) cannot be written in format ``fmt`` (None if
-    it can): a value over ``value_bytes``, or the record over ``row_bytes`` (as JSON)."""
+    it can): a value over ``value_bytes``, a line break in a CSV or DELIMITED value (Spark
+    reads those files line by line: the record would be split in two, and the line after
+    the break read as a record of its own), or the record over ``row_bytes`` (as JSON)."""
     for column, value in record.items():
         size = len(value.encode("utf-8", "surrogatepass")) if isinstance(value, str) else 0
         if size > limits.value_bytes:
             return limits.exceeded("value_bytes", f"the value of column {column!r} is {size:,} bytes")
+        if fmt in topics.TEXT_FORMATS and isinstance(value, str) and ("\n" in value or "\r" in value):
+            return (
+                f"value {_shown_value(value)} of column {column!r} holds a line break, which a {fmt} record "
+                f"cannot: Spark reads {fmt} files line by line and would split the record in two "
+                f"(leave the line break out, or use value_format='JSON')"
+            )
     size = len(json.dumps(record, default=str).encode("utf-8", "surrogatepass"))
     if size > limits.row_bytes:
         return limits.exceeded("row_bytes", f"the record is {size:,} bytes (as JSON)")
