@@ -130,6 +130,7 @@ ACCEPTED = [
     ({}, "SELECT SIZE(SEQUENCE(1, 5)) AS n, LENGTH(RPAD(name, 10)) AS l FROM s WHERE id = 1", [[5, 10]]),
     ({}, "SELECT SIZE(SEQUENCE(TIMESTAMP '2024-01-01', TIMESTAMP '2024-01-02', INTERVAL 1 HOUR)) AS n FROM s "
          "WHERE id = 1", [[25]]),
+    ({}, "SELECT RPAD(name, 3, '_') AS r, COUNT(*) AS n FROM s GROUP BY RPAD(name, 3, '_')", [["nam", 100]]),
     ({"windows_per_record": 60}, "CREATE TABLE w AS SELECT name, COUNT(*) AS n FROM s WINDOW HOPPING "
                                  "(SIZE 1 MINUTE, ADVANCE BY 1 SECOND) GROUP BY name", "Created query CTAS_W_"),
     ({}, "INSERT INTO d VALUES (1, 'a, \"b\"')", "Inserted 1 record"),

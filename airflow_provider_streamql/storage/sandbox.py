@@ -153,8 +153,10 @@ def guarded(tree: exp.Expression, limits: Limits) -> exp.Expression:
     ELSE call(v.args) END), 1)``."""
     tree = tree.copy()
     calls = [node for node in tree.walk(bfs=False) if _growing(node) is not None]
-    for number, node in enumerate(reversed(calls)):  # the innermost first
-        checked = _checked(node, limits, f"streamql_v{number}")
+    for node in reversed(calls):  # the innermost first
+        # one name for every lambda: an inner call sits in the outer one's arguments, not in
+        # its body, and the same call written twice (SELECT and GROUP BY) stays the same SQL
+        checked = _checked(node, limits, "streamql_v")
         tree = checked if node is tree else tree
         node.replace(checked)
     return tree
@@ -190,10 +192,12 @@ def _checked(node: exp.Expression, limits: Limits, var: str) -> exp.Expression:
                 call.set(key, exp.column(f"f_{key}", table=var))
     fields = {key: key if isinstance(node, exp.Anonymous) else f"f_{key}" for key in args}
     built = f"(({size.format_map(_Arguments({k: f'{var}.{f}' for k, f in fields.items()}))}) * {unit})"
-    found = limits.exceeded("value_bytes", f"{name} would build a value of about ' || {_whole(built)} || ' bytes")
-    check = sqlglot.parse_one(
-        f"CASE WHEN {built} > {limits.value_bytes} THEN error('{LIMIT_MARK}{_quoted(found)}') END", dialect="duckdb"
+    # the message: the limit's, with the size spliced in where SIZE stands
+    head, tail = limits.exceeded("value_bytes", f"{name} would build a value of about SIZE bytes").split("SIZE", 1)
+    message = (
+        f"{_literal(LIMIT_MARK + head)} || CAST(CAST(least({built}, 9e18) AS BIGINT) AS VARCHAR) || {_literal(tail)}"
     )
+    check = sqlglot.parse_one(f"CASE WHEN {built} > {limits.value_bytes} THEN error({message}) END", dialect="duckdb")
     check.set("default", call)
     struct = exp.Struct(
         expressions=[exp.PropertyEQ(this=exp.to_identifier(fields[k]), expression=arg) for k, arg in args.items()]
@@ -205,13 +209,6 @@ def _checked(node: exp.Expression, limits: Limits, var: str) -> exp.Expression:
     return exp.Anonymous(this="list_extract", expressions=[each, exp.Literal.number(1)])
 
 
-def _whole(size: str) -> str:
-    """SQL of ``size`` as whole-number text (capped below BIGINT's largest)."""
-    return f"CAST(CAST(least({size}, 9e18) AS BIGINT) AS VARCHAR)"
-
-
-def _quoted(message: str) -> str:
-    """``message`` (limit text, with one ``' || size || '`` splice) inside a SQL string."""
-    head, splice, tail = message.partition("' || ")
-    inner, _, rest = tail.partition(" || '")
-    return head.replace("'", "''") + splice + inner + " || '" + rest.replace("'", "''") if splice else message
+def _literal(text: str) -> str:
+    """``text`` as a SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
