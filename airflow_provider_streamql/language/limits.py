@@ -17,6 +17,7 @@ import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import StreamQLError
 
@@ -93,7 +94,7 @@ class Limits:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Limits:
         """The defaults, with each ``STREAMQL_MAX_<NAME>`` that is set in place of its default."""
         environ = os.environ if environ is None else environ
-        given = {}
+        given: dict[str, Any] = {}
         for f in dataclasses.fields(cls):
             name = ENV_PREFIX + f.name.upper()
             raw = environ.get(name)
