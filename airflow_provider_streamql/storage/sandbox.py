@@ -13,6 +13,7 @@ one piece, outside its memory limit and beyond the reach of an interrupt.
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import duckdb
 import sqlglot
@@ -40,7 +41,7 @@ def connect(limits: Limits | None = None) -> duckdb.DuckDBPyConnection:
     """A new private connection within ``limits`` (memory, threads; no temporary files, so
     nothing spills to disk), not yet locked (the caller may still load files)."""
     limits = limits or Limits()
-    config = {
+    config: dict[str, Any] = {
         **CONFIG,
         "memory_limit": f"{limits.pull_memory_bytes}B",
         "threads": limits.pull_threads,
