@@ -126,10 +126,13 @@ class Engine:
 
     def _read(self, statements: list[Statement], pipeline: str) -> list[Result]:
         """A script of reads: planned in a read transaction (never the write lock), which
-        ends before its pull queries run."""
+        ends before what runs after it (DESCRIBE ... STATE's rows) and its pull queries."""
         with self.catalog.engine.connect() as conn:
             planner = self._planner(conn, pipeline)
             steps = [planner.plan(stmt) for stmt in statements]
+        for step in steps:
+            if step.after_commit:
+                step.after_commit(step.result)
         _run_reads(steps, wrote=False)
         return [step.result for step in steps]
 
