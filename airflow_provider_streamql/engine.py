@@ -1,5 +1,7 @@
 """The one door: every caller (CLI, runtime tooling, Airflow operators) goes through Engine."""
 
+# long module: the one door is one class (DESIGN.md section 1); its methods are thin calls
+# of the planner, catalog and conditions, read together as the package's whole surface.
 from __future__ import annotations
 
 import dataclasses
@@ -13,6 +15,7 @@ from .catalog import BadRecord, Catalog, Progress, QueryInfo, default_home
 from .conditions import CaughtUp, Check, Condition, QueriesInState, VersionRunning
 from .errors import NotFoundError, StateError, ValidationError, WaitTimeout
 from .language import parse, parse_one
+from .language.limits import Limits
 from .language.statements import CreateAsSelect, CreateSource, DropSource, QueryControl, SetProperty, Statement
 from .planner import Planner, deploy
 from .planner.deploy import DeployPlan
@@ -35,6 +38,8 @@ class Engine:
         or ``./.streamql``.
     :param pipeline: pipeline that new queries belong to and ``ALL`` refers to.
     :param issuer: who issues statements, recorded in the command log.
+    :param limits: bounds on each statement's size and work (see docs/operations.md,
+        Security); default :meth:`Limits.from_env` (``STREAMQL_MAX_*``).
     """
 
     def __init__(
@@ -44,7 +49,9 @@ class Engine:
         home: str | None = None,
         pipeline: str | None = None,
         issuer: str | None = None,
+        limits: Limits | None = None,
     ):
+        self.limits = limits if limits is not None else Limits.from_env()
         self.home = os.path.abspath(home) if home else default_home()
         os.makedirs(self.home, exist_ok=True)
         self.catalog = catalog if isinstance(catalog, Catalog) else Catalog(catalog, home=self.home)
@@ -61,7 +68,8 @@ class Engine:
         self, script: str, *, pipeline: str | None = None, issuer: str | None = None, skip_unchanged: bool = False
     ) -> list[Result]:
         """Parse ``script`` (``;``-separated StreamQL statements) and :meth:`run` it."""
-        return self.run(parse(script), pipeline=pipeline, issuer=issuer, skip_unchanged=skip_unchanged)
+        statements = parse(script, limits=self.limits)
+        return self.run(statements, pipeline=pipeline, issuer=issuer, skip_unchanged=skip_unchanged)
 
     def run(
         self,
@@ -77,9 +85,12 @@ class Engine:
         objects (from :func:`~.language.parse`, or built with ``QueryControl.of`` and the
         like), never SQL text assembled from their inputs. If any statement is wrong, the
         error names it and nothing is applied. Statements that write files (INSERT VALUES,
-        DROP ... DELETE TOPIC) and pull queries do so inside the transaction, under the
-        catalog's write lock, once every statement has been checked; if one fails, the
-        transaction is rolled back and the file effects before it undone. With
+        DROP ... DELETE TOPIC) do so inside the transaction, under the catalog's write lock,
+        once every statement has been checked; if one fails, the transaction is rolled back
+        and the file effects before it undone. Reads never hold the write lock: a script of
+        reads only (SELECT, SHOW, DESCRIBE, EXPLAIN, DIFF) is planned in a read transaction,
+        and pull queries run after it (in a script that writes, after its commit, so they
+        see what it wrote; one that fails then raises with the writes applied). With
         ``skip_unchanged``, a CREATE, ALTER or INSERT INTO ... SELECT whose object already
         exists exactly as defined changes nothing (its result's ``action`` is
         ``"unchanged"``): applying a script twice is applying it once.
@@ -87,6 +98,8 @@ class Engine:
         statements = list(statements)
         pipeline = pipeline or self.pipeline
         issuer = issuer or self.issuer
+        if not any(stmt.writes for stmt in statements):
+            return self._read(statements, pipeline)
         undo: list = []
         try:
             with self.catalog.transaction() as conn:
@@ -108,6 +121,21 @@ class Engine:
         for step in steps:
             if step.after_commit:
                 step.after_commit(step.result)
+        for step in steps:
+            step.run_read(wrote=True)
+        return [step.result for step in steps]
+
+    def _read(self, statements: list[Statement], pipeline: str) -> list[Result]:
+        """A script of reads: planned in a read transaction (never the write lock), which
+        ends before what runs after it (DESCRIBE ... STATE's rows) and its pull queries."""
+        with self.catalog.engine.connect() as conn:
+            planner = self._planner(conn, pipeline)
+            steps = [planner.plan(stmt) for stmt in statements]
+        for step in steps:
+            if step.after_commit:
+                step.after_commit(step.result)
+        for step in steps:
+            step.run_read(wrote=False)
         return [step.result for step in steps]
 
     def control(
@@ -159,7 +187,13 @@ class Engine:
 
     def _planner(self, conn, pipeline: str | None) -> Planner:
         return Planner(
-            self.catalog, conn, self.catalog.snapshot(conn), self.home, pipeline or self.pipeline, self.layout
+            self.catalog,
+            conn,
+            self.catalog.snapshot(conn),
+            self.home,
+            pipeline or self.pipeline,
+            self.layout,
+            limits=self.limits,
         )
 
     def _check_replace(self, stmt: CreateAsSelect, pipeline: str | None):

@@ -32,7 +32,8 @@ def first_line(
     """The first line of an error's message (its type's name when it has none): what a
     one-line report of a library's error shows. A Py4J/Spark error's own message is its
     ``desc`` (its text adds the JVM stack); an error a foreachBatch writer raised is the
-    exception its traceback names, not Py4J's heading; ``limit`` caps the line's length.
+    exception its traceback names, not Py4J's heading; so is a Java error Py4J passes on
+    (``java.lang.OutOfMemoryError: Java heap space``); ``limit`` caps the line's length.
     ``mask`` (secrets out) is applied to the whole text before the first line is taken."""
     text = str(getattr(error, "desc", None) or error).strip()
     if mask is not None:
@@ -40,6 +41,8 @@ def first_line(
     if not text:
         return type(error).__name__
     lines = text.splitlines()
+    if lines[0].startswith(PY4J_CALL) and len(lines) > 1 and lines[1].startswith(": "):
+        return lines[1][2:][:limit]  # the Java exception, not the call that raised it
     if lines[0].startswith(PYTHON_PROXY):  # a foreachBatch writer failed: its exception is the report
         raised = next((m.group(1) for m in map(RAISED.match, lines[1:]) if m), None)
         if raised:
@@ -47,6 +50,8 @@ def first_line(
     return lines[0][:limit]
 
 
+#: how Py4J heads a Java exception: its next line is ": <the exception>: <message>"
+PY4J_CALL = "An error occurred while calling "
 #: how Py4J reports an exception raised in Python code Spark called (a foreachBatch function)
 PYTHON_PROXY = "An exception was raised by the Python Proxy"
 #: the line of a Python traceback that names the exception raised: "module.Type: message"

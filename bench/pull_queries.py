@@ -33,8 +33,9 @@ QUERIES = {
 }
 
 
-def old_run_pull_query(select, sources, analysis):
-    """The former pull path: rows read in Python, sqlglot's Python executor (baseline only)."""
+def old_run_pull_query(select, sources, analysis, *_bounds):
+    """The former pull path: rows read in Python, sqlglot's Python executor (baseline only;
+    it takes, and ignores, the limits and notes the planner passes now)."""
     from sqlglot.errors import ExecuteError
     from sqlglot.executor import execute
 

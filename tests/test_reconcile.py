@@ -14,7 +14,7 @@ from airflow_provider_streamql.runtime.listener import ProgressListener
 from airflow_provider_streamql.runtime.observe import Failure, Lease, Observation, Observer, Run, Upgrade
 from airflow_provider_streamql.runtime.reconcile import Desired, DesiredState, Reconciler, Step, plan
 from airflow_provider_streamql.runtime.rollout import Rollout
-from airflow_provider_streamql.runtime.schedule import BackOff, Done, Schedule
+from airflow_provider_streamql.runtime.schedule import BackOff, Done, Schedule, Stuck
 from airflow_provider_streamql.runtime.spark_queries import SparkQueries
 from airflow_provider_streamql.runtime.status import Status
 
@@ -44,6 +44,9 @@ PLANS = [
     ("a new version that proved itself is kept",                     RUNNING_V2, seen(**{**ACTIVE, "version": 2}, upgrade=Upgrade.READY),     Step.KEEP),
     ("a query whose start failed waits out its back-off",            RUNNING,    seen(reported="ERROR", failures=1, retry_in=0.4),            Step.WAIT),
     ("a query whose start failed is started again after it",         RUNNING,    seen(reported="ERROR", failures=1, retry_in=0.0),            Step.START),
+    ("a start that ran the driver out of memory is not retried",     RUNNING,    seen(reported="ERROR", stuck=1),                             Step.STAY_FAILED),
+    ("a new version of it is started",                               RUNNING_V2, seen(reported="ERROR", stuck=1),                             Step.START),
+    ("paused, it shows PAUSED (RESUME starts it again)",             PAUSED,     seen(reported="ERROR", stuck=1),                             Step.PAUSE),
     ("a query Spark stopped shows ERROR and backs off",              RUNNING,    seen(**STOPPED),                                             Step.BACK_OFF),
     ("a query Spark stopped without an error backs off too",         RUNNING,    seen(**{**STOPPED, "failure": Failure(None)}),               Step.BACK_OFF),
     ("a failure is handled before a PAUSE that came meanwhile",      PAUSED,     seen(**STOPPED),                                             Step.BACK_OFF),
@@ -90,12 +93,14 @@ def test_a_failing_query_backs_off_doubling_up_to_a_minute(failures, expected):
     (BackOff(3, 4.0), 9.0, 3, 0.0),
     (Done(3), 0.0, 3, 0.0),           # started again fine: its failures stay, so a next one waits longer
     (Done(), 0.0, 0, 0.0),            # paused, held or rolled back: forgotten
+    (Stuck(4, 2), 60.0, 2, 0.0),      # out of memory: no back-off, it is not started at all
 ])
 def test_the_schedule_is_what_the_last_decision_said(decision, later, failures, retry_in):
     schedule = Schedule()
     schedule.record("Q", BackOff(7, 50.0), 90.0)
     schedule.record("Q", decision, 100.0)
     assert (schedule.failures("Q"), schedule.due_in("Q", 100.0 + later)) == (failures, retry_in)
+    assert schedule.stuck("Q") == (decision.version if isinstance(decision, Stuck) else None)
 
 
 class Looks:

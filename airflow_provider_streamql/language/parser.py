@@ -22,6 +22,7 @@ from sqlglot.tokens import Token, TokenType
 
 from ..errors import ParseError
 from .dialect import DIALECT
+from .limits import Limits, current
 from .names import PLAIN_NAME, name_problem
 from .shapes import mark_subscripts, name_fields
 from .statements import (
@@ -56,6 +57,10 @@ NAME_TOKENS = {TokenType.VAR, TokenType.IDENTIFIER}
 EMIT_MODES = ("CHANGES", "FINAL")
 WINDOW_KINDS = ("TUMBLING", "HOPPING", "SESSION")
 TIME_UNITS = {"MILLISECOND": 0.001, "SECOND": 1, "MINUTE": 60, "HOUR": 3600, "DAY": 86400}
+#: the longest duration (WINDOW, WITHIN, GRACE PERIOD), seconds: Spark holds an interval in
+#: microseconds in a 64-bit long and adds it to event times (up to year 9999, 2.5e17 us), so
+#: 100,000 days (8.64e18 us, about 273 years) is as long as it can compute with
+MAX_DURATION_SECONDS = 100_000 * 86400
 SHOW_TARGETS = ("STREAMS", "TABLES", "QUERIES", "TOPICS", "PROPERTIES", "SNAPSHOTS")
 #: ksqlDB statements streamql does not take, by their first words, and why (docs/ksqldb.md)
 REFUSED_STATEMENTS: tuple[tuple[tuple[str, ...], str], ...] = (
@@ -122,12 +127,17 @@ FORBIDDEN_CHARACTERS = {"\x00": "a NUL character"}
 UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
-def parse(script: str) -> list[Statement]:
-    """Parse a script of ``;``-separated statements into typed statements.
+def parse(script: str, *, limits: Limits | None = None) -> list[Statement]:
+    """Parse a script of ``;``-separated statements into typed statements, each within
+    ``limits`` (default: :meth:`Limits.from_env`).
 
     Raises :class:`ParseError` with the line and column of the first offending token.
     """
+    limits = current(limits)
     check_text(script)
+    if len(script) > limits.script_chars:
+        found = f"the script is {len(script):,} characters long"
+        raise ParseError(limits.exceeded("script_chars", found), line=1, col=1)
     try:
         tokens = DIALECT.tokenize(script)
     except TokenError as e:
@@ -135,24 +145,33 @@ def parse(script: str) -> list[Statement]:
     except RecursionError:
         raise ParseError("the text is too deeply nested or too long to read", line=1, col=1) from None
     check_tokens(script, tokens)
-    statements, current = [], []
+    statements: list[Statement] = []
+    pending: list[Token] = []
     for token in tokens:
         if token.token_type == TokenType.SEMICOLON:
-            if current:
-                statements.append(_parse_statement(script, current))
-            current = []
+            if pending:
+                statements.append(_parse_statement(script, pending, limits))
+            pending = []
         else:
-            current.append(token)
-    if current:
-        statements.append(_parse_statement(script, current))
+            pending.append(token)
+    if pending:
+        statements.append(_parse_statement(script, pending, limits))
     return statements
 
 
-def _parse_statement(script: str, tokens: list[Token]) -> Statement:
+def _parse_statement(script: str, tokens: list[Token], limits: Limits) -> Statement:
     """One statement; a RecursionError that still escapes sqlglot (a huge expression the
     nesting check cannot see, such as a long chain of NOTs) is an error in the text."""
+    first, last = tokens[0], tokens[-1]
+    if last.end + 1 - first.start > limits.statement_chars:
+        raise ParseError(
+            limits.exceeded("statement_chars", f"the statement is {last.end + 1 - first.start:,} characters long"),
+            line=first.line,
+            col=start_col(first),
+            text=_line(script, first),
+        )
     try:
-        return _StatementParser(script, tokens).parse()
+        return _StatementParser(script, tokens, limits).parse()
     except RecursionError:
         first = tokens[0]
         raise ParseError(
@@ -226,6 +245,21 @@ def number(token: Token, script: str) -> int | float:
     raise ParseError(f"number {shown!r} is {problem}", line=token.line, col=start_col(token), text=_line(script, token))
 
 
+def duration_problem(seconds: float) -> str | None:
+    """Why a duration of ``seconds`` cannot be run (None if it can): Spark is given whole
+    milliseconds (a fraction would be rounded, 0.0001 MILLISECONDS to 0), up to
+    :data:`MAX_DURATION_SECONDS`."""
+    if seconds > MAX_DURATION_SECONDS:
+        return f"is out of range: Spark computes with durations up to {MAX_DURATION_SECONDS // 86400:,} DAYS"
+    millis = seconds * 1000
+    if abs(millis - round(millis)) > max(1e-6, millis * 1e-12):
+        return (
+            f"is not a whole number of milliseconds (it would run as {round(millis)} ms): "
+            f"durations are whole milliseconds"
+        )
+    return None
+
+
 def _line(script: str, token: Token) -> str:
     lines = script.splitlines() or [""]
     return lines[min(token.line, len(lines)) - 1].strip()[:120]
@@ -247,12 +281,14 @@ def start_col(token: Token) -> int:
 class _StatementParser:
     """Recursive descent over the tokens of one statement."""
 
-    def __init__(self, script: str, tokens: list[Token]):
+    def __init__(self, script: str, tokens: list[Token], limits: Limits | None = None):
         self.script = script
         self.tokens = tokens
+        self.limits = current(limits)
         self.i = 0
         self.start, self.end = tokens[0].start, tokens[-1].end + 1
         self.window: WindowSpec | None = None
+        self.window_at: tuple[int, int] | None = None
         #: the WITHIN of each JOIN of the SELECT (outside subqueries), in order
         self.withins: list[Within | None] = []
         self.partition_by: list[str] = []
@@ -361,6 +397,7 @@ class _StatementParser:
             col=start_col(first),
             select_at=select_at,
             window=self.window,
+            window_at=self.window_at,
             withins=tuple(self.withins),
             partition_by=tuple(self.partition_by),
         )
@@ -526,7 +563,21 @@ class _StatementParser:
         sql = self.take_clauses(first, last)
         self.i = len(self.tokens)
         self.select_at = (first.line, start_col(first))
-        return parse_select(sql, first), emit
+        select = parse_select(sql, first)
+        self.check_size([select], first)
+        return select, emit
+
+    def check_size(self, trees: list[exp.Expression], first: Token) -> None:
+        """At most ``expression_nodes`` nodes in ``trees`` (a SELECT, or the values of an
+        INSERT): planning time grows with the square of them (sqlglot's qualify)."""
+        nodes = sum(1 for tree in trees for _ in tree.walk())
+        if nodes > self.limits.expression_nodes:
+            raise ParseError(
+                self.limits.exceeded("expression_nodes", f"the expression has {nodes:,} nodes"),
+                line=first.line,
+                col=start_col(first),
+                text=self.line_of(first),
+            )
 
     # -- ksqlDB clauses inside a SELECT -------------------------------------------------
     def take_clauses(self, first: Token, last: int) -> str:
@@ -585,6 +636,8 @@ class _StatementParser:
             self.fail("PARTITION BY takes names of output columns (alias an expression in the SELECT list)")
 
     def window_clause(self) -> None:
+        window = self.tokens[self.i - 1]  # the WINDOW keyword
+        self.window_at = (window.line, start_col(window))
         kind = self.tokens[self.i].text.upper()
         self.i += 1
         self.expect_type(TokenType.L_PAREN, "(")
@@ -651,6 +704,11 @@ class _StatementParser:
                 col=start_col(start),
                 text=self.line_of(start),
             )
+        problem = duration_problem(value * seconds)
+        if problem:
+            raise ParseError(
+                f"{what} {value} {unit} {problem}", line=start.line, col=start_col(start), text=self.line_of(start)
+            )
         return value * seconds
 
     def alter(self) -> Statement:
@@ -690,10 +748,12 @@ class _StatementParser:
             self.expect_type(TokenType.R_PAREN, ")")
         self.expect("VALUES")
         self.expect_type(TokenType.L_PAREN, "(")
+        first = self.peek()
         values = [self.value()]
         while self.accept_type(TokenType.COMMA):
             values.append(self.value())
         self.expect_type(TokenType.R_PAREN, ")")
+        self.check_size(values, first)
         self.done()
         if columns is not None and len(columns) != len(values):
             raise ParseError(

@@ -80,6 +80,8 @@ class Statement:
     #: ksqlDB's WINDOW clause of an embedded SELECT, read by the statement grammar (the SELECT
     #: itself is Spark SQL's tree, without it)
     window: WindowSpec | None = field(default=None, kw_only=True)
+    #: (line, column) of the WINDOW clause, to place errors at it
+    window_at: tuple[int, int] | None = field(default=None, kw_only=True, compare=False)
     #: one entry per JOIN of the SELECT (outside subqueries), in order: its WITHIN or None
     withins: tuple[Within | None, ...] = field(default=(), kw_only=True)
     #: ``PARTITION BY col, ...`` of a CREATE STREAM ... AS SELECT: the output columns that

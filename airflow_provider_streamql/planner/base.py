@@ -24,6 +24,7 @@ from ..errors import NotFoundError, StateError, StreamQLError, ValidationError
 from ..language import statements as st
 from ..language.analyzer import SelectAnalysis, analyze_select
 from ..language.compiler import SourceSchema, analyze_query
+from ..language.limits import Limits
 from ..language.types import TypeName
 from ..results import Result
 from ..storage import topics
@@ -53,16 +54,18 @@ FileEffect = Callable[[], Callable[[], None] | None]
 
 @dataclass
 class Step:
-    """A planned statement, in three phases: its catalog rows, then its file effects and
-    reads (still inside the transaction, under the catalog's write lock, after every check
-    passed; an effect returns its undo in case the transaction fails), then work after the
-    commit (deleting what was moved aside)."""
+    """A planned statement, in four phases: its catalog rows, then its file effects (still
+    inside the transaction, under the catalog's write lock, after every check passed; an
+    effect returns its undo in case the transaction fails), then work after the commit
+    (deleting what was moved aside), then its read (a pull query: outside any catalog
+    transaction, after the script's writes are committed; it fills in ``result``)."""
 
     result: Result
     write: Callable[[Connection], None] | None = None
     files: FileEffect | None = None
     after_commit: Callable[[Result], None] | None = None
     log: bool = True
+    read: Callable[[], None] | None = None
 
     def run_files(self) -> Callable[[], None]:
         """Run the file effect; its undo. An OS failure is an error that names the statement
@@ -73,6 +76,23 @@ class Step:
             raise StreamQLError(
                 f"{self.result.statement.strip()[:80]!r} could not change {e.filename!r}: {e.strerror}"
             ) from None
+
+    def run_read(self, *, wrote: bool) -> None:
+        """Run the read (a pull query), outside any catalog transaction; in a script that
+        wrote, a read that fails says that the writes before it were applied."""
+        if self.read is None:
+            return
+        try:
+            self.read()
+        except OSError as e:
+            raise StreamQLError(
+                f"{self.result.statement.strip()[:80]!r} could not read {e.filename!r}: {e.strerror}"
+            ) from None
+        except StreamQLError as e:
+            if wrote:
+                e.message += " (the script's statements that change the catalog were applied before it ran)"
+                e.args = (str(e),)
+            raise
 
 
 @dataclass
@@ -92,6 +112,8 @@ class PlannerBase:
     issuer: str = ""
     #: queries a SNAPSHOT or RESTORE of this script names (one each per script)
     snapshotted: set[str] = field(default_factory=set)
+    #: the bounds statements are planned within (windows, INSERT VALUES and pull queries)
+    limits: Limits = field(default_factory=Limits.from_env)
 
     # -- errors ----------------------------------------------------------------------
     @staticmethod
@@ -194,9 +216,14 @@ class PlannerBase:
         Streaming can run (:mod:`.feasibility`)."""
 
         def feasible(analysis: SelectAnalysis) -> None:
-            problem = feasibility.first_problem(feasibility.Query(stmt, analysis, self.snapshot.sources, self.settings))
-            if problem:
-                raise self._error(problem, stmt)
+            query = feasibility.Query(stmt, analysis, self.snapshot.sources, self.settings, limits=self.limits)
+            found = feasibility.first_finding(query)
+            if found:
+                rule, problem = found
+                at = stmt.window_at if rule.clause == "WINDOW" else None
+                if at is None:
+                    raise self._error(problem, stmt)
+                raise ValidationError(problem, line=at[0], col=at[1], text=stmt.text.strip()[:120])
 
         return analyze_query(stmt, self._schemas(), spellings=spellings, check=feasible)
 

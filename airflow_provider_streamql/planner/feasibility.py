@@ -1,11 +1,11 @@
 """What Structured Streaming can run: one rule per row, checked before anything is written.
 
-A row is (name, one-line description, check, each_join). ``check(query)`` yields one plain
+A row is (name, one-line description, check, each_join, clause). ``check(query)`` yields one plain
 sentence per problem; the rules run in the table's order and the planner reports the first
 sentence as the statement's error. A run of ``each_join`` rows is applied to each join of the
 query in turn (every such rule for its first join, then for its second, ...), with
 ``query.join_kind``, ``query.joined`` and ``query.within`` set to that join's type, joined
-source and WITHIN.
+source and WITHIN. A rule with a ``clause`` (``"WINDOW"``) is reported at that clause.
 
 Joins, as Spark runs them: a join between streams is one stateful operator of the streaming
 plan (symmetric hash join, bounded by WITHIN and the watermarks); a join with a TABLE runs on
@@ -13,8 +13,11 @@ each micro-batch of the stream against the table as it is then (foreachBatch, se
 ``runtime.connectors._JoinAsOfBatch``), after the streaming plan.
 """
 
+# long module: one table of rules, each check beside its row's kin; split in two, the
+# table could no longer be read (and kept in order) in one place.
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from itertools import groupby
@@ -23,6 +26,7 @@ from typing import NamedTuple
 from ..catalog import SourceInfo
 from ..language import statements as st
 from ..language.analyzer import SelectAnalysis
+from ..language.limits import Limits
 from ..language.tables import passed_keys, unmatched_keys
 
 
@@ -39,6 +43,8 @@ class Query:
     join_kind: str = ""
     joined: str = ""
     within: st.Within | None = None
+    #: the bounds of the engine planning it (windows per record)
+    limits: Limits = Limits()
 
     @property
     def first(self) -> str:
@@ -265,6 +271,19 @@ def window_event_time(query: Query) -> Iterator[str]:
         yield from _no_event_time(query, query.first, "WINDOW")
 
 
+def window_count(query: Query) -> Iterator[str]:
+    window = query.stmt.window
+    if window is None or window.kind != "HOPPING" or not window.advance:
+        return
+    count = math.ceil(window.size / window.advance - 1e-9)
+    if count > query.limits.windows_per_record:
+        yield query.limits.exceeded(
+            "windows_per_record",
+            f"a hopping window of SIZE {_seconds(window.size)} advancing by {_seconds(window.advance)} puts "
+            f"each record in {count:,} windows (Spark plans one projection and keeps one state row per window)",
+        )
+
+
 def session_emit_final(query: Query) -> Iterator[str]:
     if query.stmt.window is not None and query.stmt.window.kind == "SESSION" and query.emit != "FINAL":
         yield ("session windows support EMIT FINAL only: Spark has no update output mode for session windows")
@@ -300,6 +319,8 @@ class Rule(NamedTuple):
     description: str
     check: Callable[[Query], Iterator[str]]
     each_join: bool = False
+    #: the clause a problem is reported at ("WINDOW"), or the statement ("")
+    clause: str = ""
 
 
 RULES: tuple[Rule, ...] = (
@@ -362,6 +383,12 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule("window_aggregates", "a WINDOW comes with an aggregation", window_aggregates),
     Rule("window_event_time", "a windowed query's stream has a timestamp column", window_event_time),
+    Rule(
+        "window_count",
+        "a record falls in at most windows_per_record hopping windows (SIZE / ADVANCE BY)",
+        window_count,
+        clause="WINDOW",
+    ),
     Rule("session_emit_final", "session windows EMIT FINAL (Spark has no update mode for them)", session_emit_final),
     Rule("emit_final_window", "EMIT FINAL comes with a WINDOW", emit_final_window),
     Rule(
@@ -374,6 +401,12 @@ RULES: tuple[Rule, ...] = (
 
 def problems(query: Query) -> Iterator[str]:
     """Every problem the rules find, in the table's order."""
+    for _rule, problem in findings(query):
+        yield problem
+
+
+def findings(query: Query) -> Iterator[tuple[Rule, str]]:
+    """Every problem the rules find with the rule that found it, in the table's order."""
     for each_join, run in groupby(RULES, key=lambda rule: rule.each_join):
         rules = list(run)
         subjects = (
@@ -386,7 +419,8 @@ def problems(query: Query) -> Iterator[str]:
         )
         for subject in subjects:
             for rule in rules:
-                yield from rule.check(subject)
+                for problem in rule.check(subject):
+                    yield rule, problem
 
 
 def _withins(query: Query) -> list[st.Within | None]:
@@ -398,3 +432,8 @@ def _withins(query: Query) -> list[st.Within | None]:
 def first_problem(query: Query) -> str | None:
     """The problem to report (the first), or None when Structured Streaming can run it."""
     return next(problems(query), None)
+
+
+def first_finding(query: Query) -> tuple[Rule, str] | None:
+    """The problem to report (the first) with its rule, or None."""
+    return next(findings(query), None)

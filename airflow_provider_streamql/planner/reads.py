@@ -13,7 +13,7 @@ from ..errors import NotFoundError, ValidationError
 from ..language import statements as st
 from ..results import Result
 from ..storage import topics
-from ..storage.values import ValueEvaluator, stored
+from ..storage.values import ValueEvaluator, record_problem, stored
 from .base import PlannerBase, Step, remove_files
 
 
@@ -45,7 +45,7 @@ class Reads(PlannerBase):
         # every value is evaluated and checked against its column before anything is written;
         # columns left out of the column list are NULL (as in ksqlDB)
         record: dict[str, Any] = {c.name: None for c in src.columns}
-        with ValueEvaluator() as evaluator:
+        with ValueEvaluator(self.limits) as evaluator:
             for name, tree in zip(names, stmt.values, strict=True):
                 column = by_lower[name.lower()]
                 try:
@@ -58,6 +58,9 @@ class Reads(PlannerBase):
                     )
                 except ValidationError as e:
                     raise self._error(e.message, stmt) from None
+        problem = record_problem(record, src.format, self.limits)
+        if problem:
+            raise self._error(problem, stmt)
         for key in src.key_columns if src.kind == "TABLE" else []:
             if record[key] is None:
                 raise self._error(f"primary key column {key!r} of {src.name} cannot be NULL", stmt)
@@ -82,13 +85,18 @@ class Reads(PlannerBase):
         result = Result(stmt.text)
 
         def read() -> None:
-            # inside the transaction, after the script's own records are written: a pull
-            # query that fails fails the script, and nothing of it is applied
+            # after the script's writes are committed, outside any catalog transaction: a
+            # pull query never holds the catalog's write lock
             from ..storage.pull import run_pull_query
 
-            result.columns, result.rows = run_pull_query(analysis.named or stmt.select, sources, analysis)
+            notes: list[str] = []
+            select = analysis.named or stmt.select
+            result.columns, result.rows = run_pull_query(select, sources, analysis, self.limits, notes)
+            if notes:
+                result.message = "; ".join(notes)
+                result.details["notes"] = notes
 
-        return Step(result, files=read)
+        return Step(result, read=read)
 
     def _show(self, stmt: st.Show) -> Step:
         from .introspection import show

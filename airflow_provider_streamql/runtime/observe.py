@@ -79,6 +79,8 @@ class Observation:
     failures: int = 0
     #: seconds until it may be started again after a failure (0: it may now)
     retry_in: float = 0.0
+    #: the version whose start ran the driver out of memory (:class:`~.schedule.Stuck`)
+    stuck: int | None = None
 
 
 class Observer:
@@ -112,6 +114,7 @@ class Observer:
             retried_committed=self.holds.retried_committed(query),
             failures=self.schedule.failures(query.id),
             retry_in=self.schedule.due_in(query.id, now),
+            stuck=self.schedule.stuck(query.id),
         )
 
     def _failure(self, query: QueryInfo, running: Running) -> Failure:

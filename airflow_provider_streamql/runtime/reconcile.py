@@ -20,7 +20,7 @@ from .holds import Holds
 from .leases import Leases
 from .observe import Failure, Lease, Observation, Run, Upgrade
 from .rollout import Rollout
-from .schedule import BackOff, Done, Next
+from .schedule import BackOff, Done, Next, Stuck
 from .spark_queries import SparkQueries
 from .status import Status
 
@@ -58,6 +58,8 @@ class Step(enum.Enum):
     TERMINATE = "terminate"
     #: it should run and does not, but its back-off after a failure is not over
     WAIT = "wait"
+    #: its start ran the driver out of memory: it stays in ERROR until paused or replaced
+    STAY_FAILED = "stay failed"
     START = "start"
     #: it runs an older version: swap in the current one (:mod:`.rollout`)
     UPGRADE = "upgrade"
@@ -82,6 +84,8 @@ def plan(desired: Desired, seen: Observation) -> Step:
     if desired.state is DesiredState.TERMINATED:
         return Step.TERMINATE
     if seen.run is Run.NONE:
+        if seen.stuck == desired.version:
+            return Step.STAY_FAILED
         return Step.WAIT if seen.retry_in > 0 else Step.START
     return Step.UPGRADE if seen.version != desired.version else Step.KEEP
 
@@ -116,6 +120,8 @@ class Reconciler:
             return self._failed(query, desired, seen, step, epoch)
         if step is Step.WAIT:
             return BackOff(seen.failures, seen.retry_in)
+        if step is Step.STAY_FAILED:
+            return _as_before(seen)
         if step is Step.START:
             return self._start(query, epoch, seen.failures)
         if step is Step.UPGRADE:
@@ -171,11 +177,15 @@ class Reconciler:
         try:
             running = self.queries.start(query, epoch)
         except Exception as e:
+            message, retried = start_failure(e, query.version)
             if self.rollout.is_pending(query.id):
-                return self._roll_back(query, epoch, kafka.error_report(e))
+                return self._roll_back(query, epoch, message)
+            self.status.report(query, QueryState.ERROR, epoch, error=message)
+            if not retried:
+                log.error("query %s failed to start, not retried: %s", query.id, message)
+                return Stuck(query.version, failures)
             back_off = BackOff.after_failure(failures)
             log.error("query %s failed to start (retry in %.0fs): %s", query.id, back_off.after, e)
-            self.status.report(query, QueryState.ERROR, epoch, error=kafka.error_report(e))
             return back_off
         self.rollout.record_start(query)
         self.status.running(query, epoch, running.stream.runId, note)
@@ -190,5 +200,27 @@ class Reconciler:
 
 
 def _as_before(seen: Observation) -> Next:
-    """Nothing done: the query's failures and back-off stay as they were."""
+    """Nothing done: the query's failures, back-off and terminal error stay as they were."""
+    if seen.stuck is not None:
+        return Stuck(seen.stuck, seen.failures)
     return BackOff(seen.failures, seen.retry_in) if seen.retry_in > 0 else Done(seen.failures)
+
+
+#: how the JVM says the driver's heap is exhausted (a start that planned too much: a hopping
+#: window with millions of windows per record took the driver out of memory)
+OUT_OF_MEMORY = "java.lang.OutOfMemoryError"
+
+
+def start_failure(error: BaseException, version: int) -> tuple[str, bool]:
+    """The ERROR a start that raised ``error`` reports, and whether it is retried after the
+    back-off. A start that ran the driver out of memory is not: it would again, each time
+    starving the driver's other queries, and STARTING would hide why (PAUSE and RESUME, or
+    a new version, start it again)."""
+    message = kafka.error_report(error)
+    if OUT_OF_MEMORY not in str(error):
+        return message, True
+    return (
+        f"the Spark driver ran out of memory starting version {version} ({message}); not retried: "
+        f"PAUSE and RESUME the query, or replace it with a version that needs less",
+        False,
+    )

@@ -2,9 +2,10 @@
 the loop keeps of those decisions.
 
 Reconciling a query returns :class:`Done` (nothing is due before the next pass, which looks
-again: only a look sees Spark stop a query) or :class:`BackOff` (it failed: its next start
-waits). The loop records each decision in its :class:`Schedule`; the next observation of the
-query reads from it how many failures in a row it has had and how long its back-off lasts.
+again: only a look sees Spark stop a query), :class:`BackOff` (it failed: its next start
+waits) or :class:`Stuck` (a terminal error: its version is not started again). The loop
+records each decision in its :class:`Schedule`; the next observation of the query reads from
+it how many failures in a row it has had, how long its back-off lasts and whether it is stuck.
 """
 
 from __future__ import annotations
@@ -42,7 +43,17 @@ class BackOff:
         return cls(failures + 1, min(MAX_RETRY_DELAY, 2.0**failures))
 
 
-Next = Done | BackOff
+@dataclass(frozen=True)
+class Stuck:
+    """A terminal error: starting ``version`` ran the Spark driver out of memory, and would
+    again, each time starving the driver's other queries. It stays in ERROR, and is not started
+    again until it is paused (then resumed) or gets a new version."""
+
+    version: int
+    failures: int = 0
+
+
+Next = Done | BackOff | Stuck
 
 
 class Schedule:
@@ -51,13 +62,22 @@ class Schedule:
 
     def __init__(self) -> None:
         self._due: dict[str, tuple[int, float]] = {}
+        self._stuck: dict[str, int] = {}  # query id -> the version not started again
 
     def record(self, query_id: str, decision: Next, now: float) -> None:
+        if isinstance(decision, Stuck):
+            self._stuck[query_id] = decision.version
+        else:
+            self._stuck.pop(query_id, None)
         after = decision.after if isinstance(decision, BackOff) else 0.0
         if decision.failures or after:
             self._due[query_id] = (decision.failures, now + after)
         else:
             self._due.pop(query_id, None)
+
+    def stuck(self, query_id: str) -> int | None:
+        """The version of the query that is not started again (:class:`Stuck`), if any."""
+        return self._stuck.get(query_id)
 
     def failures(self, query_id: str) -> int:
         return self._due.get(query_id, (0, 0.0))[0]

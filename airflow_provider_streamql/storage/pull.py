@@ -6,8 +6,16 @@ key, see :mod:`.topics`); then the connection is locked (:mod:`.sandbox`: no fil
 network access, no extensions, no configuration changes) and only then does the SELECT run, transpiled by
 sqlglot from Spark SQL. Nothing is generated as code from user text, and file paths reach
 DuckDB only as parameters.
+
+A pull query is bounded (:class:`~..language.limits.Limits`): DuckDB's memory and threads,
+its time (cancelled), the size of values its functions build, and the rows and bytes of its
+answer (a larger answer is refused, not cut short: add a LIMIT). A CSV or DELIMITED line
+that cannot be read is skipped and counted, and the answer says so (``notes``): one bad
+line written by a producer never blocks the pull queries of a topic.
 """
 
+# long module: one pull query's private DuckDB, from loading its sources to reading back
+# its bounded answer; the steps share the connection, its deadline and the query's notes.
 from __future__ import annotations
 
 import base64
@@ -25,17 +33,28 @@ from sqlglot.errors import SqlglotError
 from ..catalog import SourceInfo
 from ..errors import ValidationError
 from ..language.analyzer import SelectAnalysis
+from ..language.limits import Limits
 from ..language.types import TypeName
 from . import sandbox, topics
 
 Answer = tuple[list[str], list[list[Any]]]  # column names, rows
 
 
-def run_pull_query(select: exp.Select, sources: dict[str, SourceInfo], analysis: SelectAnalysis) -> Answer:
+def run_pull_query(
+    select: exp.Select,
+    sources: dict[str, SourceInfo],
+    analysis: SelectAnalysis,
+    limits: Limits | None = None,
+    notes: list[str] | None = None,
+) -> Answer:
     """Run ``select`` (validated by the analyzer, Spark dialect) over ``sources`` (upper-case
-    name -> source) in a fresh, locked DuckDB: the output column names and plain rows."""
-    with PullQuery(sources.values()) as query:
-        return query.run(select, analysis)
+    name -> source) in a fresh, locked DuckDB within ``limits``: the output column names and
+    plain rows. What a user should know about the answer (lines skipped) is added to ``notes``."""
+    with PullQuery(sources.values(), limits) as query:
+        answer = query.run(select, analysis)
+    if notes is not None:
+        notes.extend(query.notes)
+    return answer
 
 
 def data_files(src: SourceInfo) -> list[str]:
@@ -55,33 +74,45 @@ class PullQuery:
     READERS = {
         "JSON": "read_json(?, format='newline_delimited', auto_detect=false, columns=?)",
         # positional columns after a header line, as Spark reads them; short rows are padded
-        # with NULLs and extra fields ignored (strict_mode=false), as topics.read_file does
-        "CSV": "read_csv(?, header=true, auto_detect=false, columns=?, null_padding=true, strict_mode=false)",
+        # with NULLs and extra fields ignored (strict_mode=false), as topics.read_file does; a
+        # line that cannot be read is skipped and kept in the rejects tables (SKIPPED), and a
+        # quoted value across lines (which the parallel reader refuses) is read as one
+        "CSV": "read_csv(?, header=true, auto_detect=false, columns=?, null_padding=true, strict_mode=false, {skip})",
         # ksqlDB's DELIMITED: no header, the source's value_delimiter (a parameter)
         "DELIMITED": "read_csv(?, header=false, auto_detect=false, columns=?, null_padding=true, strict_mode=false, "
-        "delim=?)",
+        "delim=?, {skip})",
         "PARQUET": "read_parquet(?, union_by_name=true)",
     }
     #: What Spark writes for a timestamp in JSON: UTC with milliseconds.
     TIMESTAMP_FORMAT = {"TIMESTAMP": "%Y-%m-%dT%H:%M:%SZ", "TIMESTAMP_NTZ": "%Y-%m-%dT%H:%M:%S"}
+    #: how CSV and DELIMITED readers skip what they cannot read (names: :meth:`_rejects`)
+    SKIPPED = "parallel=false, ignore_errors=true, store_rejects=true, rejects_table='{0}', rejects_scan='{1}'"
     # not plain names, so never a source's or a column's name
     STAGE, ROWS, FILE = "streamql-stage", "streamql-rows", "streamql-file"
+    #: rows per batch the answer is read in (its rows and bytes are counted as it comes)
+    BATCH_ROWS = 8192
 
-    def __init__(self, sources):
+    def __init__(self, sources, limits: Limits | None = None):
         self.sources = list(sources)
-        self.con = sandbox.connect()
+        self.limits = limits or Limits()
+        self.con = sandbox.connect(self.limits)
+        self.deadline = sandbox.Deadline(self.con, self.limits, "the pull query")
+        #: what the answer should say (lines skipped)
+        self.notes: list[str] = []
 
     def __enter__(self) -> PullQuery:
+        self.deadline.__enter__()  # loading counts: it is part of the pull query's time
         try:
             for src in self.sources:
                 self._load(src)
             sandbox.lock(self.con)
         except BaseException:
-            self.con.close()
+            self.__exit__()
             raise
         return self
 
     def __exit__(self, *exc) -> None:
+        self.deadline.__exit__()
         self.con.close()
 
     # -- the user's SELECT ------------------------------------------------------------
@@ -89,7 +120,7 @@ class PullQuery:
         """Transpile ``select`` to DuckDB SQL and run it: column names and plain rows."""
         # units (a Var such as YEAR) are plain words: the parser refuses any other
         try:
-            sql = select.sql(dialect="duckdb")
+            sql = sandbox.guarded(select, self.limits).sql(dialect="duckdb")
         except SqlglotError as e:
             raise ValidationError(f"pull query failed: {_one_line(str(e))}") from None
         try:
@@ -97,12 +128,37 @@ class PullQuery:
                 raise ValidationError(f"pull query failed: not one SELECT: {sql!r}")
             relation = self.con.sql(sql)
             types = [str(t) for t in relation.types]
-            table = relation.to_arrow_table()
+            table = self._answer(relation)
         except duckdb.Error as e:
-            raise ValidationError(f"pull query failed: {_one_line(str(e))}") from None
+            raise self.deadline.error(e) or ValidationError(f"pull query failed: {_one_line(str(e))}") from None
         ntz = [c.type.name is TypeName.TIMESTAMP_NTZ for c in analysis.columns] + [False] * len(types)
         columns = [_plain_column(table.column(i), types[i], ntz[i]) for i in range(len(types))]
         return [c.name for c in analysis.columns], [list(row) for row in zip(*columns, strict=True)]
+
+    def _answer(self, relation: duckdb.DuckDBPyRelation) -> pa.Table:
+        """The answer, read batch by batch; more than ``pull_rows`` rows or ``pull_bytes``
+        bytes is an error (a cut answer would look whole)."""
+        reader = relation.to_arrow_reader(self.BATCH_ROWS)
+        batches, rows, size = [], 0, 0
+        for batch in reader:
+            rows, size = rows + batch.num_rows, size + batch.nbytes
+            if rows > self.limits.pull_rows:
+                raise ValidationError(
+                    self.limits.exceeded(
+                        "pull_rows",
+                        f"the pull query returns more than {self.limits.pull_rows:,} rows (add a LIMIT or a WHERE)",
+                    )
+                )
+            if size > self.limits.pull_bytes:
+                raise ValidationError(
+                    self.limits.exceeded(
+                        "pull_bytes",
+                        f"the pull query's answer reaches {size:,} bytes at row {rows:,} "
+                        f"(add a LIMIT or a WHERE, or select fewer columns)",
+                    )
+                )
+            batches.append(batch)
+        return pa.Table.from_batches(batches, schema=reader.schema)
 
     # -- loading ----------------------------------------------------------------------
     def _load(self, src: SourceInfo) -> None:
@@ -117,6 +173,7 @@ class PullQuery:
             if src.kind != "TABLE":
                 reader, params, values = self._reader(src, files)
                 self.con.execute(f"CREATE TABLE {name} AS SELECT {values} FROM {reader}", params)
+                self._note_skipped(src)
                 return
             # latest row per key: rowid follows the file order, then the line order in a file;
             # a row without its key is no row of the table (as in ksqlDB); a key whose latest
@@ -134,8 +191,9 @@ class PullQuery:
                 f"WHERE {rank} = 1 AND NOT list_contains(?, {_ident(self.FILE)}) ORDER BY {first}",
                 [[f for f in files if topics.is_tombstones(f)]],
             )  # keys in first-seen order, as before
+            self._note_skipped(src)
         except duckdb.Error as e:
-            raise self._unreadable(src, files, e) from None
+            raise self.deadline.error(e) or self._unreadable(src, files, e) from None
         finally:
             self._drop_stage()
 
@@ -162,9 +220,38 @@ class PullQuery:
             c.name: "VARCHAR" if c.type.name in (self.INSTANT, TypeName.BINARY) else c.type.duckdb()
             for c in src.columns
         }
-        reader = self._with_file(self.READERS[src.format], with_file)
+        reader = self._with_file(self.READERS[src.format].format(skip=self.SKIPPED.format(*self._rejects())), with_file)
         delimiter = [topics.value_delimiter(src.properties)] if src.format == "DELIMITED" else []
         return reader, [files, types, *delimiter], self._values(src, by_lower) + extra
+
+    def _rejects(self) -> tuple[str, str]:
+        """The tables DuckDB keeps skipped CSV lines in: plain names (as DuckDB wants them),
+        none a source's."""
+        taken = {src.name.lower() for src in self.sources}
+        number = 0
+        while f"streamql_rejects_{number}" in taken or f"streamql_reject_scans_{number}" in taken:
+            number += 1
+        return f"streamql_rejects_{number}", f"streamql_reject_scans_{number}"
+
+    def _note_skipped(self, src: SourceInfo) -> None:
+        """After loading a CSV or DELIMITED ``src``: a note of the lines skipped, naming the
+        first (file, line, why), then the rejects tables are emptied for the next source."""
+        if src.format not in ("CSV", "DELIMITED"):
+            return
+        errors, scans = self._rejects()
+        skipped = self.con.execute(
+            f"SELECT s.file_path, e.line_byte_position, e.error_message, e.csv_line FROM {errors} e JOIN {scans} s "
+            f"ON e.scan_id = s.scan_id AND e.file_id = s.file_id ORDER BY s.file_path, e.line_byte_position"
+        ).fetchall()
+        for table in (errors, scans):
+            self.con.execute(f"DROP TABLE IF EXISTS {table}")
+        if skipped:
+            path, position, why, text = skipped[0]
+            self.notes.append(
+                f"Skipped {len(skipped)} line{'s' if len(skipped) != 1 else ''} of {src.kind} {src.name} that cannot "
+                f"be read, the first: line {_line_at(path, position)} of file {path!r}: {_one_line(why)}: "
+                f"{str(text).strip()[:80]!r}"
+            )
 
     def _with_file(self, reader: str, with_file: bool) -> str:
         """``reader`` (one of :attr:`READERS`) adding each row's file path as :attr:`FILE`."""
@@ -256,6 +343,19 @@ def _json_records(src: SourceInfo, path: str):
                 f"pull query failed: cannot read {src.kind} {src.name}: line {number} "
                 f"of file {path!r} is {reason}: {line.strip()[:80]!r}"
             )
+
+
+def _line_at(path: str, position: int) -> int:
+    """The number of the line starting at byte ``position`` of file ``path`` (DuckDB counts
+    records, and a quoted value may span lines)."""
+    lines, left = 1, position
+    with open(path, "rb") as f:
+        while left > 0:
+            chunk = f.read(min(left, 1 << 20))
+            if not chunk:
+                break
+            lines, left = lines + chunk.count(b"\n"), left - len(chunk)
+    return lines
 
 
 def _as_text(value: Any) -> str | None:

@@ -7,7 +7,10 @@ no column, no subquery). A plain literal is taken as it is; anything else is tra
 sqlglot from Spark SQL to DuckDB and evaluated in a private in-memory DuckDB that is
 locked before the first value (no file or network access, no extensions, no configuration
 changes), one value per query so an error names its value. Nothing is built as text from
-the user's input: the tree is transformed and generated.
+the user's input: the tree is transformed and generated. It is bounded as pull queries are
+(:mod:`.sandbox`: memory, time, and RPAD and REPLACE check the size they would build), and
+:func:`record_problem` bounds what is written: each value, the record, and no line break in
+a CSV or DELIMITED value.
 
 :func:`stored` then checks the value against its column's type (see docs/ksqldb.md, "INSERT
 VALUES") and gives what is written: numbers, strings and booleans as they are, DATE and
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import json
 from typing import Any
 
 import duckdb
@@ -27,6 +31,7 @@ from sqlglot.errors import SqlglotError
 
 from ..errors import ValidationError
 from ..language.dialect import DIALECT
+from ..language.limits import Limits
 from ..language.statements import Column
 from ..language.types import TypeName
 from ..language.values import check_value, literal_value
@@ -43,14 +48,17 @@ class Interval:
 class ValueEvaluator:
     """One statement's values, evaluated in a private, locked DuckDB opened on first use."""
 
-    def __init__(self) -> None:
+    def __init__(self, limits: Limits | None = None) -> None:
+        self.limits = limits or Limits()
         self.con: duckdb.DuckDBPyConnection | None = None
+        self.deadline: sandbox.Deadline | None = None
 
     def __enter__(self) -> ValueEvaluator:
         return self
 
     def __exit__(self, *exc) -> None:
         if self.con is not None:
+            self.deadline.__exit__()  # type: ignore[union-attr]
             self.con.close()
 
     def value(self, tree: exp.Expression, column: str = "") -> Any:
@@ -64,7 +72,7 @@ class ValueEvaluator:
             return value
         shown = _shown(tree) + (f" for column {column!r}" if column else "")
         try:
-            sql = exp.select(exp.alias_(_for_duckdb(tree), "v")).sql(dialect="duckdb")
+            sql = exp.select(exp.alias_(sandbox.guarded(_for_duckdb(tree), self.limits), "v")).sql(dialect="duckdb")
         except SqlglotError as e:
             raise ValidationError(f"cannot evaluate {shown}: {_one_line(str(e))}") from None
         try:
@@ -73,6 +81,9 @@ class ValueEvaluator:
                 raise ValidationError(f"cannot evaluate {shown}: not one value")
             table = con.sql(sql).to_arrow_table()
         except duckdb.Error as e:
+            limit = self.deadline.error(e) if self.deadline is not None else None
+            if limit is not None:
+                raise ValidationError(f"cannot evaluate {shown}: {limit.message}") from None
             raise ValidationError(f"cannot evaluate {shown}: {_one_line(str(e))}") from None
         result = table.column(0)
         if str(result.type).startswith(("month_day_nano_interval", "duration")):
@@ -81,9 +92,31 @@ class ValueEvaluator:
 
     def _connection(self) -> duckdb.DuckDBPyConnection:
         if self.con is None:  # nothing to load: locked before the first value
-            self.con = sandbox.connect()
+            self.con = sandbox.connect(self.limits)
             sandbox.lock(self.con)
+            self.deadline = sandbox.Deadline(self.con, self.limits, "evaluating the values").__enter__()
         return self.con
+
+
+def record_problem(record: dict[str, Any], fmt: str, limits: Limits) -> str | None:
+    """Why ``record`` (column -> stored value) cannot be written in format ``fmt`` (None if
+    it can): a value over ``value_bytes``, a line break in a CSV or DELIMITED value (Spark
+    reads those files line by line: the record would be split in two, and the line after
+    the break read as a record of its own), or the record over ``row_bytes`` (as JSON)."""
+    for column, value in record.items():
+        size = len(value.encode("utf-8", "surrogatepass")) if isinstance(value, str) else 0
+        if size > limits.value_bytes:
+            return limits.exceeded("value_bytes", f"the value of column {column!r} is {size:,} bytes")
+        if fmt in topics.TEXT_FORMATS and isinstance(value, str) and ("\n" in value or "\r" in value):
+            return (
+                f"value {_shown_value(value)} of column {column!r} holds a line break, which a {fmt} record "
+                f"cannot: Spark reads {fmt} files line by line and would split the record in two "
+                f"(leave the line break out, or use value_format='JSON')"
+            )
+    size = len(json.dumps(record, default=str).encode("utf-8", "surrogatepass"))
+    if size > limits.row_bytes:
+        return limits.exceeded("row_bytes", f"the record is {size:,} bytes (as JSON)")
+    return None
 
 
 def _for_duckdb(tree: exp.Expression) -> exp.Expression:
