@@ -160,14 +160,14 @@ def test_a_slow_pull_query_never_holds_the_catalogs_write_lock(filled, home, mon
     """While a pull query runs (a cross join of 10^14 rows, cancelled at the end), another
     engine writes to the catalog: the database is not locked, every statement is not waiting."""
     running, connections = threading.Event(), []
-    lock = sandbox.lock
+    one_select = sandbox.one_select
 
-    def lock_and_tell(con):  # the pull query's user SELECT runs right after the lockdown
-        lock(con)
+    def check_and_tell(con, sql):  # the pull query's user SELECT runs right after this check
         connections.append(con)
         running.set()
+        return one_select(con, sql)
 
-    monkeypatch.setattr(sandbox, "lock", lock_and_tell)
+    monkeypatch.setattr(sandbox, "one_select", check_and_tell)
     failure: list[BaseException] = []
 
     def pull():

@@ -259,3 +259,28 @@ def test_the_rows_topics_reads(sqlite_engine, fmt, kind, files):
     expected = (topics.read_table(src.path, fmt, src.columns, ["k"]) if kind == "TABLE"
                 else topics.read_stream(src.path, fmt, src.columns))
     assert sqlite_engine.execute(f"SELECT * FROM {name}")[0].rows == [[r["k"], r["v"]] for r in expected]
+
+
+@pytest.mark.parametrize("statement, params", [
+    ("SELECT * FROM read_text(?)", ["other"]),                       # a file it was not opened to read
+    ("SELECT * FROM read_json_auto(?)", ["other"]),
+    ("COPY (SELECT 1 AS x) TO ?", ["written"]),                      # writing anywhere
+    ("SET allowed_paths = ?", [["/"]]),                              # widening what it reads
+    ("SET enable_external_access = true", []),
+    ("INSTALL httpfs", []),
+])
+def test_the_pull_sandbox_is_locked_before_its_first_statement(tmp_path, statement, params):
+    """streamql's own loading runs under the lockdown too: it reads the files it was opened
+    to read (a pull query's sources) and nothing else, and nothing can widen that."""
+    import duckdb
+
+    from airflow_provider_streamql.storage import sandbox
+    allowed, other = tmp_path / "allowed.json", tmp_path / "other.txt"
+    allowed.write_text('{"a": 1}\n')
+    other.write_text("secret\n")
+    con = sandbox.connect(readable=[str(allowed)])
+    assert con.execute("SELECT a FROM read_json_auto(?)", [str(allowed)]).fetchall() == [(1,)]
+    paths = {"other": str(other), "written": str(tmp_path / "written.csv")}
+    with pytest.raises(duckdb.Error):
+        con.execute(statement, [paths.get(p, p) if isinstance(p, str) else p for p in params])
+    assert not (tmp_path / "written.csv").exists()

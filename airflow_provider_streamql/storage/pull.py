@@ -1,11 +1,12 @@
 """Pull queries: evaluate a SELECT over what a stream or table holds now, without Spark.
 
-Each pull query gets a fresh in-memory DuckDB. The committed files of every source the
-SELECT reads are loaded into tables first (a stream: its rows; a table: the latest row per
-key, see :mod:`.topics`); then the connection is locked (:mod:`.sandbox`: no file or
-network access, no extensions, no configuration changes) and only then does the SELECT run, transpiled by
-sqlglot from Spark SQL. Nothing is generated as code from user text, and file paths reach
-DuckDB only as parameters.
+Each pull query gets a fresh in-memory DuckDB, locked before its first statement
+(:mod:`.sandbox`: no file or network access but to the committed files of the sources the
+SELECT reads, no extensions, no configuration changes). Those files are loaded into tables
+(a stream: its rows; a table: the latest row per key, see :mod:`.topics`), then the SELECT
+runs, transpiled by sqlglot from Spark SQL. Nothing is generated as code from user text: DDL
+is rendered from typed columns with every identifier quoted, and file paths reach DuckDB
+only as parameters.
 
 A pull query is bounded (:class:`~..language.limits.Limits`): DuckDB's memory and threads,
 its time (cancelled), the size of values its functions build, and the rows and bytes of its
@@ -95,7 +96,9 @@ class PullQuery:
     def __init__(self, sources, limits: Limits | None = None):
         self.sources = list(sources)
         self.limits = limits or Limits()
-        self.con = sandbox.connect(self.limits)
+        #: each source's files as they are now: the only files DuckDB may read
+        self.files = {src.name: data_files(src) for src in self.sources}
+        self.con = sandbox.connect(self.limits, readable=[f for files in self.files.values() for f in files])
         self.deadline = sandbox.Deadline(self.con, self.limits, "the pull query")
         #: what the answer should say (lines skipped)
         self.notes: list[str] = []
@@ -103,9 +106,8 @@ class PullQuery:
     def __enter__(self) -> PullQuery:
         self.deadline.__enter__()  # loading counts: it is part of the pull query's time
         try:
-            for src in self.sources:
+            for src in self.sources:  # under the lockdown already: only these files are read
                 self._load(src)
-            sandbox.lock(self.con)
         except BaseException:
             self.__exit__()
             raise
@@ -162,9 +164,9 @@ class PullQuery:
 
     # -- loading ----------------------------------------------------------------------
     def _load(self, src: SourceInfo) -> None:
-        """``src`` as a table of its name, typed as declared; before the lockdown."""
+        """``src`` as a table of its name, typed as declared (only its files are readable)."""
         name = _ident(src.name)
-        files = data_files(src)
+        files = self.files[src.name]
         if not files:
             columns = ", ".join(f"{_ident(c.name)} {c.type.duckdb()}" for c in src.columns)
             self.con.execute(f"CREATE TABLE {name} ({columns})")

