@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from .engine import Engine
+from .engine import QUERY_COLUMNS, Engine
 from .errors import STATEMENT_ERRORS, CatalogError, NotFoundError, StreamQLError
 from .runtime.command import options as runtime_options
 
@@ -198,8 +198,6 @@ def _wait_for_results(engine: Engine, results, args: argparse.Namespace) -> int:
 
 
 def _queries(args: argparse.Namespace) -> int:
-    from .planner.introspection import QUERY_COLUMNS
-
     _table(_engine(args).queries(args.pipeline), QUERY_COLUMNS, args.json)
     return EXIT_OK
 
@@ -224,13 +222,7 @@ def _validate(args: argparse.Namespace) -> int:
     """Exit 0 for IN_PLACE, 1 otherwise (the report says why), 2 for a bad statement."""
     engine = _engine(args)
     if args.dry_run:
-        from .runtime import build_session
-
-        spark = build_session(args.master, "streamql-dry-run", {"spark.ui.enabled": "false"})
-        try:
-            report = engine.dry_run(args.sql, spark)
-        finally:
-            spark.stop()
+        report = engine.dry_run(args.sql, master=args.master)
     else:
         report = engine.validate(args.sql)
     print(json.dumps(report.to_dict()) if args.json else report.render())

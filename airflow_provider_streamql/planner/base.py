@@ -27,6 +27,7 @@ from ..language.types import TypeName
 from ..results import Result
 from ..storage import topics
 from ..storage.layout import Layout, Part
+from ..views.describe import StateReader
 from . import feasibility
 
 # WITH (...) property -> check of its value (None: accepted as is).
@@ -81,6 +82,9 @@ class PlannerBase:
     issuer: str = ""
     #: queries a SNAPSHOT or RESTORE of this script names (one each per script)
     snapshotted: set[str] = field(default_factory=set)
+    #: how DESCRIBE ... STATE reads a checkpoint's state rows (the engine hands in the
+    #: runtime's Spark reader; the planner never starts Spark itself)
+    read_state: StateReader | None = None
 
     # -- errors ----------------------------------------------------------------------
     @staticmethod
