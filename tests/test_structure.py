@@ -4,6 +4,7 @@ the facade's door only, the root holds only the package's faces, modules stay sm
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -229,3 +230,12 @@ def test_modules_stay_small_or_say_why():
             and not any(line.startswith(LONG_MODULE_NOTE) for line in path.read_text().splitlines())]
     assert long == [], f"split these or say why on a line starting with {LONG_MODULE_NOTE!r}"
 
+
+def test_the_readme_layout_matches_the_tree():
+    readme = (PACKAGE.parent / "README.md").read_text()
+    layout = readme.split("## Layout", 1)[1].split("```")[1]
+    named = set(re.findall(r"\b([a-z_]+(?:/|\.py))", layout))
+    parts = {f"{p}/" if (PACKAGE / p).is_dir() else f"{p}.py" for p in {part(n) for n in MODULES} - {"__init__"}}
+    assert sorted(parts - named) == [], "the README's layout leaves these out"
+    listed = set(re.findall(r"^  ([a-z_]+)/", layout, re.MULTILINE))
+    assert sorted(listed - {p.rstrip("/") for p in parts}) == [], "the README's layout names folders that are gone"
