@@ -7,18 +7,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
-import signal
 import sys
 from collections.abc import Sequence
 from typing import Any
 
-from .engine import Engine
-from .errors import CatalogError, NotFoundError, ParseError, StateError, StreamQLError, ValidationError
+from .engine import QUERY_COLUMNS, Engine
+from .errors import STATEMENT_ERRORS, CatalogError, NotFoundError, StreamQLError
+from .runtime.command import options as runtime_options
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-# Errors in what the user asked for (as opposed to things that failed while doing it).
-STATEMENT_ERRORS = (ParseError, ValidationError, NotFoundError, StateError)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -64,41 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--issuer", help="who issues the statements (command log)")
     p.set_defaults(handler=_exec)
 
-    p = sub.add_parser("runtime", parents=[common], help="run a Spark driver for a pipeline")
-    p.add_argument(
-        "--master",
-        default="local[*]",
-        help="Spark master (default local[*]; '' under spark-submit: the master it was given)",
-    )
-    p.add_argument("--interval", type=float, default=0.5, help="reconcile interval, seconds")
-    p.add_argument("--lease-ttl", type=float, default=10.0, help="query lease lifetime, seconds")
-    p.add_argument(
-        "--workers",
-        type=_positive_int,
-        default=8,
-        help="queries started, stopped or swapped at once in a reconcile pass (default 8)",
-    )
-    p.add_argument(
-        "--on-error",
-        default="FAIL",
-        type=str.upper,
-        choices=("FAIL", "LOG_AND_CONTINUE", "PAUSE"),
-        help="what a record a query cannot read does, for queries that set no on_error (default FAIL)",
-    )
-    p.add_argument(
-        "--readiness-window",
-        type=float,
-        default=30.0,
-        help="seconds a new version has to fail and be rolled back automatically "
-        "after an in-place upgrade (it is ready earlier once it commits a batch)",
-    )
-    p.add_argument(
-        "--metrics-port",
-        type=_port,
-        default=None,
-        help="serve the pipeline's queries in Prometheus' format at http://<host>:PORT/metrics (default: off)",
-    )
-    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="Spark configuration (repeatable)")
+    p = sub.add_parser("runtime", parents=[runtime_options()], help="run a Spark driver for a pipeline")
     p.set_defaults(handler=_runtime)
 
     p = sub.add_parser("queries", parents=[common], help="list queries and their state")
@@ -210,23 +173,6 @@ def _read(path: str) -> str:
         raise _Unreadable(path) from None
 
 
-def _port(text: str) -> int:
-    """A TCP port for argparse: 0 (any free one) to 65535."""
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"a port is a whole number from 0 to 65535, not {text!r}") from None
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"a port is a whole number from 0 to 65535, not {text!r}")
-    return port
-
-
-def _positive_int(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"a whole number of at least 1, not {text!r}")
-    return int(text)
-
-
 def _exec(args: argparse.Namespace) -> int:
     if (args.sql is None) == (args.file is None):
         print("error: give statements as an argument or with -f FILE (not both)", file=sys.stderr)
@@ -252,8 +198,6 @@ def _wait_for_results(engine: Engine, results, args: argparse.Namespace) -> int:
 
 
 def _queries(args: argparse.Namespace) -> int:
-    from .planner.introspection import QUERY_COLUMNS
-
     _table(_engine(args).queries(args.pipeline), QUERY_COLUMNS, args.json)
     return EXIT_OK
 
@@ -278,13 +222,7 @@ def _validate(args: argparse.Namespace) -> int:
     """Exit 0 for IN_PLACE, 1 otherwise (the report says why), 2 for a bad statement."""
     engine = _engine(args)
     if args.dry_run:
-        from .runtime import build_session
-
-        spark = build_session(args.master, "streamql-dry-run", {"spark.ui.enabled": "false"})
-        try:
-            report = engine.dry_run(args.sql, spark)
-        finally:
-            spark.stop()
+        report = engine.dry_run(args.sql, master=args.master)
     else:
         report = engine.validate(args.sql)
     print(json.dumps(report.to_dict()) if args.json else report.render())
@@ -357,40 +295,9 @@ def _migrate(args: argparse.Namespace) -> int:
 
 
 def _runtime(args: argparse.Namespace) -> int:
-    from .runtime import Runtime, build_session, kafka
-    from .storage.kafka_properties import secret_in_argv
+    from .runtime.command import run
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    conf = {}
-    for item in args.conf:
-        key, sep, value = item.partition("=")
-        if not sep:
-            print(f"error: --conf wants KEY=VALUE, got {item!r}", file=sys.stderr)
-            return EXIT_USAGE
-        if secret_in_argv(key):
-            print(f"error: --conf {secret_in_argv(key)}", file=sys.stderr)
-            return EXIT_USAGE
-        conf[key] = value
-    kafka.load_properties()  # at start: a file that cannot be read stops the runtime here
-    engine = _engine(args)
-    spark = build_session(args.master, f"streamql-{engine.pipeline}", conf)
-    kafka.check_conf(spark)  # warns of Kafka secrets in spark-defaults.conf
-    runtime = Runtime(
-        engine.catalog,
-        engine.pipeline,
-        spark,
-        interval=args.interval,
-        lease_ttl=args.lease_ttl,
-        readiness_window=args.readiness_window,
-        on_error=args.on_error,
-        workers=args.workers,
-        metrics_port=args.metrics_port,
-    )
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: runtime.stop())
-    runtime.run()
-    spark.stop()
-    return EXIT_OK
+    return run(args)
 
 
 if __name__ == "__main__":

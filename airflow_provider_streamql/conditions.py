@@ -9,16 +9,15 @@ deferrable trigger. ``to_dict``/``from_dict`` carry it across a trigger's serial
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar, Protocol
 
 from .catalog import Catalog, Progress, QueryInfo
 from .errors import ValidationError
-from .planner.introspection import shown_state
-from .storage import topics
 from .storage.checkpoints import last_committed_batch, processed_files
+from .views import lag
+from .views.rows import shown_state
 
 
 class QueryView(Protocol):
@@ -245,7 +244,7 @@ class CaughtUp(Condition):
         # the catalog is read once; later looks read only the checkpoint (waits poll often)
         if self._wanted is None:
             query = engine.query(self.query_id)
-            on_kafka = [n for n in query.sources if getattr(engine.catalog.source(n), "kafka_topic", None)]
+            on_kafka = lag.kafka_sources(engine.catalog, query)
             if on_kafka:
                 return Check(
                     False,
@@ -254,7 +253,7 @@ class CaughtUp(Condition):
                     failed=True,
                 )
             self._query_id, self._checkpoint = query.id, query.checkpoint
-            self._wanted = _input_files(engine, query, self.as_of)
+            self._wanted = lag.input_files(engine.catalog, query, self.as_of)
         # the checkpoint's logs are parsed again only when a new batch has committed
         committed = last_committed_batch(self._checkpoint)
         if committed != self._committed:
@@ -262,11 +261,7 @@ class CaughtUp(Condition):
         missing = self._missing
         details = {"query_id": self._query_id, "input_files": len(self._wanted), "missing": len(missing)}
         if not missing:
-            return Check(
-                True,
-                f"{self._query_id} caught up ({len(self._wanted)} input files processed and committed)",
-                details=details,
-            )
+            return Check(True, lag.caught_up_message(self._query_id, len(self._wanted)), details=details)
         return Check(
             False,
             f"query {self._query_id} has not processed {len(missing)} of {len(self._wanted)} input files",
@@ -305,36 +300,12 @@ class AllOf(Condition):
 
 def unprocessed_files(engine: QueryView, query) -> int:
     """How many committed input files the query has not processed yet (its lag, in files)."""
-    return len(_input_files(engine, query, float("inf")) - processed_files(query.checkpoint))
+    return lag.unprocessed_files(engine.catalog, query)
 
 
 def lag_files(engine: QueryView, query) -> int | None:
     """:func:`unprocessed_files`, for a query that may still read (None once terminated)."""
-    return None if query.desired_state == "TERMINATED" else unprocessed_files(engine, query)
-
-
-def _input_files(engine: QueryView, query, as_of: float) -> set[str]:
-    wanted: set[str] = set()
-    # tables joined as of each batch are read whole each time, never consumed
-    static = set(query.plan.static_tables)
-    for name in (n for n in query.sources if n not in static):
-        src = engine.catalog.source(name)
-        if src is not None:
-            # a query over tables reads their changelogs' files (runtime/tables.py)
-            files = (
-                [os.path.realpath(f) for f in topics.changelog_files(src.path)]
-                if src.kind == "TABLE"
-                else topics.committed_files(src.path)
-            )
-            wanted.update(f for f in files if _mtime(f) <= as_of)
-    return wanted
-
-
-def _mtime(path: str) -> float:
-    try:
-        return os.stat(path).st_mtime
-    except FileNotFoundError:  # compacted away since it was listed: it was processed
-        return float("inf")
+    return lag.lag_files(engine.catalog, query)
 
 
 CONDITIONS: dict[str, type[Condition]] = {

@@ -1,4 +1,11 @@
-"""The one door: every caller (CLI, runtime tooling, Airflow operators) goes through Engine."""
+"""The one door: every caller (CLI, runtime tooling, Airflow operators) goes through Engine.
+
+The Airflow half imports nothing of the core but this module and the other faces
+(``tests/test_structure.py``): what it needs is a method of :class:`Engine` (its reading
+side is the read model's :class:`~.views.reader.Reader`), and the plain values those
+methods return are named here (:data:`__all__`)."""
+
+# long module: the one facade, so one method per thing a caller does, the Airflow half's door included
 
 # long module: the one door is one class (DESIGN.md section 1); its methods are thin calls
 # of the planner, catalog and conditions, read together as the package's whole surface.
@@ -9,9 +16,10 @@ import getpass
 import os
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
-from .catalog import BadRecord, Catalog, Progress, QueryInfo, default_home
+from .catalog import DEFAULT_PIPELINE, BadRecord, Catalog, Progress, QueryInfo, default_home, default_pipeline
+from .catalog import urls as catalog_urls
 from .conditions import CaughtUp, Check, Condition, QueriesInState, VersionRunning
 from .errors import NotFoundError, StateError, ValidationError, WaitTimeout
 from .language import parse, parse_one
@@ -19,18 +27,25 @@ from .language.limits import Limits
 from .language.statements import CreateAsSelect, CreateSource, DropSource, QueryControl, SetProperty, Statement
 from .planner import Planner, deploy
 from .planner.deploy import DeployPlan
-from .planner.introspection import query_rows, shown_state
 from .results import Result
-from .storage.layout import Layout
+from .storage import kafka_properties
+from .storage.layout import Layout, Part
 from .upgrades import Report
+from .upgrades.report import VERDICTS
+from .views.events import EVENTS, QueryEvent, check_events
+from .views.lineage import Dataset, InputColumn, QueryLineage
+from .views.reader import RUNTIME_STALE_AFTER, Reader
+from .views.rows import QUERY_COLUMNS
 
-DEFAULT_PIPELINE = "default"
-#: a runtime that has not heartbeated for this many seconds is not live
-RUNTIME_STALE_AFTER = 15.0
+__all__ = ["Engine", "DEFAULT_PIPELINE", "RUNTIME_STALE_AFTER", "QUERY_COLUMNS", "EVENTS", "VERDICTS"]
+# the values Engine's methods return, besides results.Result and the errors
+__all__ += ["QueryInfo", "Progress", "BadRecord", "QueryEvent", "QueryLineage", "Dataset", "InputColumn"]
+__all__ += ["Report", "DeployPlan"]
 
 
-class Engine:
-    """Execute StreamQL, read query state, and wait for it.
+class Engine(Reader):
+    """Execute StreamQL, read query state (the read side is :class:`~.views.reader.Reader`),
+    and wait for it.
 
     :param catalog: catalog URL (SQLite or PostgreSQL) or an open :class:`Catalog`;
         default ``$STREAMQL_CATALOG`` or SQLite under ``home``.
@@ -54,10 +69,10 @@ class Engine:
         self.limits = limits if limits is not None else Limits.from_env()
         self.home = os.path.abspath(home) if home else default_home()
         os.makedirs(self.home, exist_ok=True)
-        self.catalog = catalog if isinstance(catalog, Catalog) else Catalog(catalog, home=self.home)
+        catalog = catalog if isinstance(catalog, Catalog) else Catalog(catalog, home=self.home)
+        super().__init__(catalog, pipeline or default_pipeline())
         sqlite_file = self.catalog.engine.url.database if self.catalog.dialect == "sqlite" else None
         self.layout = Layout(self.home, protected=[sqlite_file] if sqlite_file else [])
-        self.pipeline = pipeline or os.environ.get("STREAMQL_PIPELINE", DEFAULT_PIPELINE)
         self.issuer = issuer or f"user:{getpass.getuser()}"
 
     def close(self) -> None:
@@ -194,18 +209,28 @@ class Engine:
             pipeline or self.pipeline,
             self.layout,
             limits=self.limits,
+            read_state=_read_state,
         )
 
     def _check_replace(self, stmt: CreateAsSelect, pipeline: str | None):
         with self.catalog.engine.connect() as conn:
             return self._planner(conn, pipeline).check_replace(stmt)
 
-    def dry_run(self, sql: str, spark: Any, *, query_id: str | None = None, pipeline: str | None = None) -> Report:
+    def dry_run(
+        self,
+        sql: str,
+        spark: Any = None,
+        *,
+        query_id: str | None = None,
+        pipeline: str | None = None,
+        master: str = "local[*]",
+    ) -> Report:
         """:meth:`validate`, then run the new version on ``spark`` over a copy of the live
         checkpoint with a sink that writes nothing, so Spark's own checks have their say.
-        A Spark refusal turns an IN_PLACE verdict into REJECTED (finding SPARK_REFUSED)."""
-        from .runtime.dryrun import dry_run
-        from .upgrades import Code, Finding, UpgradeKind, Verdict
+        A Spark refusal turns an IN_PLACE verdict into REJECTED (finding SPARK_REFUSED).
+        Without ``spark``, the process's session when Spark runs here, else a local one on
+        ``master`` made for the run (after the statement was validated) and stopped after."""
+        from .runtime.dryrun import check_on_spark
 
         stmt = _statement(sql)
         if isinstance(stmt, CreateSource):
@@ -214,24 +239,7 @@ class Engine:
         self._writer(stmt, query_id)
         _current, report, new, _sink = self._check_replace(stmt, pipeline)
         sources = {n: self.catalog.source(n) for n in new.sources}
-        outcome = dry_run(spark, new, sources)
-        report.spark = {
-            "ran": outcome.error is None,
-            "error": outcome.error,
-            "batches": outcome.batches,
-            "input_rows": outcome.input_rows,
-            "new_input_files": outcome.new_files,
-        }
-        if outcome.error is not None and report.verdict == "IN_PLACE":
-            report.add(
-                Finding(
-                    Code.SPARK_REFUSED,
-                    "query",
-                    UpgradeKind.UNSUPPORTED,
-                    Verdict.REJECTED,
-                    f"Spark refused the new version on a copy of the checkpoint: {outcome.error}",
-                )
-            )
+        check_on_spark(report, new, sources, spark=spark, master=master)
         return report
 
     def upgrade(
@@ -341,40 +349,31 @@ class Engine:
             for stmt in statements:
                 planner.plan(stmt)
 
-    # -- reading state -----------------------------------------------------------------
-    def query(self, query_id: str) -> QueryInfo:
-        query = self.catalog.query(query_id.upper())
-        if query is None:
-            raise NotFoundError(f"no query {query_id!r}")
-        return query
+    # -- the Airflow half's door: what it needs of the core besides statements ----------
+    #: the environment variable a client-mode runtime reads its Kafka client properties from
+    KAFKA_PROPERTIES_ENV: ClassVar[str] = kafka_properties.PROPERTIES_ENV
+    safe_url = staticmethod(catalog_urls.safe_url)
+    url_without_password = staticmethod(catalog_urls.without_password)
+    error_line = staticmethod(catalog_urls.error_line)
+    render_kafka_properties = staticmethod(kafka_properties.render)
+    kafka_secret_in_argv = staticmethod(kafka_properties.secret_in_argv)
+    check_events = staticmethod(check_events)
 
-    def state(self, query_id: str) -> str:
-        """Observed state as SHOW QUERIES shows it (UNASSIGNED when its runtime is gone)."""
-        query = self.query(query_id)
-        return shown_state(query, self.catalog.leases().get(query.id))
+    @staticmethod
+    def kafka_secrets(text: str, source: str) -> set[str]:
+        """The values in Kafka client properties ``text`` that must never be shown (to mask
+        them); :class:`StateError` naming ``source`` and the line if it is not properties."""
+        return kafka_properties.secret_values(kafka_properties.parse(text, source))
 
-    def queries(self, pipeline: str | None = None) -> list[dict[str, Any]]:
-        """Every query (optionally of one pipeline) with state, progress and last error."""
-        return query_rows(self.catalog, self.catalog.queries(pipeline))
-
-    def bad_records(self, query_id: str, status: str | None = None) -> list[BadRecord]:
-        """The records ``query_id`` could not read: where each sits, its text, the error,
-        the batch, and what became of it (``status``: PENDING, SKIPPED, LOGGED, ...)."""
-        return self.catalog.bad_records(self.query(query_id).id, status.upper() if status else None)
-
-    def progress(self, query_id: str) -> Progress | None:
-        return self.catalog.progress(self.query(query_id).id)
-
-    def runtimes(self, pipeline: str | None = None, *, live: bool = True) -> list[dict[str, Any]]:
-        """Runtimes (of one pipeline); ``live``: not stopped and heartbeating within
-        :data:`RUNTIME_STALE_AFTER` seconds."""
-        now = time.time()
-        return [
-            r
-            for r in self.catalog.runtimes()
-            if (pipeline is None or r["pipeline"] == pipeline)
-            and (not live or (r["stopped_at"] is None and now - r["heartbeat_at"] <= RUNTIME_STALE_AFTER))
-        ]
+    def runtime_log(self, pipeline: str) -> str:
+        """The path of a new log for a runtime of ``pipeline`` started now, in the home's
+        runtimes folder (made if missing); the folder and the path are checked to be no
+        links out of it (:class:`StateError`)."""
+        log_path = self.layout.runtime_log(pipeline, time.strftime("%Y%m%d-%H%M%S"))
+        runtimes = Part(os.path.dirname(log_path))
+        os.makedirs(runtimes.folder, exist_ok=True)
+        runtimes.resolve(log_path)
+        return log_path
 
     # -- waiting -------------------------------------------------------------------------
     def wait(self, condition: Condition, *, timeout: float = 60.0, poll: float = 0.1) -> Check:
@@ -421,6 +420,14 @@ class Engine:
         """Return once a runtime runs ``version`` of the query (with ``ready``: and it left
         its readiness window); raise :class:`StateError` if that version was rolled back."""
         self.wait(VersionRunning(query_id, version, ready), timeout=timeout, poll=poll)
+
+
+def _read_state(checkpoint: str, operators: list, limit: int) -> tuple[list[str], list[list[Any]]]:
+    """DESCRIBE ... STATE's reader of Spark state (:data:`.views.describe.StateReader`): the
+    runtime's, loaded (and Spark started) only when a statement asks for state rows."""
+    from .runtime.state import read_state
+
+    return read_state(checkpoint, operators, limit)
 
 
 def _statement(sql: str | Statement) -> Statement:

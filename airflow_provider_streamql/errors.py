@@ -80,3 +80,8 @@ class CatalogError(StreamQLError):
 
 class WaitTimeout(StreamQLError):
     """A wait ended before the awaited state was observed."""
+
+
+#: errors in what the user asked for (as opposed to things that failed while doing it): a
+#: command exits with a usage error, a task fails without retries
+STATEMENT_ERRORS = (ParseError, ValidationError, NotFoundError, StateError)

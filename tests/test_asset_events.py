@@ -14,7 +14,7 @@ import sys
 import pytest
 from sqlalchemy import create_engine, text
 
-from airflow_provider_streamql.planner.events import EventFeed
+from airflow_provider_streamql.views.events import EventFeed
 
 from .conftest import REPO, _free_port, _new_pg_database
 from .support import wait_until

@@ -1,5 +1,5 @@
 """Lineage: each query's inputs, output and column lineage from the catalog
-(planner/lineage.py), and the OpenLineage events Airflow's OpenLineage provider emits for
+(views/lineage.py), and the OpenLineage events Airflow's OpenLineage provider emits for
 the DAGs that create and upgrade the ksqlMart pipeline, read back from its file transport."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from airflow_provider_streamql.engine import Engine
-from airflow_provider_streamql.planner.lineage import query_lineage
+from airflow_provider_streamql.views.lineage import query_lineage
 
 from .conftest import REPO
 

@@ -1,4 +1,4 @@
-"""Query events (planner/events.py) and their Airflow faces: the ``streamql`` asset URI
+"""Query events (views/events.py) and their Airflow faces: the ``streamql`` asset URI
 scheme, operators' outlets, and QueryEventTrigger delivering each event once. A real SQLite
 catalog whose observed state is written as a runtime writes it (no JVM here; the whole path
 with Spark and a real Airflow is tests/test_asset_events.py)."""
@@ -12,7 +12,7 @@ import pytest
 from airflow_provider_streamql.catalog import BadRecord
 from airflow_provider_streamql.engine import Engine
 from airflow_provider_streamql.errors import ValidationError
-from airflow_provider_streamql.planner.events import EventFeed, current_events
+from airflow_provider_streamql.views.events import EventFeed, current_events
 
 PIPELINE = """
 CREATE STREAM purchases (id INT KEY, product STRING, cost DOUBLE) WITH (value_format='JSON');

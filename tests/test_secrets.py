@@ -16,6 +16,7 @@ import sys
 import pytest
 
 from airflow_provider_streamql.catalog import Catalog
+from airflow_provider_streamql.engine import Engine
 from airflow_provider_streamql.errors import CatalogError
 
 from .airflow_support import run_dag, set_connection, streamql_connection
@@ -376,7 +377,11 @@ def test_spark_submit_gets_an_allowlisted_environment(catalog, tmp_path, monkeyp
     if SPARK[spark].get("extra", {}).get("deploy-mode") == "cluster":
         hook.submit(APPLICATION)  # as the operator submits in cluster mode: to its end
     else:
-        process, _log = operator._launch_detached(hook, str(tmp_path / "home"), "default")
+        engine = Engine(catalog, home=str(tmp_path / "home"))  # the runtime log's place is the engine's
+        try:
+            process, _log = operator._launch_detached(hook, engine, "default")
+        finally:
+            engine.close()
         assert process.wait(60) == 0
     received = json.loads((tmp_path / "bin" / "received.json").read_text())
     env, argv = received["env"], received["argv"]

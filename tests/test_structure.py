@@ -1,8 +1,10 @@
-"""The package's shape, read from its source with ``ast``: imports form no circle, the core
-never imports Airflow, the root holds only the package's faces, modules stay small."""
+"""The package's shape, read from its source with ``ast``: imports form no circle and never
+climb back up the layers, the core never imports Airflow, the Airflow half comes in through
+the facade's door only, the root holds only the package's faces, modules stay small."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,34 @@ NAME = PACKAGE.name
 FACES = {"__init__", "engine", "errors", "results", "cli", "conditions", "get_provider_info"}
 #: the Airflow half (DESIGN.md section 1): nothing outside it may import airflow
 AIRFLOW_HALF = {"hooks", "operators", "sensors", "triggers", "plugins", "assets", "get_provider_info"}
+#: the layers, lowest first (DESIGN.md section 1): a module imports from its own layer and
+#: those below. errors and results are the currency every layer pays in (they import nothing
+#: of the package), so they sit at the bottom with the version; the read model (views) reads
+#: the catalog and storage and is read by the planner, the runtime and the faces; upgrades
+#: stands on the language alone, below the planner that runs it
+LAYERS = {
+    "__init__": 0,
+    "errors": 0,
+    "results": 0,
+    "language": 1,
+    "catalog": 2,
+    "storage": 3,
+    "views": 4,
+    "upgrades": 5,
+    "planner": 6,
+    "runtime": 7,
+    "engine": 8,
+    "conditions": 8,
+    "cli": 8,
+    **dict.fromkeys(AIRFLOW_HALF, 9),
+}
+#: "importer -> imported" climbs kept for now, each with why (none: add one only with a reason)
+CLIMBS_ALLOWED: dict[str, str] = {}
+#: what the Airflow half may import of the core: the facade's public surface. The engine (with
+#: the values its methods return), the conditions it waits on, results, errors, the version,
+#: and the language's statements and grammar of names (callers hand the engine parsed
+#: statements); never planner/, runtime/, storage/, catalog/, views/ or upgrades/
+DOOR = {"__init__", "engine", "conditions", "results", "errors", "language", "language.statements"}
 MAX_LINES = 400
 #: a longer module says why on a line starting with this
 LONG_MODULE_NOTE = "# long module:"
@@ -24,6 +54,27 @@ def module_name(path: Path) -> str:
 
 
 MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def short(name: str) -> str:
+    """A module's name inside the package (``__init__`` for the package itself)."""
+    return name[len(NAME) + 1 :] if name.startswith(f"{NAME}.") else "__init__"
+
+
+def part(name: str) -> str:
+    """The top-level part a module belongs to: a subpackage, or a face at the root."""
+    return short(name).split(".")[0]
+
+
+def climbs(importer: str, imported: str) -> bool:
+    """Whether ``importer`` importing ``imported`` runs back up the layers."""
+    return LAYERS[part(imported)] > LAYERS[part(importer)]
+
+
+def through_the_door(importer: str, imported: str) -> bool:
+    """Whether a module of the Airflow half may import ``imported``: the Airflow half
+    itself, or the facade's public surface (:data:`DOOR`)."""
+    return part(importer) not in AIRFLOW_HALF or part(imported) in AIRFLOW_HALF or short(imported) in DOOR
 
 
 def imports(name: str) -> set[str]:
@@ -88,6 +139,71 @@ def test_the_import_walk_sees_relative_lazy_and_type_checking_imports():
     assert f"{NAME}.runtime.dryrun" in seen  # imported inside Engine.dry_run
 
 
+def q(name: str) -> str:
+    return f"{NAME}.{name}" if name != "__init__" else NAME
+
+
+@pytest.mark.parametrize("importer, imported, climb", [
+    ("catalog.urls", "storage.layout", True),
+    ("storage.layout", "catalog.urls", False),
+    ("runtime.main", "cli", True),
+    ("runtime.metrics", "conditions", True),
+    ("planner.reads", "views.describe", False),
+    ("views.describe", "planner.control", True),
+    ("views.describe", "runtime.state", True),
+    ("planner.base", "results", False),
+    ("results", "planner", True),
+    ("conditions", "engine", False),
+    ("engine", "hooks.streamql", True),
+    ("get_provider_info", "__init__", False),
+])
+def test_the_layer_rule_sees_a_climb(importer, imported, climb):
+    assert climbs(q(importer), q(imported)) is climb
+
+
+def test_every_part_of_the_package_has_a_layer():
+    unplaced = sorted({part(name) for name in MODULES} - LAYERS.keys())
+    assert unplaced == [], f"give {unplaced} a place in LAYERS (DESIGN.md section 1)"
+
+
+@pytest.mark.parametrize("layer", sorted(LAYERS, key=lambda p: (LAYERS[p], p)))
+def test_no_module_imports_from_a_higher_layer(layer):
+    found = [
+        f"{short(name)} -> {short(other)}"
+        for name in MODULES
+        if part(name) == layer
+        for other in sorted(imports(name))
+        if climbs(name, other)
+    ]
+    assert [c for c in found if c not in CLIMBS_ALLOWED] == [], "move what these need down a layer"
+
+
+@pytest.mark.parametrize("importer, imported, allowed", [
+    ("operators.base", "engine", True),
+    ("operators.queries", "conditions", True),
+    ("operators.snapshots", "language.statements", True),
+    ("assets.streamql", "language", True),
+    ("plugins.app", "hooks.streamql", True),
+    ("get_provider_info", "__init__", True),
+    ("hooks.streamql", "catalog", False),
+    ("operators.runtime", "storage.layout", False),
+    ("operators.queries", "runtime", False),
+    ("operators.queries", "upgrades.report", False),
+    ("triggers.events", "views.events", False),
+    ("triggers.events", "language.names", False),
+    ("plugins.overview", "planner.reads", False),
+    ("planner.reads", "views.describe", True),  # the core is not behind the door
+])
+def test_the_door_rule_sees_an_import_past_it(importer, imported, allowed):
+    assert through_the_door(q(importer), q(imported)) is allowed
+
+
+@pytest.mark.parametrize("name", [n for n in MODULES if part(n) in AIRFLOW_HALF])
+def test_the_airflow_half_comes_in_through_the_door(name):
+    past = sorted(short(other) for other in imports(name) if not through_the_door(name, other))
+    assert past == [], f"{short(name)} reaches past the facade: make what it needs a method of Engine"
+
+
 def test_no_import_circle_inside_the_package():
     assert cycles({name: imports(name) for name in MODULES}) == []
 
@@ -113,3 +229,13 @@ def test_modules_stay_small_or_say_why():
             if len(path.read_text().splitlines()) > MAX_LINES
             and not any(line.startswith(LONG_MODULE_NOTE) for line in path.read_text().splitlines())]
     assert long == [], f"split these or say why on a line starting with {LONG_MODULE_NOTE!r}"
+
+
+def test_the_readme_layout_matches_the_tree():
+    readme = (PACKAGE.parent / "README.md").read_text()
+    layout = readme.split("## Layout", 1)[1].split("```")[1]
+    named = set(re.findall(r"\b([a-z_]+(?:/|\.py))", layout))
+    parts = {f"{p}/" if (PACKAGE / p).is_dir() else f"{p}.py" for p in {part(n) for n in MODULES} - {"__init__"}}
+    assert sorted(parts - named) == [], "the README's layout leaves these out"
+    listed = set(re.findall(r"^  ([a-z_]+)/", layout, re.MULTILINE))
+    assert sorted(listed - {p.rstrip("/") for p in parts}) == [], "the README's layout names folders that are gone"

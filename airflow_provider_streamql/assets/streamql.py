@@ -13,8 +13,7 @@ from urllib.parse import SplitResult, urlsplit
 from airflow.sdk import Asset
 
 from ..errors import StreamQLError
-from ..language import parse
-from ..language.names import check_object_name
+from ..language import check_object_name, parse
 from ..language.statements import CreateAsSelect, InsertSelect
 
 if TYPE_CHECKING:
@@ -90,7 +89,6 @@ def convert_asset_to_openlineage(asset: Asset, lineage_context: Any):
     from airflow.providers.common.compat.openlineage.facet import Dataset
 
     from ..hooks.streamql import StreamQLHook
-    from ..planner.lineage import dataset_of
 
     parsed = sanitize_uri(urlsplit(asset.uri))
     conn_id, name = parsed.netloc, parsed.path.lstrip("/")
@@ -98,11 +96,10 @@ def convert_asset_to_openlineage(asset: Asset, lineage_context: Any):
         conn = StreamQLHook.get_connection(conn_id)
         engine = StreamQLHook.engine_for(conn)
         try:
-            source = engine.catalog.source(name)
+            ds = engine.dataset(name, kafka_bootstrap=StreamQLHook.settings(conn)["kafka_bootstrap_servers"])
         finally:
             engine.close()
-        if source is not None:
-            ds = dataset_of(source, StreamQLHook.settings(conn)["kafka_bootstrap_servers"])
+        if ds is not None:
             return Dataset(namespace=ds.namespace, name=ds.name)
     except Exception:  # lineage must never fail a task: fall back to the URI's own names
         pass

@@ -1,6 +1,5 @@
 """The catalog: durable control plane (sources, queries, command log, runtimes, leases)."""
 
-from ..storage.layout import default_home
 from .migrations import LATEST, current_version, migrate
 from .model import (
     DESIRED_STATES,
@@ -15,7 +14,7 @@ from .model import (
 )
 from .states import ACTIVE_STATES, BAD_RECORD_STATUSES, BadRecordStatus, DesiredState, OnError, QueryState
 from .store import Catalog
-from .urls import default_url, safe_url
+from .urls import DEFAULT_PIPELINE, default_home, default_pipeline, default_url, safe_url
 
 __all__ = [
     "Catalog",
@@ -27,6 +26,8 @@ __all__ = [
     "current_version",
     "migrate",
     "default_home",
+    "default_pipeline",
+    "DEFAULT_PIPELINE",
     "default_url",
     "safe_url",
     "ACTIVE_STATES",

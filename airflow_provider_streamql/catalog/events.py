@@ -1,6 +1,6 @@
 """How far each consumer of query events has read: one cursor per consumer, query and kind
 of event. Mixed into :class:`~.store.Catalog`; the events themselves are derived from the
-catalog's state by :mod:`..planner.events`."""
+catalog's state by :mod:`..views.events`."""
 
 from __future__ import annotations
 

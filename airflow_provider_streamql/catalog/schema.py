@@ -191,7 +191,7 @@ event_cursors = Table(
     metadata,
     Column("consumer", String(255), primary_key=True),  # e.g. an Airflow asset watcher's trigger
     Column("query_id", NAME, primary_key=True),
-    Column("kind", String(16), primary_key=True),  # see planner/events.py EVENTS
+    Column("kind", String(16), primary_key=True),  # see views/events.py EVENTS
     Column("last_key", String(64), nullable=False),  # the last event delivered
     Column("updated_at", Float, nullable=False),
 )

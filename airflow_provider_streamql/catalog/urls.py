@@ -1,5 +1,9 @@
-"""Where the catalog is, and its password kept out of sight: the default URL, URLs as shown
-(password masked), and the password a runtime is handed in its environment or a file."""
+"""Where the catalog is, and its password kept out of sight: the defaults the environment
+gives (home, catalog URL, pipeline), URLs as shown (password masked), and the password a
+runtime is handed in its environment or a file.
+
+The catalog sits below the storage layout (DESIGN.md section 1), so the one path it names
+itself, its embedded SQLite file in the home, is made here; the layout takes it from here."""
 
 from __future__ import annotations
 
@@ -12,7 +16,26 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import ArgumentError
 
 from ..errors import CatalogError, first_line
-from ..storage.layout import Layout, default_home
+
+#: the embedded catalog's file in a home
+CATALOG_FILE = "catalog.db"
+#: the pipeline new queries belong to when neither the caller nor ``$STREAMQL_PIPELINE`` names one
+DEFAULT_PIPELINE = "default"
+
+
+def default_home() -> str:
+    """``$STREAMQL_HOME``, default ``./.streamql``, as an absolute path."""
+    return os.path.abspath(os.environ.get("STREAMQL_HOME", ".streamql"))
+
+
+def default_pipeline() -> str:
+    """``$STREAMQL_PIPELINE``, default :data:`DEFAULT_PIPELINE`."""
+    return os.environ.get("STREAMQL_PIPELINE", DEFAULT_PIPELINE)
+
+
+def catalog_file(home: str) -> str:
+    """The embedded SQLite catalog of ``home`` (its real path)."""
+    return os.path.join(os.path.realpath(home), CATALOG_FILE)
 
 
 def default_url(home: str | None = None) -> str:
@@ -22,7 +45,7 @@ def default_url(home: str | None = None) -> str:
         return url
     home = home or default_home()
     os.makedirs(home, exist_ok=True)
-    return f"sqlite:///{Layout(home).catalog_file}"
+    return f"sqlite:///{catalog_file(home)}"
 
 
 #: a URL's scheme (``postgresql+psycopg://``)

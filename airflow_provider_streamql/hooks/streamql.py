@@ -10,9 +10,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 from sqlalchemy import make_url
 from sqlalchemy.exc import ArgumentError
 
-from ..catalog import safe_url
 from ..engine import Engine
-from ..storage import kafka_properties
 
 
 class StreamQLHook(BaseHook):
@@ -101,7 +99,7 @@ class StreamQLHook(BaseHook):
             except (ArgumentError, ValueError):  # ValueError: a port that is not a number
                 # shown masked: a malformed URL may still hold a password
                 raise AirflowException(
-                    f"connection {conn.conn_id!r}: catalog {safe_url(catalog)!r} is "
+                    f"connection {conn.conn_id!r}: catalog {Engine.safe_url(catalog)!r} is "
                     f"not a database URL (e.g. postgresql+psycopg://user@host/db)"
                 ) from None
             if conn.password and url.password is None:
@@ -111,7 +109,7 @@ class StreamQLHook(BaseHook):
             catalog = url.render_as_string(hide_password=False)
         properties = field("kafka_properties")
         if isinstance(properties, dict):
-            properties = kafka_properties.render(properties)
+            properties = Engine.render_kafka_properties(properties)
         elif properties is not None and not isinstance(properties, str):
             raise AirflowException(
                 f"connection {conn.conn_id!r}: kafka_properties must be Kafka client properties "

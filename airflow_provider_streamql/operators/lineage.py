@@ -15,7 +15,6 @@ operator for lineage, so nothing here runs without it. Two kinds of events come 
 
 from __future__ import annotations
 
-from ..planner.lineage import query_lineage
 from .base import STATEMENT_ERRORS
 
 
@@ -49,20 +48,20 @@ class QueryLineageMixin:
         kafka = StreamQLHook.settings(conn)["kafka_bootstrap_servers"]
         engine = StreamQLHook.engine_for(conn)
         try:
-            catalog, deployed = engine.catalog, self.deployed_versions(task_instance)
-            lineages = self._lineages(catalog, deployed, kafka)
-            ended = self._lineages(catalog, self.replaced_versions(task_instance, catalog, deployed), kafka)
+            deployed = self.deployed_versions(task_instance)
+            lineages = self._lineages(engine, deployed, kafka)
+            ended = self._lineages(engine, self.replaced_versions(task_instance, engine.catalog, deployed), kafka)
         finally:
             engine.close()
         if lineages or ended:
             emit_query_runs(lineages, ended, task_instance)
         return operator_lineage(lineages) if lineages else OperatorLineage()
 
-    def _lineages(self, catalog, versions: dict[str, int | None], kafka: str | None) -> list:
+    def _lineages(self, engine, versions: dict[str, int | None], kafka: str | None) -> list:
         found = []
         for query_id, version in versions.items():
             try:
-                found.append(query_lineage(catalog, query_id, version=version, kafka_bootstrap=kafka))
+                found.append(engine.lineage(query_id, version=version, kafka_bootstrap=kafka))
             except STATEMENT_ERRORS as e:  # dropped since: the lineage of what is left
                 self.log.warning("no lineage for %s version %s: %s", query_id, version, e)
         return found

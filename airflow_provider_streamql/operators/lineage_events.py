@@ -23,7 +23,7 @@ from openlineage.client.event_v2 import Dataset, Job, Run, RunEvent, RunState
 from openlineage.client.facet_v2 import RunFacet, job_type_job, parent_run, schema_dataset, sql_job
 from openlineage.client.facet_v2 import column_lineage_dataset as cl
 
-from ..planner import lineage
+from ..engine import QueryLineage
 
 #: the integration and job type of a query version's job (OpenLineage's jobType facet)
 INTEGRATION, JOB_TYPE = "STREAMQL", "QUERY"
@@ -45,7 +45,7 @@ class StreamQLRunFacet(RunFacet):
         )
 
 
-def operator_lineage(lineages: list[lineage.QueryLineage]):
+def operator_lineage(lineages: list[QueryLineage]):
     """The task's lineage: every query's inputs and outputs (with schema and column
     lineage), its statements and the ``streamql`` run facet."""
     inputs: dict[tuple[str, str], Any] = {}
@@ -62,7 +62,7 @@ def operator_lineage(lineages: list[lineage.QueryLineage]):
     )
 
 
-def emit_query_runs(lineages: list[lineage.QueryLineage], ended: list[lineage.QueryLineage], task_instance) -> None:
+def emit_query_runs(lineages: list[QueryLineage], ended: list[QueryLineage], task_instance) -> None:
     """START for each deployed query version, COMPLETE for each version it replaced, on the
     query's own STREAMING job, through the listener's adapter (its transport)."""
     adapter = get_openlineage_listener().adapter
@@ -83,12 +83,12 @@ def emit_query_runs(lineages: list[lineage.QueryLineage], ended: list[lineage.Qu
         )
 
 
-def query_run_id(lin: lineage.QueryLineage) -> str:
+def query_run_id(lin: QueryLineage) -> str:
     """The run of one version of a query: the same UUID for its START and its COMPLETE."""
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"streamql:{lin.pipeline}/{lin.query_id}/{lin.version}"))
 
 
-def _query_job_and_run(lin: lineage.QueryLineage, parent):
+def _query_job_and_run(lin: QueryLineage, parent):
     job = Job(
         namespace=lineage_job_namespace(),
         name=f"streamql.{lin.pipeline}.{lin.query_id}",
@@ -116,7 +116,7 @@ def _parent_facet(task_instance):
     )
 
 
-def _dataset(ds, lin: lineage.QueryLineage | None = None):
+def _dataset(ds, lin: QueryLineage | None = None):
     """An OpenLineage dataset with its schema; an output also with its column lineage."""
     facets: dict[str, Any] = {
         "schema": schema_dataset.SchemaDatasetFacet(
@@ -144,7 +144,7 @@ def _dataset(ds, lin: lineage.QueryLineage | None = None):
     return Dataset(namespace=ds.namespace, name=ds.name, facets=facets)
 
 
-def _run_facet(lineages: list[lineage.QueryLineage]) -> StreamQLRunFacet:
+def _run_facet(lineages: list[QueryLineage]) -> StreamQLRunFacet:
     return StreamQLRunFacet(
         queries=[
             {

@@ -13,7 +13,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from ..assets.streamql import with_sink_outlets
 from ..conditions import AllOf, QueriesInState, VersionRunning
-from ..upgrades.report import VERDICTS
+from ..engine import VERDICTS
 from .base import StreamQLOperator, engine_errors, push
 from .lineage import QueryLineageMixin, pulled
 
@@ -210,23 +210,9 @@ class ValidateUpgradeOperator(StreamQLOperator):
         return report.verdict
 
     def _dry_run(self, engine, query_id):
-        from pyspark import SparkContext
-        from pyspark.sql import SparkSession
-
-        from ..runtime import build_session
-
-        # a worker process that already runs Spark shares its session; never stop it
-        shared = SparkContext._active_spark_context is not None
-        spark = (
-            SparkSession.builder.getOrCreate()
-            if shared
-            else build_session(self.dry_run_master, "streamql-dry-run", {"spark.ui.enabled": "false"})
-        )
-        try:
-            return engine.dry_run(self.sql, spark, query_id=query_id)
-        finally:
-            if not shared:
-                spark.stop()
+        # the engine makes a local session on dry_run_master for the run, or shares the
+        # session of a worker process that already runs Spark (never stopping it)
+        return engine.dry_run(self.sql, query_id=query_id, master=self.dry_run_master)
 
 
 class ReplaceQueryOperator(QueryLineageMixin, StreamQLOperator):

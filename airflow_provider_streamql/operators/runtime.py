@@ -22,8 +22,6 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException, Airfl
 
 from ..engine import Engine
 from ..errors import StateError
-from ..storage import kafka_properties
-from ..storage.layout import Layout, Part
 from .base import StreamQLOperator, push
 from .links import SparkUILink
 
@@ -123,7 +121,7 @@ class SubmitRuntimeOperator(StreamQLOperator):
         "AIRFLOW_CONN_*",
         "AIRFLOW_VAR_*",
         "STREAMQL_CATALOG_PASSWORD",
-        kafka_properties.PROPERTIES_ENV,
+        Engine.KAFKA_PROPERTIES_ENV,
     )
     operator_extra_links = (SparkUILink(),)
     ui_color = "#f0e4d0"
@@ -191,7 +189,7 @@ class SubmitRuntimeOperator(StreamQLOperator):
             hook.submit(APPLICATION)  # returns once accepted: waitAppCompletion=false
             process, log_path = None, None
         else:
-            process, log_path = self._launch_detached(hook, settings["home"], pipeline)
+            process, log_path = self._launch_detached(hook, engine, pipeline)
         if not self.wait:
             push(context, pid=process.pid if process else None, log=log_path, spark_ui_url=None)
             return ""
@@ -257,9 +255,7 @@ class SubmitRuntimeOperator(StreamQLOperator):
         if settings["catalog"]:
             from sqlalchemy import make_url
 
-            from ..catalog.urls import without_password
-
-            env["STREAMQL_CATALOG"] = without_password(settings["catalog"])
+            env["STREAMQL_CATALOG"] = Engine.url_without_password(settings["catalog"])
             password = make_url(settings["catalog"]).password
         secret_env = self._route("catalog_password", password, spark_conn.host, mode, env, conf)
         secret_env |= self._route("kafka_properties", _kafka_properties(settings), spark_conn.host, mode, env, conf)
@@ -279,9 +275,9 @@ class SubmitRuntimeOperator(StreamQLOperator):
             elif arg.startswith("--conf="):
                 keys.append(arg.removeprefix("--conf=").partition("=")[0])
         for key in map(str, keys):
-            if kafka_properties.secret_in_argv(key):
+            if Engine.kafka_secret_in_argv(key):
                 raise AirflowFailException(
-                    f"{kafka_properties.secret_in_argv(key)}; with SubmitRuntimeOperator, in the "
+                    f"{Engine.kafka_secret_in_argv(key)}; with SubmitRuntimeOperator, in the "
                     f"streamql connection's kafka_properties or a file the driver reads "
                     f"(kafka_properties_file)"
                 )
@@ -334,15 +330,12 @@ class SubmitRuntimeOperator(StreamQLOperator):
         passed = (*self.PASSED_ENV, *self.pass_env)
         return {k: v for k, v in os.environ.items() if _matches(k, passed) and not _matches(k, self.WITHHELD_ENV)}
 
-    def _launch_detached(self, hook, home: str, pipeline: str) -> tuple[subprocess.Popen, str]:
+    def _launch_detached(self, hook, engine: Engine, pipeline: str) -> tuple[subprocess.Popen, str]:
         # The hook's submit() follows spark-submit to its end; a runtime never ends, so the
         # hook builds the command and the driver is started in a session of its own. The
         # secrets are in the environment of that process only (its children inherit it).
         command = hook._build_spark_submit_command(APPLICATION)
-        log_path = Layout(home).runtime_log(pipeline, time.strftime("%Y%m%d-%H%M%S"))
-        runtimes = Part(os.path.dirname(log_path))  # the runtimes folder, and the log in it, are no links out
-        os.makedirs(runtimes.folder, exist_ok=True)
-        runtimes.resolve(log_path)
+        log_path = engine.runtime_log(pipeline)  # the runtimes folder, and the log in it, are no links out
         with open(log_path, "ab") as log:
             process = subprocess.Popen(
                 command,
@@ -420,14 +413,14 @@ def _kafka_properties(settings: dict[str, Any]) -> str | None:
     text = settings.get("kafka_properties")
     source = "in the streamql connection's kafka_properties"
     if not text:
-        text, source = os.environ.get(kafka_properties.PROPERTIES_ENV), f"in ${kafka_properties.PROPERTIES_ENV}"
+        text, source = os.environ.get(Engine.KAFKA_PROPERTIES_ENV), f"in ${Engine.KAFKA_PROPERTIES_ENV}"
     if not text:
         return None
     try:
-        parsed = kafka_properties.parse(text, source)
+        secrets = Engine.kafka_secrets(text, source)
     except StateError as e:
         raise AirflowFailException(e.message) from None
-    for secret in (text, *kafka_properties.secret_values(parsed)):
+    for secret in (text, *secrets):
         mask_secret(secret)
     return text
 

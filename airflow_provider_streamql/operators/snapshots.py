@@ -9,7 +9,6 @@ from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowFailException
 
 from ..language.statements import RestoreQuery, TakeSnapshot
-from ..planner.snapshots import SNAPSHOT_COLUMNS
 from .base import StreamQLOperator, engine_errors, push
 
 
@@ -43,7 +42,7 @@ class SnapshotQueryOperator(StreamQLOperator):
         finally:
             engine.close()
         self.log.info("%s", result.message)
-        info = dict(zip(SNAPSHOT_COLUMNS, result.rows[0], strict=True))
+        info = dict(zip(result.columns, result.rows[0], strict=True))
         push(context, query_id=result.query_id, snapshot=info["snapshot"], snapshot_info=info)
         return info["snapshot"]
 

@@ -1,5 +1,6 @@
-"""Planning: statements -> checked changes to the catalog (:class:`Planner`), deploy files
-(:mod:`.deploy`) and the tables SHOW, DESCRIBE and EXPLAIN return (:mod:`.introspection`).
+"""Planning: statements -> checked changes to the catalog (:class:`Planner`) and deploy files
+(:mod:`.deploy`). The tables SHOW, DESCRIBE and EXPLAIN return are the read model's
+(:mod:`..views.describe`).
 
 The planner's modules: :mod:`.planner` (the :class:`Planner` and its handler table),
 :mod:`.base` (state, errors, lookups, the source builder, :class:`Step`), one module per

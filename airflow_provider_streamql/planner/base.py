@@ -29,6 +29,7 @@ from ..language.types import TypeName
 from ..results import Result
 from ..storage import topics
 from ..storage.layout import Layout, Part
+from ..views.describe import StateReader
 from . import feasibility
 
 # WITH (...) property -> check of its value (None: accepted as is).
@@ -114,6 +115,9 @@ class PlannerBase:
     snapshotted: set[str] = field(default_factory=set)
     #: the bounds statements are planned within (windows, INSERT VALUES and pull queries)
     limits: Limits = field(default_factory=Limits.from_env)
+    #: how DESCRIBE ... STATE reads a checkpoint's state rows (the engine hands in the
+    #: runtime's Spark reader; the planner never starts Spark itself)
+    read_state: StateReader | None = None
 
     # -- errors ----------------------------------------------------------------------
     @staticmethod

@@ -1,7 +1,7 @@
 """Statements that read or append records, or describe the catalog, without a persistent
 query: ``INSERT INTO s VALUES (...)``, pull queries (``SELECT ... FROM x``, run on DuckDB by
 :mod:`..storage.pull`), and ``SHOW``, ``DESCRIBE`` and ``EXPLAIN`` (tables built by
-:mod:`.introspection`).
+the read model, :mod:`..views.describe`).
 """
 
 from __future__ import annotations
@@ -99,12 +99,13 @@ class Reads(PlannerBase):
         return Step(result, read=read)
 
     def _show(self, stmt: st.Show) -> Step:
-        from .introspection import show
+        from ..views.describe import show
+        from .control import SESSION_PROPERTIES
 
-        return Step(show(self.catalog, self.conn, self.snapshot, stmt, self.settings))
+        return Step(show(self.catalog, self.conn, self.snapshot, stmt, self.settings, SESSION_PROPERTIES))
 
     def _describe(self, stmt: st.Describe) -> Step:
-        from .introspection import describe, describe_query, describe_state
+        from ..views.describe import describe, describe_query, describe_state
 
         if stmt.state:
             if stmt.name not in self.snapshot.queries:
@@ -114,7 +115,8 @@ class Reads(PlannerBase):
                     col=stmt.col,
                     text=stmt.text,
                 )
-            return describe_state(self.snapshot.queries[stmt.name], stmt)
+            result, read_rows = describe_state(self.snapshot.queries[stmt.name], stmt, self.read_state)
+            return Step(result, after_commit=read_rows)
         if stmt.name not in self.snapshot.sources and stmt.name in self.snapshot.queries:
             return Step(describe_query(self.catalog, self.conn, self.snapshot, stmt))
         if stmt.name not in self.snapshot.sources:
@@ -122,7 +124,7 @@ class Reads(PlannerBase):
         return Step(describe(self.catalog, self.conn, self.snapshot, stmt))
 
     def _explain(self, stmt: st.Explain) -> Step:
-        from .introspection import explain
+        from ..views.describe import explain
 
         if stmt.query_id not in self.snapshot.queries:
             raise NotFoundError(f"no query {stmt.query_id!r}", line=stmt.line, col=stmt.col, text=stmt.text)

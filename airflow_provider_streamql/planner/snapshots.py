@@ -11,7 +11,6 @@ holds each input record once (a Kafka sink is written at least once: it gets the
 from __future__ import annotations
 
 import errno
-import json
 import os
 import shutil
 import time
@@ -27,20 +26,13 @@ from ..storage.checkpoints import last_committed_batch, source_positions
 from ..storage.layout import MovedAside, Part, snapshot_folder, snapshot_output
 from ..storage.snapshots import copy_committed, later_output
 from ..storage.topics import SINK_LOG
+from ..views.rows import SNAPSHOT_COLUMNS, snapshot_row
 from .base import PlannerBase, Step
 
 #: the retention policy when a SNAPSHOT gives none (Flink's operator keeps savepoints by
 #: count and age in the same way)
 DEFAULT_KEEP = 10
 DEFAULT_MAX_AGE_HOURS = 24.0 * 7
-SNAPSHOT_COLUMNS = ["query_id", "snapshot", "kind", "version", "batch", "position", "taken_at", "taken_by"]
-
-
-def snapshot_row(snap: CheckpointSnapshot) -> list:
-    taken = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(snap.taken_at)) + " UTC"
-    ordered = sorted(snap.position.items(), key=lambda item: (not item[0].isdigit(), item[0].zfill(12)))
-    position = ", ".join(f"source {i}: {json.dumps(offset)}" for i, offset in ordered) or "-"
-    return [snap.query_id, snap.number, snap.kind, snap.version, snap.batch_id, position, taken, snap.taken_by]
 
 
 def expired(snaps: list[CheckpointSnapshot], keep: int, max_age_hours: float, now: float) -> list[CheckpointSnapshot]:

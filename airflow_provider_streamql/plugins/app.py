@@ -39,7 +39,6 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.security.utils import get_authorization_scheme_param
 
-from ..catalog.urls import error_line
 from ..engine import Engine
 from ..errors import CatalogError, NotFoundError, StateError, StreamQLError
 from ..hooks.streamql import StreamQLHook
@@ -303,7 +302,7 @@ def _first_line(error: BaseException) -> str:
     """The first line of an error, any URL's password in it masked, blanks and newlines
     included (the messages of our own code never hold one; this guards against those of
     libraries)."""
-    return error_line(error)
+    return Engine.error_line(error)
 
 
 __all__ = ["app", "CSRF_HEADER", "CSRF_TTL", "csrf_token", "make_csrf_token"]

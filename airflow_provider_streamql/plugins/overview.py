@@ -9,22 +9,20 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
-from ..catalog import QueryInfo
 from ..conditions import lag_files
 from ..errors import StreamQLError
 from ..language import parse
 from ..language.statements import QueryControl
-from ..planner.introspection import query_rows
 
 if TYPE_CHECKING:
-    from ..engine import Engine
+    from ..engine import Engine, QueryInfo
 
 
 def query_list(engine: Engine) -> list[dict[str, Any]]:
     """One row per query of every pipeline, oldest first."""
     rows = []
     queries = engine.catalog.queries()
-    for row, query in zip(query_rows(engine.catalog, queries), queries, strict=True):
+    for row, query in zip(engine.query_rows(queries), queries, strict=True):
         progress = engine.catalog.progress(query.id)
         history = engine.catalog.progress_history(query.id)
         rows.append(

@@ -2,7 +2,9 @@
 
 The new version runs on a *copy* of the live checkpoint, over the input available now, with
 a sink that computes every batch and writes nothing. If Spark refuses the checkpoint (state
-schema, sources, output mode), the error is returned.
+schema, sources, output mode), the error is returned. :func:`check_on_spark` is the engine's
+dry run: it runs one on a session it is given or makes, and adds Spark's say to the
+validator's report.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 from pyspark.sql import SparkSession
@@ -18,9 +22,11 @@ from ..catalog import QueryInfo, SourceInfo
 from ..storage.checkpoints import processed_files
 from ..storage.layout import Part
 from ..storage.snapshots import give_new_identity
+from ..upgrades import Code, Finding, Report, UpgradeKind, Verdict
 from . import kafka
 from .connectors import streaming_frame
 from .evolution import source_evolution
+from .session import build_session
 
 
 @dataclass
@@ -31,6 +37,57 @@ class DryRun:
     batches: int
     input_rows: int  # as Spark counts them (after filters pushed into the reader)
     new_files: int = 0  # input files the run consumed beyond what the checkpoint had
+
+
+def check_on_spark(
+    report: Report,
+    query: QueryInfo,
+    sources: dict[str, SourceInfo],
+    *,
+    spark: SparkSession | None = None,
+    master: str = "local[*]",
+) -> None:
+    """Run the new version ``query`` (see :func:`dry_run`) on ``spark`` (None: see
+    :func:`dry_run_session`) and record what Spark did in ``report.spark``; a Spark refusal
+    turns an IN_PLACE verdict into REJECTED (finding SPARK_REFUSED)."""
+    if spark is None:
+        with dry_run_session(master) as session:
+            outcome = dry_run(session, query, sources)
+    else:
+        outcome = dry_run(spark, query, sources)
+    report.spark = {
+        "ran": outcome.error is None,
+        "error": outcome.error,
+        "batches": outcome.batches,
+        "input_rows": outcome.input_rows,
+        "new_input_files": outcome.new_files,
+    }
+    if outcome.error is not None and report.verdict == "IN_PLACE":
+        report.add(
+            Finding(
+                Code.SPARK_REFUSED,
+                "query",
+                UpgradeKind.UNSUPPORTED,
+                Verdict.REJECTED,
+                f"Spark refused the new version on a copy of the checkpoint: {outcome.error}",
+            )
+        )
+
+
+@contextmanager
+def dry_run_session(master: str) -> Iterator[SparkSession]:
+    """The session a dry run runs on when it is given none: the process's own when Spark
+    already runs here (shared, never stopped), else a new one on ``master``, stopped after."""
+    from pyspark import SparkContext
+
+    if SparkContext._active_spark_context is not None:
+        yield SparkSession.builder.getOrCreate()
+        return
+    spark = build_session(master, "streamql-dry-run", {"spark.ui.enabled": "false"})
+    try:
+        yield spark
+    finally:
+        spark.stop()
 
 
 def dry_run(

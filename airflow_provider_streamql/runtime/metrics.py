@@ -14,13 +14,12 @@ import logging
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import SimpleNamespace
 from typing import Any
 
 from ..catalog import Catalog
 from ..catalog.model import OBSERVED_STATES
-from ..conditions import lag_files
-from ..planner.introspection import query_rows
+from ..views.lag import lag_files
+from ..views.rows import query_rows
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +103,7 @@ def exposition(catalog: Catalog, pipeline: str, latest: dict[str, dict], runtime
 
 def _lag(catalog: Catalog, query) -> int | None:
     try:
-        return lag_files(SimpleNamespace(catalog=catalog), query)  # all it reads of an engine
+        return lag_files(catalog, query)
     except Exception:  # a topic folder gone or unreadable: no lag series for it
         return None
 

@@ -32,6 +32,12 @@ def state_rows(spark: SparkSession, checkpoint: str, operators: list[StateOperat
     return rows
 
 
+def read_state(checkpoint: str, operators: list[StateOperator], limit: int) -> tuple[list[str], list[list[Any]]]:
+    """DESCRIBE ... STATE's reader (:data:`~..views.describe.StateReader`): the columns and
+    :func:`state_rows` of ``checkpoint``, on :func:`state_session`."""
+    return STATE_COLUMNS, state_rows(state_session(), checkpoint, operators, limit)
+
+
 def state_session() -> SparkSession:
     """The process's Spark session (a runtime's, when one runs here), else a small local one."""
     from .session import build_session

@@ -29,12 +29,13 @@ import shutil
 import uuid
 from collections.abc import Iterable, Sequence
 
+from ..catalog.urls import catalog_file
 from ..errors import StateError, ValidationError
 from ..language.names import check_name
 
 ALLOWED_PATHS_ENV = "STREAMQL_ALLOWED_PATHS"
 #: the folders of the home, by what they hold
-TOPICS, CHECKPOINTS, RUNTIMES, CATALOG_FILE = "topics", "checkpoints", "runtimes", "catalog.db"
+TOPICS, CHECKPOINTS, RUNTIMES = "topics", "checkpoints", "runtimes"
 #: suffixes of a checkpoint's companions (the dead-letter query's checkpoint, snapshots)
 DEAD_LETTERS, SNAPSHOTS = ".dead_letters", ".snapshots"
 #: longest path and path component the layout accepts (Linux PATH_MAX and NAME_MAX)
@@ -42,11 +43,6 @@ MAX_PATH, MAX_COMPONENT = 4096, 255
 #: prefix of a folder moved aside by DROP ... DELETE TOPIC until the catalog commit; hidden
 #: ('.'), so neither Spark's file source nor streamql's readers ever list it
 MOVED_ASIDE = ".dropped-"
-
-
-def default_home() -> str:
-    """``$STREAMQL_HOME``, default ``./.streamql``, as an absolute path."""
-    return os.path.abspath(os.environ.get("STREAMQL_HOME", ".streamql"))
 
 
 def allowed_roots_from_env() -> tuple[str, ...]:
@@ -114,7 +110,7 @@ class Layout:
         self.topics = os.path.join(self.home, TOPICS)
         self.checkpoints = os.path.join(self.home, CHECKPOINTS)
         self.runtimes = os.path.join(self.home, RUNTIMES)
-        self.catalog_file = os.path.join(self.home, CATALOG_FILE)
+        self.catalog_file = catalog_file(self.home)  # the catalog names its own file
 
     # -- what streamql names itself ----------------------------------------------------
     def topic(self, name: str) -> str:

@@ -11,8 +11,8 @@ from typing import Any
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
-from ..language.names import check_object_name
-from ..planner.events import EventFeed, QueryEvent, check_events
+from ..engine import Engine, QueryEvent
+from ..language import check_object_name
 from .streamql import check_seconds, engine_of
 
 try:
@@ -63,7 +63,7 @@ class QueryEventTrigger(BaseEventTrigger):
     ):
         super().__init__()
         self.query_id = check_object_name(query_id, "query_id")
-        self.events = check_events(events)
+        self.events = Engine.check_events(events)
         check_seconds(poll_interval, "poll_interval")
         if consumer is not None and (not isinstance(consumer, str) or not 0 < len(consumer) <= MAX_CONSUMER_LENGTH):
             raise ValueError(f"consumer must be a name of 1 to {MAX_CONSUMER_LENGTH} characters, not {consumer!r}")
@@ -120,8 +120,7 @@ class QueryEventProducer(SharedStreamProducer):
 
     def __init__(self, trigger: QueryEventTrigger):
         self.trigger = trigger
-        self.feed = EventFeed(trigger.consumer, trigger.query_id, trigger.events)
-        self.engine: Any = None
+        self.engine: Engine | None = None
         self.in_flight: set[tuple[str, str]] = set()  # handed out, not yet recorded
         self.delivered: list[QueryEvent] = []  # saved by Airflow, not yet recorded
 
@@ -132,7 +131,9 @@ class QueryEventProducer(SharedStreamProducer):
                 if self.engine is None:
                     self.engine = await engine_of(self.trigger.streamql_conn_id)
                 await self._record_delivered()
-                events = await asyncio.to_thread(self.feed.poll, self.engine)
+                events = await asyncio.to_thread(
+                    self.engine.poll_events, self.trigger.consumer, self.trigger.query_id, self.trigger.events
+                )
                 delay = self.trigger.poll_interval
             except Exception as e:  # the catalog or connection is not there: try again later
                 delay = min(MAX_RETRY_DELAY, delay * 2)
@@ -164,7 +165,7 @@ class QueryEventProducer(SharedStreamProducer):
     async def _record_delivered(self) -> None:
         while self.delivered and self.engine is not None:
             event = self.delivered[0]
-            await asyncio.to_thread(self.feed.acknowledge, self.engine, event)
+            await asyncio.to_thread(self.engine.acknowledge_event, self.trigger.consumer, event)
             self.delivered.pop(0)
             self.in_flight.discard((event.kind, event.key))
 

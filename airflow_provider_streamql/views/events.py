@@ -3,8 +3,10 @@ record, entered ERROR, or runs a new version. Each occurrence has a key of its o
 consumer's cursor in the catalog (:class:`~..catalog.events.EventCursors`) says which it has
 been given, so an event reaches each consumer once however often it looks, across restarts.
 
-``EventFeed`` is what an Airflow asset watcher's trigger polls
-(``triggers/events.py``); it is plain catalog reading, so any other scheduler can poll it.
+``EventFeed`` is what an Airflow asset watcher's trigger polls (``triggers/events.py``,
+through :meth:`~..engine.Engine.poll_events`); it is plain catalog reading, so any other
+scheduler can poll it. It reads through anything that has the catalog (:class:`HasCatalog`:
+an engine, a :class:`~.reader.Reader`).
 """
 
 from __future__ import annotations
@@ -12,11 +14,13 @@ from __future__ import annotations
 import hashlib
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from ..conditions import CaughtUp, QueryView
+from ..catalog import Catalog
 from ..errors import NotFoundError, ValidationError
-from .introspection import shown_state
+from ..storage.checkpoints import processed_files
+from .lag import caught_up_message, input_files, kafka_sources
+from .rows import shown_state
 
 #: the kinds of query events, and what each means
 EVENTS = {
@@ -25,6 +29,12 @@ EVENTS = {
     "error": "the query entered ERROR",
     "upgraded": "a runtime runs a new version of the query",
 }
+
+
+class HasCatalog(Protocol):
+    """What events are read through: the catalog (an engine has it)."""
+
+    catalog: Catalog
 
 
 @dataclass(frozen=True)
@@ -62,11 +72,13 @@ class Now:
     events: dict[str, QueryEvent]
 
 
-def current_events(engine: QueryView, query_id: str, kinds: tuple[str, ...] | list[str] = tuple(EVENTS)) -> Now:
+def current_events(reader: HasCatalog, query_id: str, kinds: tuple[str, ...] | list[str] = tuple(EVENTS)) -> Now:
     """The events of ``kinds`` whose condition holds for ``query_id`` now (each kind is
     looked at only when asked for: catching up lists the input files)."""
-    query = engine.query(query_id)
-    catalog = engine.catalog
+    catalog = reader.catalog
+    query = catalog.query(query_id.upper())
+    if query is None:
+        raise NotFoundError(f"no query {query_id!r}")
     state = shown_state(query, catalog.leases().get(query.id))
     common: dict[str, Any] = {
         "query_id": query.id,
@@ -96,13 +108,14 @@ def current_events(engine: QueryView, query_id: str, kinds: tuple[str, ...] | li
     if query.running_version == query.version > 1 and state == "RUNNING" and "upgraded" in kinds:
         message = f"{query.id} runs version {query.version}"
         found["upgraded"] = QueryEvent("upgraded", key=f"v{query.version}", message=message, **common)
-    progress = engine.progress(query.id) if "caught_up" in kinds and state == "RUNNING" else None
-    if progress is not None:
-        check = CaughtUp(query.id, as_of=time.time()).check(engine)  # never done on Kafka topics
-        if check.done:
+    progress = catalog.progress(query.id) if "caught_up" in kinds and state == "RUNNING" else None
+    if progress is not None and not kafka_sources(catalog, query):  # caught up is measured on file topics
+        wanted = input_files(catalog, query, time.time())
+        if not wanted - processed_files(query.checkpoint):
             key = str(progress.batch_id)
+            message = caught_up_message(query.id, len(wanted))
             found["caught_up"] = QueryEvent(
-                "caught_up", key=key, message=check.message, details={"batch_id": progress.batch_id}, **common
+                "caught_up", key=key, message=message, details={"batch_id": progress.batch_id}, **common
             )
     return Now(state, found)
 
@@ -123,19 +136,19 @@ class EventFeed:
     query_id: str
     kinds: list[str]
 
-    def poll(self, engine: QueryView) -> list[QueryEvent]:
+    def poll(self, reader: HasCatalog) -> list[QueryEvent]:
         try:
-            now = current_events(engine, self.query_id, self.kinds)
+            now = current_events(reader, self.query_id, self.kinds)
         except NotFoundError:  # not created yet, or dropped: nothing to tell
             return []
         query_id = self.query_id.upper()
-        given = engine.catalog.event_cursors(self.consumer, query_id)
+        given = reader.catalog.event_cursors(self.consumer, query_id)
         if now.state == "RUNNING" and given.get("error"):
-            engine.catalog.set_event_cursor(self.consumer, query_id, "error", REARMED)
+            reader.catalog.set_event_cursor(self.consumer, query_id, "error", REARMED)
         return [e for k, e in now.events.items() if k in self.kinds and _is_new(e, given.get(k))]
 
-    def acknowledge(self, engine: QueryView, event: QueryEvent) -> None:
-        engine.catalog.set_event_cursor(self.consumer, event.query_id, event.kind, event.key)
+    def acknowledge(self, reader: HasCatalog, event: QueryEvent) -> None:
+        reader.catalog.set_event_cursor(self.consumer, event.query_id, event.kind, event.key)
 
 
 #: the cursor of a kind whose next event is new whatever its key

@@ -1,89 +1,48 @@
-"""SHOW, DESCRIBE and EXPLAIN: tables built from the catalog."""
+"""SHOW, DESCRIBE and EXPLAIN: tables built from the catalog, the checkpoints and (for
+DESCRIBE ... STATE) a reader of Spark state handed in by the caller."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from sqlalchemy import Connection
 
-from ..catalog import ACTIVE_STATES, Catalog, QueryInfo, Snapshot
+from ..catalog import Catalog, QueryInfo, Snapshot
+from ..errors import StateError
 from ..language import statements as st
 from ..language.streaming import DEFAULT_GRACE_SECONDS, duration_sql
 from ..results import Result
 from ..storage.checkpoints import last_committed_batch, planned_watermark_ms
-from ..storage.state import recorded_state
-from .base import Step
+from ..storage.state import StateOperator, recorded_state
+from .rows import QUERY_COLUMNS, SNAPSHOT_COLUMNS, query_rows, snapshot_row
 
-QUERY_COLUMNS = [
-    "query_id",
-    "pipeline",
-    "state",
-    "desired",
-    "version",
-    "sink",
-    "sources",
-    "last_batch",
-    "rows_per_sec",
-    "state_rows",
-    "state_bytes",
-    "late_rows",
-    "bad_records",
-    "error",
-]
+#: reads the state a checkpoint holds as of its last committed batch: ``(checkpoint, its
+#: stateful operators, at most this many rows per operator)`` -> ``(columns, rows)``. The
+#: runtime's reads it with Spark's State Data Source (``runtime/state.py``); the engine hands
+#: it in, so nothing here starts Spark
+StateReader = Callable[[str, list[StateOperator], int], tuple[list[str], list[list[Any]]]]
 
 
-def shown_state(query: QueryInfo, lease: dict[str, Any] | None, now: float | None = None) -> str:
-    """Observed state as users should see it: an active query whose runtime stopped
-    heartbeating (lease expired) is UNASSIGNED."""
-    now = now or time.time()
-    if query.observed_state in ACTIVE_STATES and (lease is None or lease["expires_at"] < now):
-        return "UNASSIGNED"
-    return query.observed_state
-
-
-def query_rows(catalog: Catalog, queries: list[QueryInfo], conn: Connection | None = None) -> list[dict[str, Any]]:
-    """One dict per query with state, progress and last error."""
-    leases = catalog.leases(conn)
-    bad = catalog.bad_record_counts(conn)
-    rows = []
-    for q in queries:
-        p = catalog.progress(q.id, conn)
-        rows.append(
-            {
-                "query_id": q.id,
-                "pipeline": q.pipeline,
-                "state": shown_state(q, leases.get(q.id)),
-                "desired": q.desired_state,
-                "version": q.version,
-                "sink": q.sink,
-                "sources": ",".join(q.sources),
-                "last_batch": p.batch_id if p else None,
-                "rows_per_sec": round(p.rows_per_second, 1) if p else None,
-                "state_rows": p.state_rows if p else None,
-                "state_bytes": p.state_bytes if p else None,
-                "late_rows": p.late_rows if p else None,
-                "bad_records": sum(bad.get(q.id, {}).values()),
-                "error": q.error,
-            }
-        )
-    return rows
-
-
-def show(catalog: Catalog, conn: Connection, snapshot: Snapshot, stmt: st.Show, settings: dict[str, str]) -> Result:
-    """``SHOW STREAMS|TABLES|QUERIES|TOPICS|PROPERTIES``; ``settings``: the request's SET values."""
+def show(
+    catalog: Catalog,
+    conn: Connection,
+    snapshot: Snapshot,
+    stmt: st.Show,
+    settings: dict[str, str],
+    properties: Mapping[str, tuple[str, ...]],
+) -> Result:
+    """``SHOW STREAMS|TABLES|QUERIES|TOPICS|PROPERTIES``; ``settings``: the request's SET
+    values; ``properties``: the session properties SET takes, with their allowed values."""
     if stmt.what == "PROPERTIES":
-        from .control import SESSION_PROPERTIES
-
-        rows = [[key, settings.get(key), ", ".join(allowed)] for key, allowed in SESSION_PROPERTIES.items()]
+        rows = [[key, settings.get(key), ", ".join(allowed)] for key, allowed in properties.items()]
         return Result(stmt.text, columns=["property", "value", "allowed"], rows=rows)
     if stmt.what == "TOPICS":  # ksqlDB's topics: where each stream and table lives
         sources = sorted(snapshot.sources.values(), key=lambda s: s.name)
         rows = [[s.name, s.kind, s.format, f"kafka:{s.kafka_topic}" if s.kafka_topic else s.path] for s in sources]
         return Result(stmt.text, columns=["name", "kind", "format", "topic"], rows=rows)
     if stmt.what == "SNAPSHOTS":
-        from .snapshots import SNAPSHOT_COLUMNS, snapshot_row
-
         queries = sorted(snapshot.queries.values(), key=lambda q: q.seq)
         rows = [snapshot_row(snap) for q in queries for snap in catalog.snapshots(q.id, conn)]
         return Result(stmt.text, columns=SNAPSHOT_COLUMNS, rows=rows)
@@ -189,23 +148,24 @@ def state_lines(checkpoint: str) -> list[str]:
     return [line for op in recorded_state(checkpoint) for line in op.describe()]
 
 
-def describe_state(q: QueryInfo, stmt: st.Describe) -> Step:
+def describe_state(
+    q: QueryInfo, stmt: st.Describe, read_state: StateReader | None
+) -> tuple[Result, Callable[[Result], None] | None]:
     """``DESCRIBE <query_id> STATE [LIMIT n]``: what the checkpoint records of each stateful
-    operator, and up to ``n`` rows per operator read with Spark's State Data Source (after
-    the catalog transaction: Spark may take seconds to start)."""
+    operator, and how to read up to ``n`` rows per operator with ``read_state`` (after the
+    catalog transaction: Spark may take seconds to start)."""
     operators = recorded_state(q.checkpoint)
     empty = f"{q.id} keeps no state" if last_committed_batch(q.checkpoint) >= 0 else f"{q.id} has no batch yet"
     result = Result(stmt.text, "\n".join(state_lines(q.checkpoint)) or empty, query_id=q.id)
     if not operators:
-        return Step(result)
+        return result, None
+    if read_state is None:
+        raise StateError(f"DESCRIBE {q.id} STATE needs a reader of Spark state; this planner was given none")
 
     def read_rows(result: Result) -> None:
-        from ..runtime.state import STATE_COLUMNS, state_rows, state_session
+        result.columns, result.rows = read_state(q.checkpoint, operators, stmt.state_limit)
 
-        result.columns = STATE_COLUMNS
-        result.rows = state_rows(state_session(), q.checkpoint, operators, stmt.state_limit)
-
-    return Step(result, after_commit=read_rows)
+    return result, read_rows
 
 
 def source_naming(query: QueryInfo) -> str:

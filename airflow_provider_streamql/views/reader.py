@@ -1,0 +1,93 @@
+"""The read model's face: :class:`Reader` answers what callers ask of one catalog without
+changing it. :class:`~..engine.Engine` is a Reader (and adds the write side), so every
+caller, the Airflow half included, reads through the engine."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ..catalog import BadRecord, Catalog, Progress, QueryInfo
+from ..errors import NotFoundError
+from .events import EventFeed, QueryEvent
+from .lineage import Dataset, QueryLineage, dataset_of, query_lineage
+from .rows import query_rows, shown_state
+
+#: a runtime that has not heartbeated for this many seconds is not live
+RUNTIME_STALE_AFTER = 15.0
+
+
+class Reader:
+    """Read queries, their state and progress, lineage and events from ``catalog``.
+
+    :param catalog: the catalog to read.
+    :param pipeline: the pipeline the caller acts on.
+    """
+
+    def __init__(self, catalog: Catalog, pipeline: str):
+        self.catalog = catalog
+        self.pipeline = pipeline
+
+    def query(self, query_id: str) -> QueryInfo:
+        query = self.catalog.query(query_id.upper())
+        if query is None:
+            raise NotFoundError(f"no query {query_id!r}")
+        return query
+
+    def state(self, query_id: str) -> str:
+        """Observed state as SHOW QUERIES shows it (UNASSIGNED when its runtime is gone)."""
+        query = self.query(query_id)
+        return shown_state(query, self.catalog.leases().get(query.id))
+
+    def queries(self, pipeline: str | None = None) -> list[dict[str, Any]]:
+        """Every query (optionally of one pipeline) with state, progress and last error."""
+        return query_rows(self.catalog, self.catalog.queries(pipeline))
+
+    def query_rows(self, queries: list[QueryInfo]) -> list[dict[str, Any]]:
+        """The rows of ``queries`` as :meth:`queries` gives them (the columns of ``SHOW
+        QUERIES EXTENDED``), in their order: for a caller that holds the queries already."""
+        return query_rows(self.catalog, queries)
+
+    def bad_records(self, query_id: str, status: str | None = None) -> list[BadRecord]:
+        """The records ``query_id`` could not read: where each sits, its text, the error,
+        the batch, and what became of it (``status``: PENDING, SKIPPED, LOGGED, ...)."""
+        return self.catalog.bad_records(self.query(query_id).id, status.upper() if status else None)
+
+    def progress(self, query_id: str) -> Progress | None:
+        return self.catalog.progress(self.query(query_id).id)
+
+    def runtimes(self, pipeline: str | None = None, *, live: bool = True) -> list[dict[str, Any]]:
+        """Runtimes (of one pipeline); ``live``: not stopped and heartbeating within
+        :data:`RUNTIME_STALE_AFTER` seconds."""
+        now = time.time()
+        return [
+            r
+            for r in self.catalog.runtimes()
+            if (pipeline is None or r["pipeline"] == pipeline)
+            and (not live or (r["stopped_at"] is None and now - r["heartbeat_at"] <= RUNTIME_STALE_AFTER))
+        ]
+
+    # -- lineage -----------------------------------------------------------------------
+    def lineage(self, query_id: str, *, version: int | None = None, kafka_bootstrap: str | None = None) -> QueryLineage:
+        """What ``version`` of ``query_id`` (default its current one) reads and writes,
+        column by column: its statement, verdict, input and output datasets (OpenLineage
+        names; a Kafka topic's namespace needs ``kafka_bootstrap``, the cluster's servers).
+        Raises :class:`NotFoundError` for an unknown query or version."""
+        return query_lineage(self.catalog, query_id, version=version, kafka_bootstrap=kafka_bootstrap)
+
+    def dataset(self, name: str, *, kafka_bootstrap: str | None = None) -> Dataset | None:
+        """The lineage dataset of stream or table ``name`` (where it lives and its columns),
+        None if the catalog has no such source."""
+        source = self.catalog.source(name)
+        return dataset_of(source, kafka_bootstrap) if source is not None else None
+
+    # -- query events ------------------------------------------------------------------
+    def poll_events(self, consumer: str, query_id: str, kinds: list[str]) -> list[QueryEvent]:
+        """The events of ``kinds`` (see :data:`~.events.EVENTS`) of ``query_id`` that
+        ``consumer`` has not acknowledged; none for a query that does not exist (yet)."""
+        return EventFeed(consumer, query_id, kinds).poll(self)
+
+    def acknowledge_event(self, consumer: str, event: QueryEvent) -> None:
+        """Record ``event`` as delivered to ``consumer``: :meth:`poll_events` does not give
+        it (nor an older one of its kind) to that consumer again."""
+        EventFeed(consumer, event.query_id, [event.kind]).acknowledge(self, event)
