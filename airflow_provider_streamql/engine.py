@@ -5,10 +5,9 @@ The Airflow half imports nothing of the core but this module and the other faces
 side is the read model's :class:`~.views.reader.Reader`), and the plain values those
 methods return are named here (:data:`__all__`)."""
 
-# long module: the one facade, so one method per thing a caller does, the Airflow half's door included
-
-# long module: the one door is one class (DESIGN.md section 1); its methods are thin calls
-# of the planner, catalog and conditions, read together as the package's whole surface.
+# long module: the one door is one class (DESIGN.md section 1), one method per thing a caller
+# does, the Airflow half's included; its methods are thin calls of the planner, catalog and
+# conditions, read together as the package's whole surface.
 from __future__ import annotations
 
 import dataclasses
