@@ -13,7 +13,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar, Protocol
 
-from .catalog import Catalog, Progress, QueryInfo
+from .catalog import Catalog, DesiredState, Progress, QueryInfo, QueryState
 from .errors import ValidationError
 from .storage.checkpoints import last_committed_batch, processed_files
 from .views import lag
@@ -92,7 +92,7 @@ class QueriesInState(Condition):
             queries = [
                 q
                 for q in engine.catalog.queries(self.pipeline or engine.pipeline)
-                if q.desired_state != "TERMINATED" or "TERMINATED" in self._wanted(q)
+                if q.desired_state != DesiredState.TERMINATED or QueryState.TERMINATED in self._wanted(q)
             ]
         else:
             queries = [engine.query(q) for q in self.query_ids]  # NotFoundError for a wrong ID
@@ -102,14 +102,18 @@ class QueriesInState(Condition):
         wanted = " or ".join(self.states)
         for q in queries:
             state = states[q.id]
-            if state == "ERROR" and "ERROR" not in self._wanted(q) and self.fail_on_error:
+            if state == QueryState.ERROR and QueryState.ERROR not in self._wanted(q) and self.fail_on_error:
                 return Check(
                     False,
                     f"query {q.id} is in ERROR while waiting for {wanted}: {q.error}",
                     failed=True,
                     details={"states": states},
                 )
-            if q.desired_state == "TERMINATED" and "TERMINATED" not in self._wanted(q) and self.query_ids is not None:
+            if (
+                q.desired_state == DesiredState.TERMINATED
+                and QueryState.TERMINATED not in self._wanted(q)
+                and self.query_ids is not None
+            ):
                 return Check(
                     False,
                     f"query {q.id} was terminated while waiting for {wanted}",
@@ -209,9 +213,9 @@ class ProgressSince(Condition):
         }
         if (self.batches is None or batches >= self.batches) and (self.rows is None or rows >= self.rows):
             return Check(True, f"{query.id} committed {batches} batches and {rows} rows", details=details)
-        if state == "ERROR" and self.fail_on_error:
+        if state == QueryState.ERROR and self.fail_on_error:
             return Check(False, f"query {query.id} is in ERROR: {query.error}", failed=True, details=details)
-        if query.desired_state == "TERMINATED":
+        if query.desired_state == DesiredState.TERMINATED:
             return Check(False, f"query {query.id} was terminated", failed=True, details=details)
         return Check(
             False,
@@ -323,12 +327,12 @@ def unhealthy_queries(engine: QueryView, *, stale_after: float, pipeline: str | 
     now = time.time()
     problems = []
     for row in engine.queries(pipeline):
-        if row["desired"] != "RUNNING":
+        if row["desired"] != DesiredState.RUNNING:
             continue
         problem = None
-        if row["state"] == "ERROR":
+        if row["state"] == QueryState.ERROR:
             problem = f"in ERROR: {row['error']}"
-        elif row["state"] == "UNASSIGNED":
+        elif row["state"] == QueryState.UNASSIGNED:
             problem = "UNASSIGNED: its runtime stopped heartbeating"
         else:
             check = CaughtUp(row["query_id"], as_of=now - stale_after).check(engine)

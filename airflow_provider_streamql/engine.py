@@ -17,7 +17,17 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
-from .catalog import DEFAULT_PIPELINE, BadRecord, Catalog, Progress, QueryInfo, default_home, default_pipeline
+from .catalog import (
+    DEFAULT_PIPELINE,
+    BadRecord,
+    Catalog,
+    DesiredState,
+    Progress,
+    QueryInfo,
+    QueryState,
+    default_home,
+    default_pipeline,
+)
 from .catalog import urls as catalog_urls
 from .conditions import CaughtUp, Check, Condition, QueriesInState, VersionRunning
 from .errors import NotFoundError, StateError, ValidationError, WaitTimeout
@@ -39,7 +49,7 @@ from .views.rows import QUERY_COLUMNS
 __all__ = ["Engine", "DEFAULT_PIPELINE", "RUNTIME_STALE_AFTER", "QUERY_COLUMNS", "EVENTS", "VERDICTS"]
 # the values Engine's methods return, besides results.Result and the errors
 __all__ += ["QueryInfo", "Progress", "BadRecord", "QueryEvent", "QueryLineage", "Dataset", "InputColumn"]
-__all__ += ["Report", "DeployPlan"]
+__all__ += ["Report", "DeployPlan", "QueryState", "DesiredState"]
 
 
 class Engine(Reader):
@@ -292,9 +302,9 @@ class Engine(Reader):
             terminate = QueryControl.of("TERMINATE", old)
             self._check([terminate, *rebuild], pipeline=pipeline)
             results = self.run([terminate], pipeline=pipeline, issuer=issuer)
-            if self.state(old) not in ("PENDING", "UNASSIGNED", "TERMINATED"):
+            if self.state(old) not in (QueryState.PENDING, QueryState.UNASSIGNED, QueryState.TERMINATED):
                 # its runtime must have stopped writing before the output is deleted
-                self.wait_for_state(old, "TERMINATED", timeout=120)
+                self.wait_for_state(old, QueryState.TERMINATED, timeout=120)
         else:
             results = []
         return results + self.run(rebuild, pipeline=pipeline, issuer=issuer)
@@ -410,7 +420,7 @@ class Engine(Reader):
         for result in results:
             for query_id, state in result.waits:
                 self.wait_for_state(query_id, state, timeout=max(0.0, deadline - time.monotonic()))
-            if result.action == "replaced" and (result.query_id, "RUNNING") in result.waits:
+            if result.action == "replaced" and (result.query_id, QueryState.RUNNING) in result.waits:
                 self.wait_for_version(result.query_id, result.version, timeout=max(0.0, deadline - time.monotonic()))
 
     def wait_for_version(

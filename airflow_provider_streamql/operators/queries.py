@@ -13,7 +13,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from ..assets.streamql import with_sink_outlets
 from ..conditions import AllOf, QueriesInState, VersionRunning
-from ..engine import VERDICTS
+from ..engine import VERDICTS, QueryState
 from .base import StreamQLOperator, engine_errors, push
 from .lineage import QueryLineageMixin, pulled
 
@@ -64,7 +64,7 @@ class CreateQueryOperator(QueryLineageMixin, StreamQLOperator):
         )
         created = [r.query_id for r in queries if r.action == "created"]
         if self.wait and created:
-            return self.wait_for(context, engine, QueriesInState(created, ["RUNNING"]))
+            return self.wait_for(context, engine, QueriesInState(created, [QueryState.RUNNING]))
         return self.no_wait(context, engine)
 
     def result(self, context: Context) -> Any:
@@ -124,13 +124,13 @@ class DeployScriptOperator(QueryLineageMixin, StreamQLOperator):
             query_id=changed[-1].query_id if changed else None,
             versions={r.query_id: r.version for r in changed},
         )
-        running = [r for r in changed if (r.query_id, "RUNNING") in r.waits]
+        running = [r for r in changed if (r.query_id, QueryState.RUNNING) in r.waits]
         if self.wait and running:
             return self.wait_for(
                 context,
                 engine,
                 AllOf.of(
-                    QueriesInState([r.query_id for r in running], ["RUNNING"]),
+                    QueriesInState([r.query_id for r in running], [QueryState.RUNNING]),
                     *[VersionRunning(r.query_id, r.version) for r in running if r.action == "replaced"],
                 ),
             )
@@ -276,12 +276,12 @@ class ReplaceQueryOperator(QueryLineageMixin, StreamQLOperator):
                 push(context, report=result.report)
             elif self.mode == "shadow":
                 result = engine.upgrade(self.sql, query_id=self.query_id or None, shadow=True)
-                condition = QueriesInState([result.query_id], ["RUNNING"])
+                condition = QueriesInState([result.query_id], [QueryState.RUNNING])
                 push(context, report=result.report, shadow_query_id=result.query_id, shadow_version=result.version)
                 result = dataclasses.replace(result, query_id=old, version=previous)  # the query it shadows
             else:
                 result = engine.replace(self.sql, start_from=self.start_from, query_id=self.query_id or None)[-1]
-                condition = QueriesInState([result.query_id], ["RUNNING"])
+                condition = QueriesInState([result.query_id], [QueryState.RUNNING])
         self.log.info("%s", result.message)
         push(
             context,
@@ -348,7 +348,7 @@ class PauseQueryOperator(QueryControlOperator):
     """``PAUSE <query_id>|ALL``: stop after the in-flight micro-batch, keeping offsets and
     state; RESUME continues from there."""
 
-    action, target = "PAUSE", "PAUSED"
+    action, target = "PAUSE", QueryState.PAUSED
 
 
 class ResumeQueryOperator(QueryControlOperator):
@@ -361,7 +361,7 @@ class ResumeQueryOperator(QueryControlOperator):
     :param skip_bad_records: ``RESUME ... SKIP BAD RECORDS``.
     """
 
-    action, target = "RESUME", "RUNNING"
+    action, target = "RESUME", QueryState.RUNNING
 
     def __init__(self, *, skip_bad_records: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -371,7 +371,7 @@ class ResumeQueryOperator(QueryControlOperator):
 class TerminateQueryOperator(QueryControlOperator):
     """``TERMINATE <query_id>|ALL``: stop for good (a terminated query cannot be resumed)."""
 
-    action, target = "TERMINATE", "TERMINATED"
+    action, target = "TERMINATE", QueryState.TERMINATED
 
 
 __all__ = [

@@ -10,6 +10,7 @@ from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowFailException
 
 from ..conditions import AllOf, QueriesInState, VersionRunning
+from ..engine import DesiredState, QueryState
 from ..language.statements import DropSource, ShadowAction
 from ..results import Result
 from .base import StreamQLOperator, engine_errors, push
@@ -50,11 +51,11 @@ class ShadowActionOperator(QueryLineageMixin, StreamQLOperator):
             statement = ShadowAction.of(self.action, self.query_id)
             result = self._already_done(engine, statement.query_id) or engine.run([statement])[0]
         self.log.info("%s", result.message)
-        shadow = next((q for q, state in result.waits if state == "TERMINATED"), None)
+        shadow = next((q for q, state in result.waits if state == QueryState.TERMINATED), None)
         if shadow is None:  # never: PROMOTE and DISCARD always stop the shadow
             raise AirflowFailException(f"{result.statement!r} stopped no shadow: {result.message}")
         push(context, query_id=result.query_id, shadow_query_id=shadow, version=result.version, message=result.message)
-        conditions = [QueriesInState([shadow], ["TERMINATED"])]
+        conditions = [QueriesInState([shadow], [QueryState.TERMINATED])]
         if result.version is not None:  # promoted: the query runs the shadow's version
             conditions.append(VersionRunning(result.query_id, result.version, ready=True))
         if self.wait:
@@ -66,7 +67,7 @@ class ShadowActionOperator(QueryLineageMixin, StreamQLOperator):
         ``query_id`` names a shadow that was already stopped this way. Then the task only
         waits and drops, as the first try would have."""
         shadow = engine.catalog.query(query_id)
-        if shadow is None or not shadow.settings.get("shadow_of") or shadow.desired_state != "TERMINATED":
+        if shadow is None or not shadow.settings.get("shadow_of") or shadow.desired_state != DesiredState.TERMINATED:
             return None
         live = engine.query(shadow.settings["shadow_of"])
         promoted = live.version == shadow.settings.get("shadow_version")
@@ -80,7 +81,7 @@ class ShadowActionOperator(QueryLineageMixin, StreamQLOperator):
             message=f"{shadow.id} was {done} already; {live.id} runs version {live.version}",
             query_id=live.id,
             version=live.version if promoted else None,
-            waits=[(shadow.id, "TERMINATED")],
+            waits=[(shadow.id, QueryState.TERMINATED)],
         )
 
     def deployed_versions(self, task_instance) -> dict[str, int | None]:

@@ -39,7 +39,7 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.security.utils import get_authorization_scheme_param
 
-from ..engine import Engine
+from ..engine import DesiredState, Engine
 from ..errors import CatalogError, NotFoundError, StateError, StreamQLError
 from ..hooks.streamql import StreamQLHook
 from .overview import query_details, query_list
@@ -265,7 +265,7 @@ def change_all(action: str, user: GetUserDep) -> dict[str, Any]:
     """Pause or resume every query of every pipeline (ALL is per pipeline in StreamQL)."""
     verb = _verb(action)
     e = engine()
-    pipelines = sorted({q.pipeline for q in e.catalog.queries() if q.desired_state != "TERMINATED"})
+    pipelines = sorted({q.pipeline for q in e.catalog.queries() if q.desired_state != DesiredState.TERMINATED})
     results = [_call(e.control, verb, None, pipeline=p, issuer=_issuer(user)) for p in pipelines]
     return {
         "message": "; ".join(r.message for r in results) or "no queries",

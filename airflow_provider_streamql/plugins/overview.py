@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from sqlglot import exp
 
 from ..conditions import lag_files
+from ..engine import DesiredState
 from ..errors import StreamQLError
 from ..language import parse
 from ..language.statements import QueryControl
@@ -42,7 +43,7 @@ def query_list(engine: Engine) -> list[dict[str, Any]]:
 
 def actions(desired: str) -> list[str]:
     """What a button may do to a query in this desired state."""
-    return {"RUNNING": ["pause"], "PAUSED": ["resume"]}.get(desired, [])
+    return {DesiredState.RUNNING: ["pause"], DesiredState.PAUSED: ["resume"]}.get(desired, [])
 
 
 def query_details(engine: Engine, query_id: str) -> dict[str, Any]:

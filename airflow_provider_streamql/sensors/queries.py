@@ -9,7 +9,7 @@ from airflow.sdk import BaseSensorOperator, Context
 from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
 
 from ..conditions import CaughtUp, Condition, ProgressSince, QueriesInState
-from ..engine import Engine
+from ..engine import Engine, QueryState
 from ..hooks.streamql import StreamQLHook
 from ..operators.base import default_deferrable, defer_until, engine_errors, open_engine, push
 
@@ -108,7 +108,7 @@ class QueryStateSensor(StreamQLSensor):
         self,
         *,
         query_id: str,
-        target_states: str | Sequence[str] = "RUNNING",
+        target_states: str | Sequence[str] = QueryState.RUNNING,
         fail_on_error: bool = True,
         **kwargs: Any,
     ) -> None:

@@ -16,7 +16,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from ..catalog import Catalog
+from ..catalog import BadRecordStatus, Catalog, DesiredState, QueryState
 from ..errors import NotFoundError, ValidationError
 from ..storage.checkpoints import processed_files
 from .lag import caught_up_message, input_files, kafka_sources
@@ -87,12 +87,12 @@ def current_events(reader: HasCatalog, query_id: str, kinds: tuple[str, ...] | l
         "state": state,
     }
     found: dict[str, QueryEvent] = {}
-    if state == "ERROR" and "error" in kinds:
+    if state == QueryState.ERROR and "error" in kinds:
         # the runtime retries with a back-off: the same failure again is the same event
         key = hashlib.sha256((query.error or "").encode()).hexdigest()[:16]
         found["error"] = QueryEvent("error", key=key, message=query.error or "", **common)
-    held = "held" in kinds and query.desired_state == "PAUSED"
-    pending = catalog.bad_records(query.id, status="PENDING") if held else []
+    held = "held" in kinds and query.desired_state == DesiredState.PAUSED
+    pending = catalog.bad_records(query.id, status=BadRecordStatus.PENDING) if held else []
     if pending:
         hold = catalog.last_hold(query.id)
         if hold is not None:
@@ -105,10 +105,10 @@ def current_events(reader: HasCatalog, query_id: str, kinds: tuple[str, ...] | l
             }
             message = f"{query.id} is held at {len(pending)} bad record(s) of {first.source}: {first.error}"
             found["held"] = QueryEvent("held", key=str(hold), message=message, details=details, **common)
-    if query.running_version == query.version > 1 and state == "RUNNING" and "upgraded" in kinds:
+    if query.running_version == query.version > 1 and state == QueryState.RUNNING and "upgraded" in kinds:
         message = f"{query.id} runs version {query.version}"
         found["upgraded"] = QueryEvent("upgraded", key=f"v{query.version}", message=message, **common)
-    progress = catalog.progress(query.id) if "caught_up" in kinds and state == "RUNNING" else None
+    progress = catalog.progress(query.id) if "caught_up" in kinds and state == QueryState.RUNNING else None
     if progress is not None and not kafka_sources(catalog, query):  # caught up is measured on file topics
         wanted = input_files(catalog, query, time.time())
         if not wanted - processed_files(query.checkpoint):
@@ -143,7 +143,7 @@ class EventFeed:
             return []
         query_id = self.query_id.upper()
         given = reader.catalog.event_cursors(self.consumer, query_id)
-        if now.state == "RUNNING" and given.get("error"):
+        if now.state == QueryState.RUNNING and given.get("error"):
             reader.catalog.set_event_cursor(self.consumer, query_id, "error", REARMED)
         return [e for k, e in now.events.items() if k in self.kinds and _is_new(e, given.get(k))]
 

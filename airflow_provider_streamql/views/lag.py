@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from ..catalog import Catalog, QueryInfo
+from ..catalog import Catalog, DesiredState, QueryInfo
 from ..storage import topics
 from ..storage.checkpoints import processed_files
 
@@ -42,7 +42,7 @@ def unprocessed_files(catalog: Catalog, query: QueryInfo) -> int:
 
 def lag_files(catalog: Catalog, query: QueryInfo) -> int | None:
     """:func:`unprocessed_files`, for a query that may still read (None once terminated)."""
-    return None if query.desired_state == "TERMINATED" else unprocessed_files(catalog, query)
+    return None if query.desired_state == DesiredState.TERMINATED else unprocessed_files(catalog, query)
 
 
 def caught_up_message(query_id: str, files: int) -> str:

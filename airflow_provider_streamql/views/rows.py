@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from ..catalog import ACTIVE_STATES, Catalog, CheckpointSnapshot, QueryInfo
+from ..catalog import ACTIVE_STATES, Catalog, CheckpointSnapshot, QueryInfo, QueryState
 
 QUERY_COLUMNS = [
     "query_id",
@@ -37,7 +37,7 @@ def shown_state(query: QueryInfo, lease: dict[str, Any] | None, now: float | Non
     heartbeating (lease expired) is UNASSIGNED."""
     now = now or time.time()
     if query.observed_state in ACTIVE_STATES and (lease is None or lease["expires_at"] < now):
-        return "UNASSIGNED"
+        return QueryState.UNASSIGNED
     return query.observed_state
 
 
