@@ -46,7 +46,7 @@ TYPE_CLASSES = (
 )
 
 # Operator -> the classes each operand may have (besides unknown).
-OPERAND_RULES: tuple[tuple[type[exp.Expression], frozenset[str], str], ...] = (
+OPERAND_RULES: tuple[tuple[type[exp.Expr], frozenset[str], str], ...] = (
     (exp.Add, frozenset({"numeric", "temporal"}), "+"),
     (exp.Sub, frozenset({"numeric", "temporal"}), "-"),
     (exp.Mul, frozenset({"numeric"}), "*"),
@@ -88,7 +88,10 @@ class SelectAnalysis:
         case taking that spelling: what an existing output (a replaced query's sink, an
         INSERT INTO target) records is the one spelling its readers read."""
         spelled = {c.name.lower(): c.name for c in spellings}
-        name = lambda n: spelled.get(n.lower(), n)  # noqa: E731
+
+        def name(given: str) -> str:
+            return spelled.get(given.lower(), given)
+
         columns = [replace(c, name=name(c.name)) for c in self.columns]
         return replace(self, columns=columns, group_by=[name(g) for g in self.group_by])
 
@@ -175,7 +178,9 @@ def analyze_select(
         if reserved := reserved_name_problem(column.name):
             raise where.error(f"no column {column.name!r}: {reserved}", column)
     check_quoted(select, [schemas[s] for s in sources], where.error)
-    sql_schema = {name: {c.name: c.type.to_sqlglot() for c in cols} for name, cols in schemas.items()}
+    sql_schema: dict[str, object] = {
+        name: {c.name: c.type.to_sqlglot() for c in cols} for name, cols in schemas.items()
+    }
     try:
         tree = qualify(select.copy(), schema=sql_schema, dialect=DIALECT)
         tree = annotate_types(tree, schema=sql_schema, dialect=DIALECT)
@@ -231,14 +236,12 @@ CODE_FUNCTIONS = {
 }
 
 
-def _output_type(
-    name: str, projection: exp.Expression, persistent: bool, where: _Locator, select: exp.Select
-) -> SqlType:
+def _output_type(name: str, projection: exp.Expr, persistent: bool, where: _Locator, select: exp.Select) -> SqlType:
     """The typed type of output column ``name``. A persistent query's output is written, so
     its type must be one a stream or table can hold; a pull query's value is only shown (a
     type outside the table, such as an INTERVAL, is shown as its text)."""
     try:
-        return SqlType.from_sqlglot(projection.type)
+        return SqlType.from_sqlglot(projection.type or exp.DataType.build("UNKNOWN"))
     except TypeProblem as e:
         if not persistent:
             return SqlType.of(TypeName.STRING)
@@ -264,7 +267,7 @@ def _grouping_keys(tree: exp.Select, names: list[str], where: _Locator, select: 
     return keys
 
 
-def _check_functions(select: exp.Expression, where: _Locator) -> None:
+def _check_functions(select: exp.Expr, where: _Locator) -> None:
     """A ksqlDB function call the table of :mod:`.functions` cannot take (refused, wrong
     number of arguments, a value that must be a literal) is an error that says why."""
     for call in select.find_all(exp.Anonymous):
@@ -273,7 +276,7 @@ def _check_functions(select: exp.Expression, where: _Locator) -> None:
             raise where.error(reason, call)
 
 
-def _untyped(name: str, projection: exp.Expression) -> str:
+def _untyped(name: str, projection: exp.Expr) -> str:
     """Why column ``name`` has no type: a ``->`` that reads no field, or the function call
     whose type is unknown, if any."""
     for dot in projection.find_all(exp.Dot):
@@ -294,7 +297,7 @@ def _untyped(name: str, projection: exp.Expression) -> str:
     return f"cannot tell the type of column {name!r}; add a CAST"
 
 
-def _check_types(tree: exp.Expression, where: _Locator) -> None:
+def _check_types(tree: exp.Expr, where: _Locator) -> None:
     for node in tree.walk():
         for op, allowed, shown in OPERAND_RULES:
             if isinstance(node, op):
@@ -302,8 +305,7 @@ def _check_types(tree: exp.Expression, where: _Locator) -> None:
                     cls = type_class(operand.type)
                     if cls != "unknown" and cls not in allowed:
                         raise where.error(
-                            f"type error: {shown} cannot take {_show(operand)!r} of "
-                            f"type {operand.type.sql(dialect=DIALECT)}",
+                            f"type error: {shown} cannot take {_show(operand)!r} of type {_type_sql(operand)}",
                             operand,
                         )
         if isinstance(node, COMPARISONS):
@@ -311,8 +313,7 @@ def _check_types(tree: exp.Expression, where: _Locator) -> None:
             if not _comparable(left, right):
                 raise where.error(
                     f"type error: cannot compare {_show(left)!r} "
-                    f"({left.type.sql(dialect=DIALECT)}) with {_show(right)!r} "
-                    f"({right.type.sql(dialect=DIALECT)})",
+                    f"({_type_sql(left)}) with {_show(right)!r} ({_type_sql(right)})",
                     node,
                 )
     for clause in ("where", "having"):
@@ -323,19 +324,24 @@ def _check_types(tree: exp.Expression, where: _Locator) -> None:
             )
 
 
-def _show(node: exp.Expression) -> str:
+def _type_sql(node: exp.Expr) -> str:
+    """The type sqlglot gives ``node``, as Spark SQL spells it."""
+    return node.type.sql(dialect=DIALECT) if node.type is not None else "UNKNOWN"
+
+
+def _show(node: exp.Expr) -> str:
     """SQL of a node as the user wrote it, without the qualifiers qualify() added."""
     bare = node.copy().transform(lambda n: exp.column(n.name) if isinstance(n, exp.Column) else n)
     return bare.sql(dialect=DIALECT)
 
 
-def _operands(node: exp.Expression) -> list[exp.Expression]:
+def _operands(node: exp.Expr) -> list[exp.Expr]:
     if isinstance(node, exp.Binary):
         return [node.left, node.right]
-    return [node.this] if isinstance(node.this, exp.Expression) else []
+    return [node.this] if isinstance(node.this, exp.Expr) else []
 
 
-def _comparable(left: exp.Expression, right: exp.Expression) -> bool:
+def _comparable(left: exp.Expr, right: exp.Expr) -> bool:
     classes = {type_class(left.type), type_class(right.type)}
     if "unknown" in classes or len(classes) == 1:
         return True
@@ -353,7 +359,7 @@ def _is_number(text: str) -> bool:
         return False
 
 
-def _node_named(select: exp.Expression, message: str) -> exp.Expression:
+def _node_named(select: exp.Expr, message: str) -> exp.Expr:
     """The column an optimizer message names, to point the error at it."""
     for column in select.find_all(exp.Column):
         if f"'{column.name}'" in message:
@@ -367,7 +373,7 @@ class _Locator:
     def __init__(self, stmt: Statement):
         self.stmt = stmt
 
-    def error(self, message: str, node: exp.Expression) -> ValidationError:
+    def error(self, message: str, node: exp.Expr) -> ValidationError:
         meta = _meta(node)
         line, col = self.stmt.select_at
         if meta:
@@ -376,7 +382,7 @@ class _Locator:
         return ValidationError(message, line=line, col=col, text=_show(node)[:80])
 
 
-def _meta(node: exp.Expression) -> dict | None:
+def _meta(node: exp.Expr) -> dict | None:
     for candidate in node.walk():
         meta = getattr(candidate, "_meta", None) or {}
         if "line" in meta:

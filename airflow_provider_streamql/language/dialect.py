@@ -5,6 +5,7 @@ Spark functions sqlglot does not type (:attr:`StreamQL.FUNCTION_TYPES`)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import ClassVar
 
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
@@ -14,10 +15,10 @@ from . import functions, shapes
 
 T = exp.DType
 #: the call's arguments (typed) -> the result type (a rule of :attr:`StreamQL.FUNCTION_TYPES`)
-Rule = Callable[[list[exp.Expression]], "exp.DataType | exp.DType | str"]
+Rule = Callable[[list[exp.Expr]], "exp.DataType | exp.DType | str"]
 
 
-def _type(node: exp.Expression) -> exp.DataType:
+def _type(node: exp.Expr) -> exp.DataType:
     return node.type or exp.DataType.build("UNKNOWN")
 
 
@@ -28,7 +29,7 @@ def _arg(i: int) -> Rule:
 def _element(i: int) -> Rule:
     """The element type of argument ``i`` (an ARRAY)."""
 
-    def rule(args: list[exp.Expression]) -> exp.DataType | exp.DType:
+    def rule(args: list[exp.Expr]) -> exp.DataType | exp.DType:
         array = _type(args[i])
         return array.expressions[0] if array.is_type(T.ARRAY) and array.expressions else T.UNKNOWN
 
@@ -36,7 +37,7 @@ def _element(i: int) -> Rule:
 
 
 def _array_of(i: int) -> Rule:
-    def rule(args: list[exp.Expression]) -> exp.DataType | exp.DType:
+    def rule(args: list[exp.Expr]) -> exp.DataType | exp.DType:
         element = _type(args[i])
         return (
             T.UNKNOWN if element.is_type(T.UNKNOWN) else exp.DataType(this=T.ARRAY, expressions=[element], nested=True)
@@ -46,7 +47,7 @@ def _array_of(i: int) -> Rule:
 
 
 def _map_of(keys: int, values: int) -> Rule:
-    def rule(args: list[exp.Expression]) -> exp.DataType | exp.DType:
+    def rule(args: list[exp.Expr]) -> exp.DataType | exp.DType:
         k, v = _element(keys)(args), _element(values)(args)
         if not isinstance(k, exp.DataType) or not isinstance(v, exp.DataType):
             return T.UNKNOWN
@@ -58,7 +59,7 @@ def _map_of(keys: int, values: int) -> Rule:
 def _map_part(i: int) -> Rule:
     """Keys (0) or values (1) of a MAP argument, as an ARRAY."""
 
-    def rule(args: list[exp.Expression]) -> exp.DataType | exp.DType:
+    def rule(args: list[exp.Expr]) -> exp.DataType | exp.DType:
         m = _type(args[0])
         if not m.is_type(T.MAP) or len(m.expressions) != 2:
             return T.UNKNOWN
@@ -67,14 +68,14 @@ def _map_part(i: int) -> Rule:
     return rule
 
 
-def _concat(args: list[exp.Expression]) -> exp.DataType | exp.DType | str:
+def _concat(args: list[exp.Expr]) -> exp.DataType | exp.DType | str:
     """concat() of arrays is an array; of anything else a string (the StreamQL parser turns a
     written CONCAT into ksqlDB's concat_ws, so this one comes from a mapping)."""
     first = _type(args[0]) if args else exp.DataType.build("UNKNOWN")
     return first if first.is_type(T.ARRAY) else "STRING"
 
 
-def _date_part(args: list[exp.Expression]) -> str:
+def _date_part(args: list[exp.Expr]) -> str:
     """date_part('SECOND', ts) has the fraction of a second; the other fields are INT."""
     unit = args[0].name.upper() if isinstance(args[0], exp.Literal) else ""
     return "DECIMAL(8, 6)" if unit in ("S", "SEC", "SECS", "SECOND", "SECONDS") else "INT"
@@ -122,7 +123,7 @@ class StreamQL(Spark):
     }
     #: sqlglot nodes whose type sqlglot gets wrong or leaves unknown for Spark -> the same
     #: kind of entry, over the node's ``this`` and ``expression`` arguments.
-    NODE_TYPES: dict[type[exp.Expression], str | Rule] = {
+    NODE_TYPES: dict[type[exp.Expr], str | Rule] = {
         exp.Year: "INT",
         exp.WeekOfYear: "INT",
         exp.ArrayPosition: "BIGINT",
@@ -150,36 +151,36 @@ class StreamQL(Spark):
     }
 
     @staticmethod
-    def _annotate_call(annotator, call: exp.Anonymous) -> exp.Expression:
+    def _annotate_call(annotator, call: exp.Anonymous) -> exp.Expr:
         entry = StreamQL.FUNCTION_TYPES.get(call.name.lower())
         if entry is None:
             return annotator._set_type(call, annotator.schema.get_udf_type(call))
         return annotator._set_type(call, _resolve(entry, call.expressions))
 
     @staticmethod
-    def _annotate_node(annotator, node: exp.Expression) -> exp.Expression:
+    def _annotate_node(annotator, node: exp.Expr) -> exp.Expr:
         values = [node.args.get(key) for key in node.arg_types]  # in the order of the node's arguments
-        args = [a for v in values for a in (v if isinstance(v, list) else [v]) if isinstance(a, exp.Expression)]
+        args = [a for v in values for a in (v if isinstance(v, list) else [v]) if isinstance(a, exp.Expr)]
         return annotator._set_type(node, _resolve(StreamQL.NODE_TYPES[type(node)], args))
 
     class Tokenizer(Spark.Tokenizer):
         # Spark swallows the rest of SHOW/EXECUTE/... into one raw token; StreamQL parses them.
-        COMMANDS: set = set()
+        COMMANDS: ClassVar[set] = set()
         # '' inside a string is a quote, as in ksqlDB and standard SQL ('yyyy-MM-dd''T''HH'),
         # not the end of one literal and the start of another that Spark glues to it
         STRING_ESCAPES = ["\\", "'"]
 
-    class Parser(Spark.Parser):
+    class Parser(Spark.Parser):  # type: ignore[misc,valid-type]  # sqlglot types it as a variable
         FUNCTIONS = {**Spark.Parser.FUNCTIONS, **functions.builders(Spark.Parser.FUNCTIONS)}
         # ksqlDB's s->f is a STRUCT field (Spark's s.f), not JSON extraction (see .shapes)
         COLUMN_OPERATORS = {**Spark.Parser.COLUMN_OPERATORS, TokenType.ARROW: shapes.field_access}
 
-    class Generator(Spark.Generator):
+    class Generator(Spark.Generator):  # type: ignore[misc,valid-type]  # as Parser
         # ksqlDB's 1-based a[i] and m['k'] as Spark's try_element_at (see .shapes)
         TRANSFORMS = {**Spark.Generator.TRANSFORMS, exp.Bracket: shapes.element_sql}
 
 
-def _resolve(entry: str | Rule, args: list[exp.Expression]) -> exp.DataType | exp.DType:
+def _resolve(entry: str | Rule, args: list[exp.Expr]) -> exp.DataType | exp.DType:
     """The result type an entry of the tables gives for ``args`` (UNKNOWN when an argument's
     type is unknown and the rule needs it)."""
     if isinstance(entry, str):

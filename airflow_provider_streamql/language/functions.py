@@ -20,7 +20,7 @@ from sqlglot import exp
 
 # long module: one table row per ksqlDB function, and the small builders they share
 
-Args = list[exp.Expression]
+Args = list[exp.Expr]
 
 #: ksqlDB's time units (either number) -> Spark's TIMESTAMPADD unit.
 UNITS = {
@@ -43,7 +43,7 @@ class KsqlFunction:
     spark: str
     notes: str = ""
     arity: tuple[int, int | None] = (1, 1)
-    build: Callable[[Args], exp.Expression] | None = None
+    build: Callable[[Args], exp.Expr] | None = None
     check: Callable[[Args], str | None] | None = None
     refused: str | None = None
     #: a call that does not fit ksqlDB's form is Spark's function of the same name
@@ -68,14 +68,14 @@ class KsqlFunction:
 
 
 # -- building blocks --------------------------------------------------------------------
-def fn(name: str, *args: exp.Expression) -> exp.Expression:
+def fn(name: str, *args: exp.Expr) -> exp.Expr:
     """A Spark function call kept exactly as written (its type comes from the dialect's
     table of Spark function types): used for format-taking functions, whose pattern
     sqlglot would otherwise translate."""
     return exp.Anonymous(this=name, expressions=list(args))
 
 
-def spark(name: str, *args: exp.Expression) -> exp.Expression:
+def spark(name: str, *args: exp.Expr) -> exp.Expr:
     """A Spark function call as Spark's own dialect parses it (a typed sqlglot node)."""
     return exp.func(name, *args, dialect="spark")
 
@@ -84,25 +84,30 @@ def string(value: str) -> exp.Literal:
     return exp.Literal.string(value)
 
 
-def arg(args: Args, i: int, default: exp.Expression) -> exp.Expression:
+def arg(args: Args, i: int, default: exp.Expr) -> exp.Expr:
     return args[i] if len(args) > i else default
 
 
-def in_zone(ts: exp.Expression, zone: exp.Expression | None) -> exp.Expression:
+def optional(args: Args, i: int) -> exp.Expr | None:
+    """Argument ``i``, or None when the call leaves it out."""
+    return args[i] if len(args) > i else None
+
+
+def in_zone(ts: exp.Expr, zone: exp.Expr | None) -> exp.Expr:
     """A UTC timestamp shown as wall time in ``zone`` (ksqlDB's optional time zone)."""
     return ts if zone is None else fn("from_utc_timestamp", ts, zone)
 
 
-def from_zone(ts: exp.Expression, zone: exp.Expression | None) -> exp.Expression:
+def from_zone(ts: exp.Expr, zone: exp.Expr | None) -> exp.Expr:
     """Wall time in ``zone`` read back as the UTC instant."""
     return ts if zone is None else fn("to_utc_timestamp", ts, zone)
 
 
-def literal_text(node: exp.Expression) -> str | None:
+def literal_text(node: exp.Expr) -> str | None:
     return node.this if isinstance(node, exp.Literal) and node.is_string else None
 
 
-def literal_int(node: exp.Expression) -> int | None:
+def literal_int(node: exp.Expr) -> int | None:
     if isinstance(node, exp.Neg):
         inner = literal_int(node.this)
         return None if inner is None else -inner
@@ -111,7 +116,7 @@ def literal_int(node: exp.Expression) -> int | None:
     return None
 
 
-def needs_literal(i: int, what: str, valid: Callable[[exp.Expression], bool]) -> Callable[[Args], str | None]:
+def needs_literal(i: int, what: str, valid: Callable[[exp.Expr], bool]) -> Callable[[Args], str | None]:
     def check(args: Args) -> str | None:
         if len(args) > i and not valid(args[i]):
             return f"argument {i + 1} must be {what}, not {args[i].sql(dialect='spark')!r}"
@@ -120,31 +125,31 @@ def needs_literal(i: int, what: str, valid: Callable[[exp.Expression], bool]) ->
     return check
 
 
-def _unit(node: exp.Expression) -> str | None:
+def _unit(node: exp.Expr) -> str | None:
     word = node.name.upper() if isinstance(node, (exp.Column, exp.Var, exp.Identifier)) else None
     return UNITS.get(word or "")
 
 
-def timestamp_add(unit: exp.Expression, amount: exp.Expression, ts: exp.Expression) -> exp.Expression:
+def timestamp_add(unit: exp.Expr, amount: exp.Expr, ts: exp.Expr) -> exp.Expr:
     return spark("timestampadd", exp.var(_unit(unit) or "DAY"), amount, ts)
 
 
-def negate(node: exp.Expression) -> exp.Expression:
+def negate(node: exp.Expr) -> exp.Expr:
     return exp.Neg(this=exp.paren(node.copy(), copy=False))
 
 
-def mask(value: exp.Expression, args: Args, first: int) -> exp.Expression:
+def mask(value: exp.Expr, args: Args, first: int) -> exp.Expr:
     """Spark's mask() with ksqlDB's defaults for the replacements given from ``first`` on."""
     chars = [arg(args, first + i, string(d)) for i, d in enumerate(MASK_DEFAULTS)]
     return fn("mask", value, *chars)
 
 
-def rest(s: exp.Expression, n: exp.Expression) -> exp.Expression:
+def rest(s: exp.Expr, n: exp.Expr) -> exp.Expr:
     """The characters of ``s`` after the first ``n``."""
     return spark("substring", s, exp.Add(this=n, expression=exp.Literal.number(1)))
 
 
-def head_but(s: exp.Expression, n: exp.Expression) -> exp.Expression:
+def head_but(s: exp.Expr, n: exp.Expr) -> exp.Expr:
     """The characters of ``s`` before its last ``n``."""
     keep = spark("greatest", exp.Sub(this=spark("length", s.copy()), expression=n), exp.Literal.number(0))
     return spark("left", s, keep)
@@ -155,23 +160,23 @@ def regex_escaped(delimiter: str) -> str:
     return "".join(c if c.isalnum() or c == "_" else "\\" + c for c in delimiter)
 
 
-def split(args: Args) -> exp.Expression:
+def split(args: Args) -> exp.Expr:
     return spark("split", args[0], string(regex_escaped(literal_text(args[1]) or "")))
 
 
-def slice_(args: Args) -> exp.Expression:
+def slice_(args: Args) -> exp.Expr:
     length = exp.Add(this=exp.Sub(this=args[2], expression=args[1].copy()), expression=exp.Literal.number(1))
     return spark("slice", args[0], args[1], length)
 
 
-def array_sort(args: Args) -> exp.Expression:
+def array_sort(args: Args) -> exp.Expr:
     descending = len(args) > 1 and (literal_text(args[1]) or "").upper() == "DESC"
     if descending:  # sort_array(a, false): NULLs last, as ksqlDB
         return spark("sort_array", args[0], exp.false())
     return fn("array_sort", args[0])  # ascending with NULLs last
 
 
-def array_concat(args: Args) -> exp.Expression:
+def array_concat(args: Args) -> exp.Expr:
     a, b = args
     return exp.Case(
         ifs=[
@@ -182,39 +187,39 @@ def array_concat(args: Args) -> exp.Expression:
     )
 
 
-def regexp_extract(args: Args) -> exp.Expression:
+def regexp_extract(args: Args) -> exp.Expr:
     pattern, s = args[0], args[1]
     extract = spark("regexp_extract", s.copy(), pattern.copy(), arg(args, 2, exp.Literal.number(0)))
     return spark("if", exp.RegexpLike(this=s, expression=pattern), extract, exp.null())
 
 
-def instr(args: Args) -> exp.Expression:
+def instr(args: Args) -> exp.Expr:
     if len(args) == 2:
         return spark("instr", args[0], args[1])
     return spark("locate", args[1], args[0], args[2])
 
 
-def top(collect: str) -> Callable[[Args], exp.Expression]:
-    def build(args: Args) -> exp.Expression:
+def top(collect: str) -> Callable[[Args], exp.Expr]:
+    def build(args: Args) -> exp.Expr:
         ordered = spark("sort_array", spark(collect, args[0]), exp.false())
         return spark("slice", ordered, exp.Literal.number(1), args[1])
 
     return build
 
 
-def positive_int(node: exp.Expression) -> bool:
+def positive_int(node: exp.Expr) -> bool:
     return (literal_int(node) or 0) > 0
 
 
-def is_unit(node: exp.Expression) -> bool:
+def is_unit(node: exp.Expr) -> bool:
     return _unit(node) is not None
 
 
-def is_direction(node: exp.Expression) -> bool:
+def is_direction(node: exp.Expr) -> bool:
     return (literal_text(node) or "").upper() in ("ASC", "DESC")
 
 
-def url_part(part: str) -> Callable[[Args], exp.Expression]:
+def url_part(part: str) -> Callable[[Args], exp.Expr]:
     return lambda args: fn("try_parse_url", args[0], string(part))
 
 
@@ -320,21 +325,21 @@ KSQL_FUNCTIONS: list[KsqlFunction] = [
             "date_format(timestamp_seconds(s), pattern)"),
     F("FROM_DAYS", "FROM_DAYS(n)", "date_from_unix_date(n)", build=lambda a: exp.DateFromUnixDate(this=a[0])),
     F("STRINGTOTIMESTAMP", "STRINGTOTIMESTAMP(s, pattern[, zone])", "unix_millis(try_to_timestamp(s, pattern))",
-      arity=(2, 3), build=lambda a: exp.UnixMillis(this=from_zone(fn("try_to_timestamp", a[0], a[1]), arg(a, 2, None))),
+      arity=(2, 3), build=lambda a: exp.UnixMillis(this=from_zone(fn("try_to_timestamp", a[0], a[1]), optional(a, 2))),
       notes=f"BIGINT epoch milliseconds; NULL when s does not match; {PATTERN}; {TIME_ZONE}"),
     F("TIMESTAMPTOSTRING", "TIMESTAMPTOSTRING(ms, pattern[, zone])", "date_format(timestamp_millis(ms), pattern)",
-      arity=(2, 3), build=lambda a: fn("date_format", in_zone(fn("timestamp_millis", a[0]), arg(a, 2, None)), a[1]),
+      arity=(2, 3), build=lambda a: fn("date_format", in_zone(fn("timestamp_millis", a[0]), optional(a, 2)), a[1]),
       notes="from BIGINT epoch milliseconds; same pattern and zone rules"),
     F("STRINGTODATE", "STRINGTODATE(s, pattern)", "unix_date(try_to_date(s, pattern))", arity=(2, 2),
       build=lambda a: fn("unix_date", fn("try_to_date", a[0], a[1])), notes="INT days since 1970-01-01"),
     F("DATETOSTRING", "DATETOSTRING(days, pattern)", "date_format(date_from_unix_date(days), pattern)", arity=(2, 2),
       build=lambda a: fn("date_format", exp.DateFromUnixDate(this=a[0]), a[1])),
     F("PARSE_TIMESTAMP", "PARSE_TIMESTAMP(s, pattern[, zone])", "try_to_timestamp(s, pattern)", arity=(2, 3),
-      build=lambda a: from_zone(fn("try_to_timestamp", a[0], a[1]), arg(a, 2, None)),
+      build=lambda a: from_zone(fn("try_to_timestamp", a[0], a[1]), optional(a, 2)),
       notes="NULL when s does not match (ksqlDB logs the error and gives NULL); with a zone: "
             "to_utc_timestamp(try_to_timestamp(s, pattern), zone)"),
     F("FORMAT_TIMESTAMP", "FORMAT_TIMESTAMP(ts, pattern[, zone])", "date_format(ts, pattern)", arity=(2, 3),
-      build=lambda a: fn("date_format", in_zone(a[0], arg(a, 2, None)), a[1]),
+      build=lambda a: fn("date_format", in_zone(a[0], optional(a, 2)), a[1]),
       notes="with a zone: date_format(from_utc_timestamp(ts, zone), pattern); times are UTC otherwise"),
     F("PARSE_DATE", "PARSE_DATE(s, pattern)", "try_to_date(s, pattern)", arity=(2, 2),
       build=lambda a: fn("try_to_date", a[0], a[1])),
@@ -447,13 +452,13 @@ def problem(name: str, args: Args) -> str | None:
     return spec.problem(args) if spec is not None else None
 
 
-def builders(spark_functions: dict[str, Callable]) -> dict[str, Callable[[Args], exp.Expression]]:
+def builders(spark_functions: dict[str, Callable]) -> dict[str, Callable[[Args], exp.Expr]]:
     """Parser.FUNCTIONS entries for the mapped and refused ksqlDB names, over Spark's
     (``spark_functions``). A call the table cannot take is Spark's function when the entry
     says so (``spark_form``), else it stays an unknown function call the analyzer refuses."""
 
-    def builder(spec: KsqlFunction) -> Callable[[Args], exp.Expression]:
-        def build(args: Args) -> exp.Expression:
+    def builder(spec: KsqlFunction) -> Callable[[Args], exp.Expr]:
+        def build(args: Args) -> exp.Expr:
             if spec.problem(args) and spec.spark_form and spec.name in spark_functions:
                 return spark_functions[spec.name](args)
             if spec.problem(args) or spec.build is None:

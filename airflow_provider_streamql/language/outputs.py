@@ -19,7 +19,7 @@ from .statements import Column
 GENERATED_NAME = "KSQL_COL_{}"
 
 
-def output_projections(select: exp.Select, schemas: dict[str, list[Column]]) -> list[exp.Expression]:
+def output_projections(select: exp.Select, schemas: dict[str, list[Column]]) -> list[exp.Expr]:
     """The SELECT list of ``select`` under the names ksqlDB gives its output (new nodes; a
     name made up here is an alias on its projection, so Spark, DuckDB and the sink agree).
 
@@ -42,10 +42,10 @@ def output_projections(select: exp.Select, schemas: dict[str, list[Column]]) -> 
     join = tables is not None and len(tables) > 1
     owners: dict[str, int] = {}
     for cols in columns.values():
-        for c in {c.name.lower() for c in cols}:
-            owners[c] = owners.get(c, 0) + 1
-    keys = _equated_keys(select, tables, columns) if join else set()
-    named: list[tuple[exp.Expression, str | None]] = []  # (projection, its name; None: to make up)
+        for lower in {c.name.lower() for c in cols}:
+            owners[lower] = owners.get(lower, 0) + 1
+    keys = _equated_keys(select, tables, columns) if join and tables is not None else set()
+    named: list[tuple[exp.Expr, str | None]] = []  # (projection, its name; None: to make up)
     for projection in select.expressions:
         star = isinstance(projection, exp.Star) or (
             isinstance(projection, exp.Column) and isinstance(projection.this, exp.Star)
@@ -62,9 +62,9 @@ def output_projections(select: exp.Select, schemas: dict[str, list[Column]]) -> 
                     if not join:
                         named.append((exp.column(c.name, quoted=True), c.name))
                     elif not (isinstance(projection, exp.Star) and (i, c.name.lower()) in keys):
-                        name = f"{label}_{c.name}".upper()
+                        joined_name = f"{label}_{c.name}".upper()
                         column = exp.column(c.name, table=label, quoted=True)
-                        named.append((exp.alias_(column, name, quoted=True), name))
+                        named.append((exp.alias_(column, joined_name, quoted=True), joined_name))
             if chosen:
                 continue
         inner = subquery_outputs(select, projection, schemas) if star and tables is None else None
@@ -89,8 +89,8 @@ def output_projections(select: exp.Select, schemas: dict[str, list[Column]]) -> 
     used = {c.name.upper() for cols in columns.values() for c in cols}
     used |= {name.upper() for _, name in named if name}
     result, n = [], 0
-    for projection, name in named:
-        if name is None:
+    for projection, given in named:
+        if given is None:
             while GENERATED_NAME.format(n) in used:
                 n += 1
             projection = exp.alias_(projection, GENERATED_NAME.format(n), quoted=True)
@@ -123,9 +123,7 @@ def output_names(named: exp.Select, tree: exp.Select, schemas: dict[str, list[Co
     return names
 
 
-def check_quoted(
-    select: exp.Select, schemas: list[list[Column]], error: Callable[[str, exp.Expression], Exception]
-) -> None:
+def check_quoted(select: exp.Select, schemas: list[list[Column]], error: Callable[[str, exp.Expr], Exception]) -> None:
     """A quoted name is case-sensitive, as in ksqlDB: `ID` names a column spelled ID, never
     one spelled id. Spark resolves names case-insensitively, so a quoted name that matches a
     column only in another case is refused (it would read that column), saying how it is
@@ -147,7 +145,7 @@ def check_quoted(
             )
 
 
-def subquery_outputs(select: exp.Select, star: exp.Expression, schemas: dict[str, list[Column]]) -> list[str] | None:
+def subquery_outputs(select: exp.Select, star: exp.Expr, schemas: dict[str, list[Column]]) -> list[str] | None:
     """The names of the columns ``star`` stands for when ``select`` reads one subquery (no
     joins), or None when it does not or they cannot be named here."""
     items = from_items(select)
@@ -176,19 +174,26 @@ def subquery_outputs(select: exp.Select, star: exp.Expression, schemas: dict[str
     return names
 
 
-def from_items(select: exp.Select) -> list[exp.Expression | None]:
+def from_items(select: exp.Select) -> list[exp.Expr | None]:
     """What the FROM clause and its JOINs read, in order (None: no FROM)."""
     first = select.args.get("from_") or select.args.get("from")
     return [first.this if first else None] + [j.this for j in select.args.get("joins") or []]
+
+
+def from_item(select: exp.Select) -> exp.Expr:
+    """What the FROM clause reads (the analyzer refuses a SELECT without one)."""
+    first = from_items(select)[0]
+    if first is None:
+        raise ValidationError("a SELECT needs FROM <stream or table>")
+    return first
 
 
 def joined_tables(select: exp.Select, schemas: dict[str, list[Column]]) -> list[exp.Table] | None:
     """The sources of the FROM clause and its JOINs in order, or None when one of them is
     not a plain source (a subquery, a name that is not a stream or table)."""
     items = from_items(select)
-    if all(isinstance(t, exp.Table) and t.name.upper() in schemas for t in items):
-        return items
-    return None
+    tables = [t for t in items if isinstance(t, exp.Table) and t.name.upper() in schemas]
+    return tables if len(tables) == len(items) else None
 
 
 def _equated_keys(select: exp.Select, tables: list[exp.Table], columns: dict) -> set[tuple[int, str]]:
@@ -226,7 +231,7 @@ def _equated_keys(select: exp.Select, tables: list[exp.Table], columns: dict) ->
     return keys
 
 
-def _conjuncts(condition: exp.Expression | None):
+def _conjuncts(condition: exp.Expr | None):
     if isinstance(condition, exp.Paren):
         yield from _conjuncts(condition.this)
     elif isinstance(condition, exp.And):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import sqlglot
 from sqlglot import exp
@@ -239,7 +239,7 @@ def number(token: Token, script: str) -> int | float:
             problem = "out of range of a DOUBLE"
         elif value == 0 and any(c in "123456789" for c in re.split("[eE]", text)[0]):
             problem = "too small for a DOUBLE (it would read as 0)"
-        if problem is None:
+        if problem is None and value is not None:
             return value
     shown = text if len(text) <= 40 else text[:37] + "..."
     raise ParseError(f"number {shown!r} is {problem}", line=token.line, col=start_col(token), text=_line(script, token))
@@ -298,6 +298,13 @@ class _StatementParser:
         j = self.i + ahead
         return self.tokens[j] if j < len(self.tokens) else None
 
+    def token(self, what: str) -> Token:
+        """The current token; ParseError when the statement ends before ``what``."""
+        token = self.peek()
+        if token is None:
+            self.fail(f"expected {what}")
+        return token
+
     def at(self, *words: str) -> bool:
         for k, word in enumerate(words):
             token = self.peek(k)
@@ -315,7 +322,7 @@ class _StatementParser:
         if not self.accept(*words):
             self.fail(f"expected {' '.join(words)}")
 
-    def fail(self, message: str, token: Token | None = None) -> None:
+    def fail(self, message: str, token: Token | None = None) -> NoReturn:
         token = token or self.peek()
         if token is None:
             last = self.tokens[-1]
@@ -404,11 +411,11 @@ class _StatementParser:
 
     # -- statements ------------------------------------------------------------
     def parse(self) -> Statement:
+        token = self.token("a statement")
         for words, reason in REFUSED_STATEMENTS:
             if self.at(*words):
-                raise ParseError(reason, line=self.peek().line, col=start_col(self.peek()), text=self.text[:120])
-        first = self.peek().text.upper()
-        handler: Callable[[], Statement] | None = self.HANDLERS.get(first)
+                raise ParseError(reason, line=token.line, col=start_col(token), text=self.text[:120])
+        handler = self.HANDLERS.get(token.text.upper())
         if handler is None:
             self.fail(
                 "expected a StreamQL statement (CREATE, ALTER, INSERT, SELECT, PAUSE, RESUME, "
@@ -425,7 +432,8 @@ class _StatementParser:
         if if_not_exists and or_replace:
             self.fail("OR REPLACE and IF NOT EXISTS cannot go together", self.tokens[self.i - 1])
         name = self.object_name()
-        if self.peek() is not None and self.peek().token_type == TokenType.L_PAREN:
+        nxt = self.peek()
+        if nxt is not None and nxt.token_type == TokenType.L_PAREN:
             columns = self.column_list(kind)
             properties = self.properties()
             self.done()
@@ -470,8 +478,7 @@ class _StatementParser:
         name = self.name("a column name")
         start = self.peek()
         depth = 0
-        while self.peek() is not None:
-            token = self.peek()
+        while (token := self.peek()) is not None:
             if depth == 0 and (
                 token.token_type in (TokenType.COMMA, TokenType.R_PAREN) or self.at("KEY") or self.at_primary_key()
             ):
@@ -549,7 +556,7 @@ class _StatementParser:
             return True
         return False
 
-    def select_body(self) -> tuple[exp.Expression, str | None]:
+    def select_body(self) -> tuple[exp.Select, str | None]:
         if not self.at("SELECT"):
             self.fail("expected SELECT")
         emit = None
@@ -567,7 +574,7 @@ class _StatementParser:
         self.check_size([select], first)
         return select, emit
 
-    def check_size(self, trees: list[exp.Expression], first: Token) -> None:
+    def check_size(self, trees: list[exp.Expr], first: Token) -> None:
         """At most ``expression_nodes`` nodes in ``trees`` (a SELECT, or the values of an
         INSERT): planning time grows with the square of them (sqlglot's qualify)."""
         nodes = sum(1 for tree in trees for _ in tree.walk())
@@ -682,7 +689,7 @@ class _StatementParser:
 
     def duration(self, what: str, *, allow_zero: bool = False) -> float:
         """``<number> <unit>``, e.g. ``1 MINUTE``, ``500 MILLISECONDS``; in seconds."""
-        start = self.peek()
+        start = self.token(f"a duration for {what}")
         value = self.literal()
         unit_token = self.peek()
         unit = unit_token.text.upper() if unit_token else ""
@@ -735,7 +742,7 @@ class _StatementParser:
         if self.accept_type(TokenType.L_PAREN):
             columns = [self.name("a column name")]
             while self.accept_type(TokenType.COMMA):
-                token = self.peek()
+                token = self.token("a column name")
                 column = self.name("a column name")
                 if column.lower() in (c.lower() for c in columns):
                     raise ParseError(
@@ -748,7 +755,7 @@ class _StatementParser:
             self.expect_type(TokenType.R_PAREN, ")")
         self.expect("VALUES")
         self.expect_type(TokenType.L_PAREN, "(")
-        first = self.peek()
+        first = self.token("a value")
         values = [self.value()]
         while self.accept_type(TokenType.COMMA):
             values.append(self.value())
@@ -764,12 +771,12 @@ class _StatementParser:
             )
         return self.make(InsertValues, target=target, columns=columns, values=values)
 
-    def value(self) -> exp.Expression:
+    def value(self) -> exp.Expr:
         """One value of VALUES (...): a Spark SQL expression over literals (see
         :mod:`.values`), up to the next top-level ``,`` or the closing ``)``."""
         first, depth = self.peek(), 0
-        while self.peek() is not None:
-            token_type = self.peek().token_type
+        while (token := self.peek()) is not None:
+            token_type = token.token_type
             if depth == 0 and token_type in (TokenType.COMMA, TokenType.R_PAREN):
                 break
             depth += 1 if token_type in OPENERS else -1 if token_type in CLOSERS else 0
@@ -942,7 +949,7 @@ class _StatementParser:
     }
 
 
-def parse_select(sql: str, first: Token) -> exp.Expression:
+def parse_select(sql: str, first: Token) -> exp.Select:
     """Parse a Spark SQL SELECT; errors are re-based onto the whole script's lines."""
     check_double_quotes(sql, first)
     try:

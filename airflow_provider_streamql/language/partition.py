@@ -19,13 +19,13 @@ def keyed_select(select: exp.Select, names: tuple[str, ...], schemas: dict[str, 
     unaliased expression) keep the order as written."""
     tree = select.copy()
     tables = [t for t in tree.find_all(exp.Table) if t.name.upper() in schemas]
-    projections: list[exp.Expression] = []
+    projections: list[exp.Expr] = []
     for projection in tree.expressions:
         if isinstance(projection, exp.Star) and len(tables) == 1 and not tree.args.get("joins"):
             projections += [exp.column(c.name, quoted=True) for c in schemas[tables[0].name.upper()]]
         else:
             projections.append(projection)
-    named = {}
+    named: dict[str, exp.Expr] = {}
     for projection in projections:
         if isinstance(projection, (exp.Column, exp.Alias)) and not isinstance(projection.this, exp.Star):
             named.setdefault(projection.alias_or_name.lower(), projection)

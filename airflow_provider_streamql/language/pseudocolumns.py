@@ -30,7 +30,7 @@ def resolve_pseudo_columns(
     select: exp.Select,
     schemas: dict[str, list[Column]],
     timestamps: dict[str, str | None],
-    error: Callable[[str, exp.Expression], Exception],
+    error: Callable[[str, exp.Expr], Exception],
 ) -> None:
     """Replace ROWTIME and ROWKEY in ``select`` (in place) with what they stand for.
     ``timestamps``: upper-case source name -> its event-time column (None: it has none);
@@ -60,7 +60,7 @@ def resolve_pseudo_columns(
                     f"WITH (timestamp='<column>'); the ingestion time of a record is not kept",
                     column,
                 )
-            value: exp.Expression = exp.UnixMillis(this=exp.column(ts, table=qualifier, quoted=True))
+            value: exp.Expr = exp.UnixMillis(this=exp.column(ts, table=qualifier, quoted=True))
         else:
             keys = [c.name for c in schemas[source] if c.key and c.name.upper() not in WINDOW_BOUNDS]
             if len(keys) != 1:

@@ -16,6 +16,7 @@ from typing import Any
 from sqlglot import exp
 
 from .dialect import DIALECT
+from .outputs import from_item
 from .statements import Column, Statement, WindowSpec, Within
 
 #: the layout of a recorded shape; 1: the untyped dicts streamql recorded before
@@ -171,7 +172,7 @@ class QueryShape:
         )
 
 
-def _norm(node: exp.Expression | None) -> str | None:
+def _norm(node: exp.Expr | None) -> str | None:
     """Clause SQL that compares equal when only spelling differs (case, qualifiers)."""
     return None if node is None else node.sql(dialect=DIALECT, normalize=True).lower()
 
@@ -197,9 +198,10 @@ def select_shape(tree: exp.Select, *, joined: bool, windowed: bool) -> SelectSha
     """The clauses of the analysed, typed ``tree`` that decide whether an upgrade can reuse
     the state (``joined``: it has JOINs; ``windowed``: a WINDOW clause)."""
     if not joined:  # one source: qualifiers only repeat its name; compare without them
-        tree = tree.copy().transform(
-            lambda n: exp.column(n.this.copy()) if isinstance(n, exp.Column) and n.table else n
-        )
+        tree = tree.copy()
+        for column in list(tree.find_all(exp.Column)):
+            if column.table:
+                column.set("table", None)
     # each distinct aggregate once (Spark computes HAVING COUNT(*) with the SELECT's), with the
     # type it aggregates (its result's): a UNION ALL branch may widen an input
     aggregate_types = {_norm(a): _type_of(a) for a in tree.find_all(exp.AggFunc)}
@@ -268,7 +270,7 @@ def query_shape(
     )
 
 
-def _type_of(node: exp.Expression) -> str | None:
+def _type_of(node: exp.Expr) -> str | None:
     return None if node.type is None else node.type.sql(dialect=DIALECT)
 
 
@@ -287,7 +289,7 @@ def merged_streams(select: exp.Select) -> dict[str, str | None] | None:
     place; None for any other FROM."""
     if select.args.get("joins"):
         return None
-    source = (select.args.get("from_") or select.args.get("from")).this
+    source = from_item(select)
     nested = [n for n in select.walk() if isinstance(n, (exp.Subquery, exp.CTE))]
     if isinstance(source, exp.Table):
         return None if nested else {source.name.upper(): None}  # a CTE's name is no stream

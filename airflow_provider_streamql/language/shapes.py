@@ -19,7 +19,7 @@ from sqlglot import exp
 ONE_BASED = 1
 
 
-def field_access(parser, this: exp.Expression, path: exp.Expression) -> exp.Expression:
+def field_access(parser, this: exp.Expr, path: exp.Expr) -> exp.Expr:
     """The parser's ``->`` operator: a STRUCT field access (exp.Dot), not JSON extraction."""
     field = path.this if isinstance(path, exp.Column) and not path.table else path
     if not isinstance(field, exp.Identifier):
@@ -50,7 +50,7 @@ def annotate_element(annotator, bracket: exp.Bracket) -> exp.Bracket:
     return annotator._annotate_bracket(bracket)
 
 
-def mark_subscripts(tree: exp.Expression) -> None:
+def mark_subscripts(tree: exp.Expr) -> None:
     """Every ``[...]`` subscript of ``tree`` is ksqlDB's (1-based)."""
     for bracket in tree.find_all(exp.Bracket):
         if not bracket.args.get("json_access"):

@@ -116,7 +116,7 @@ class CreateAsSelect(Statement):
     kind: str
     name: str
     properties: dict[str, Any]
-    select: exp.Expression
+    select: exp.Select
     emit: str | None = None
     or_replace: bool = False
     if_not_exists: bool = False
@@ -136,7 +136,7 @@ class InsertSelect(Statement):
     """``INSERT INTO target SELECT ...``: a second persistent writer."""
 
     target: str
-    select: exp.Expression
+    select: exp.Select
     emit: str | None = None
 
 
@@ -147,7 +147,7 @@ class InsertValues(Statement):
 
     target: str
     columns: list[str] | None
-    values: list[exp.Expression]
+    values: list[exp.Expr]
 
     @property
     def value_sql(self) -> list[str]:
@@ -161,7 +161,7 @@ class InsertValues(Statement):
 class PullQuery(Statement):
     """``SELECT ... FROM x``: read what x holds now."""
 
-    select: exp.Expression
+    select: exp.Select
     writes = False
 
 

@@ -12,7 +12,7 @@ from sqlglot import exp
 from ..errors import ValidationError
 from .analyzer import WINDOW_BOUNDS, SelectAnalysis
 from .dialect import DIALECT
-from .outputs import output_projections
+from .outputs import from_item, output_projections
 from .statements import Column, Statement
 
 # WINDOW kind -> (Spark function building the window column, the spec's durations it takes)
@@ -105,10 +105,10 @@ def plan_streaming(
             table.set("this", exp.to_identifier(views[name]))
     watermarks: dict[str, list[Any]] = {}
     joins = tree.args.get("joins") or []
-    first = (tree.args.get("from_") or tree.args.get("from")).this
+    first = from_item(tree)
     if stmt.window is not None:
         source = analysis.sources[0]
-        ts = timestamps[source]
+        ts = _event_time(timestamps, source)
         # over a join the window is on the FROM stream's event time (the feasibility rules
         # accept it only where that is the join's time, as in ksqlDB)
         time = exp.column(ts, table=first.alias_or_name if joins else None, quoted=True)
@@ -119,8 +119,8 @@ def plan_streaming(
     for (_kind, joined), join, within in zip(analysis.joins, joins, stmt.withins, strict=False):
         if within is None:
             continue
-        left_ts = _time_column(first, timestamps[analysis.sources[0]])
-        right_ts = _time_column(join.this, timestamps[joined])
+        left_ts = _time_column(first, _event_time(timestamps, analysis.sources[0]))
+        right_ts = _time_column(join.this, _event_time(timestamps, joined))
         earliest = exp.Sub(this=left_ts.copy(), expression=_bound_interval(within.before))
         latest = exp.Add(this=left_ts.copy(), expression=_bound_interval(within.after))
         bound = exp.and_(
@@ -176,7 +176,7 @@ def _name_outputs(tree: exp.Select, analysis: SelectAnalysis) -> None:
     tree.set("expressions", [_named(p, name) for p, name in zip(tree.expressions, outputs, strict=True)])
 
 
-def _named(projection: exp.Expression, name: str) -> exp.Expression:
+def _named(projection: exp.Expr, name: str) -> exp.Expr:
     """``projection`` aliased ``name`` (quoted); a column spelled ``name`` already keeps it."""
     if isinstance(projection, exp.Column) and projection.name == name:
         return projection
@@ -207,7 +207,7 @@ def _expand_stars(tree: exp.Select, schemas: dict[str, list[Column]]) -> None:
     tree.set("expressions", projections)
 
 
-def _bind_window_bounds(tree: exp.Select, window: exp.Expression) -> None:
+def _bind_window_bounds(tree: exp.Select, window: exp.Expr) -> None:
     """WINDOWSTART/WINDOWEND -> the window column's start/end; group by the window."""
     bound = {b: exp.Dot(this=window.copy(), expression=exp.to_identifier(b[6:].lower())) for b in WINDOW_BOUNDS}
     for i, projection in enumerate(tree.expressions):
@@ -253,6 +253,15 @@ def _bound_interval(seconds: float) -> exp.Interval:
     return exp.Interval(this=exp.Literal.string(str(int(round(seconds * 1000)))), unit=exp.var("MILLISECONDS"))
 
 
-def _time_column(table: exp.Expression, column: str) -> exp.Column:
+def _event_time(timestamps: dict[str, str | None], source: str) -> str:
+    """``source``'s event-time column (the feasibility rules refuse a WINDOW or WITHIN over a
+    stream without one before a plan is made)."""
+    column = timestamps.get(source)
+    if column is None:
+        raise ValidationError(f"{source} has no timestamp column: declare WITH (timestamp='<column>')")
+    return column
+
+
+def _time_column(table: exp.Expr, column: str) -> exp.Column:
     """The event-time ``column`` of a source of the FROM clause, qualified by its alias."""
     return exp.column(column, table=table.alias_or_name, quoted=True)

@@ -10,11 +10,12 @@ from dataclasses import replace
 from sqlglot import exp
 
 from .analyzer import SelectAnalysis
+from .outputs import from_item
 
 
-def from_table(select: exp.Select) -> exp.Expression:
+def from_table(select: exp.Select) -> exp.Expr:
     """The item of the FROM clause."""
-    return (select.args.get("from_") or select.args.get("from")).this
+    return from_item(select)
 
 
 def passed_keys(analysis: SelectAnalysis, keys: list[str]) -> dict[str, str]:
@@ -50,13 +51,13 @@ def unmatched_keys(select: exp.Select, join: exp.Join, keys: list[str]) -> list[
     others = {t.alias_or_name.lower() for t in [from_table(select), *(j.this for j in select.args.get("joins") or [])]}
     others.discard(alias)
 
-    def mine(node: exp.Expression) -> str | None:
+    def mine(node: exp.Expr) -> str | None:
         """The key column ``node`` is when it is a column of the joined table, else None."""
         if isinstance(node, exp.Column) and node.table.lower() == alias:
             return next((k for k in keys if k.lower() == node.name.lower()), None)
         return None
 
-    def theirs(node: exp.Expression) -> bool:
+    def theirs(node: exp.Expr) -> bool:
         columns = list(node.find_all(exp.Column))
         return bool(columns) and all(c.table.lower() in others for c in columns)
 

@@ -23,7 +23,7 @@ from sqlglot.tokens import TokenType
 from .dialect import StreamQL
 from .names import name_problem
 
-DType = exp.DataType.Type
+DType = exp.DType
 
 
 class TypeName(enum.Enum):
@@ -365,7 +365,7 @@ def _from_sqlglot(data_type: exp.DataType, depth: int) -> SqlType:
     return SqlType.of(name, *params)
 
 
-def _param(node: exp.Expression, name: TypeName) -> int:
+def _param(node: exp.Expr, name: TypeName) -> int:
     """A type parameter: a whole-number literal, never anything else."""
     value = node.this if isinstance(node, exp.DataTypeParam) else node
     if isinstance(value, exp.Literal) and not value.is_string and value.is_int:

@@ -20,7 +20,7 @@ from .dialect import DIALECT
 from .names import PLAIN_NAME
 
 #: the expression nodes a value may hold (besides :data:`FUNCTIONS`)
-NODES: tuple[type[exp.Expression], ...] = (
+NODES: tuple[type[exp.Expr], ...] = (
     exp.Literal,
     exp.Null,
     exp.Boolean,
@@ -97,7 +97,7 @@ FUNCTIONS: dict[type[exp.Func], str] = {
 ALLOWED = (*NODES, *FUNCTIONS)
 
 
-def check_value(tree: exp.Expression) -> str | None:
+def check_value(tree: exp.Expr) -> str | None:
     """Why ``tree`` is not a value INSERT VALUES evaluates (None if it is one)."""
     for node in tree.walk():
         if isinstance(node, exp.Column):
@@ -119,12 +119,12 @@ def check_value(tree: exp.Expression) -> str | None:
     return None
 
 
-def _shown(node: exp.Expression) -> str:
+def _shown(node: exp.Expr) -> str:
     text = node.sql(dialect=DIALECT)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def literal_value(tree: exp.Expression) -> tuple[bool, Any]:
+def literal_value(tree: exp.Expr) -> tuple[bool, Any]:
     """``(True, value)`` for a plain literal -- a string, a number (optionally negated),
     TRUE, FALSE or NULL -- typed as the evaluator types it (a whole number: int, a number
     with a point: Decimal, with an exponent: float); ``(False, None)`` for anything else."""

@@ -127,7 +127,7 @@ _NUMBERS = "coalesce(list_sum(list_transform(regexp_extract_all({p}, '[0-9]+'), 
 _SERIES = "abs((CAST({end} AS DOUBLE) - CAST({start} AS DOUBLE)) / coalesce(CAST({step} AS DOUBLE), 1)) + 1"
 _SERIES_OF_TIMES = "abs((epoch({end}) - epoch({start})) / epoch({step})) + 1"
 _BY_POSITION = "abs((CAST({a1} AS DOUBLE) - coalesce(CAST({a0} AS DOUBLE), 0)) / coalesce(CAST({a2} AS DOUBLE), 1)) + 1"
-GROWING: dict[type[exp.Expression] | str, tuple[str, int, str]] = {
+GROWING: dict[type[exp.Expr] | str, tuple[str, int, str]] = {
     exp.Pad: ("RPAD/LPAD", 1, "CAST({expression} AS DOUBLE)"),
     exp.Repeat: ("REPEAT", 1, "CAST(len({this}) AS DOUBLE) * {times}"),
     exp.Space: ("SPACE", 1, "CAST({this} AS DOUBLE)"),
@@ -150,7 +150,7 @@ GROWING: dict[type[exp.Expression] | str, tuple[str, int, str]] = {
 }
 
 
-def guarded(tree: exp.Expression, limits: Limits) -> exp.Expression:
+def guarded(tree: exp.Expr, limits: Limits) -> exp.Expr:
     """A copy of ``tree`` (to be generated as DuckDB SQL) in which each call of a
     :data:`GROWING` function first checks the size it would build against
     ``limits.value_bytes``, raising DuckDB's ``error()`` with the limit's message (marked
@@ -168,7 +168,7 @@ def guarded(tree: exp.Expression, limits: Limits) -> exp.Expression:
     return tree
 
 
-def _growing(node: exp.Expression) -> tuple[str, int, str] | None:
+def _growing(node: exp.Expr) -> tuple[str, int, str] | None:
     if isinstance(node, exp.Anonymous):
         return GROWING.get(node.name.lower())
     return GROWING.get(type(node))
@@ -181,19 +181,19 @@ class _Arguments(dict):
         return "NULL"
 
 
-def _checked(node: exp.Expression, limits: Limits, var: str) -> exp.Expression:
+def _checked(node: exp.Expr, limits: Limits, var: str) -> exp.Expr:
     """``node`` (a :data:`GROWING` call) checking its size first (see :func:`guarded`)."""
     name, unit, size = _growing(node)  # type: ignore[misc]
     if isinstance(node, exp.GenerateSeries) and isinstance(node.args.get("step"), exp.Interval):
         size = _SERIES_OF_TIMES
     call = node.copy()
-    args: dict[str, exp.Expression] = {}
+    args: dict[str, exp.Expr] = {}
     if isinstance(call, exp.Anonymous):
         args = {f"a{i}": arg for i, arg in enumerate(call.expressions)}
         call.set("expressions", [exp.column(key, table=var) for key in args])
     else:
         for key, arg in list(call.args.items()):
-            if isinstance(arg, exp.Expression):
+            if isinstance(arg, exp.Expr):
                 args[key] = arg
                 call.set(key, exp.column(f"f_{key}", table=var))
     fields = {key: key if isinstance(node, exp.Anonymous) else f"f_{key}" for key in args}

@@ -61,7 +61,7 @@ class ValueEvaluator:
             self.deadline.__exit__()  # type: ignore[union-attr]
             self.con.close()
 
-    def value(self, tree: exp.Expression, column: str = "") -> Any:
+    def value(self, tree: exp.Expr, column: str = "") -> Any:
         """The value of ``tree`` (for ``column``); ValidationError naming both if it cannot
         be evaluated."""
         problem = check_value(tree)  # checked by the parser; never evaluate an unchecked tree
@@ -118,12 +118,12 @@ def record_problem(record: dict[str, Any], fmt: str, limits: Limits) -> str | No
     return None
 
 
-def _for_duckdb(tree: exp.Expression) -> exp.Expression:
+def _for_duckdb(tree: exp.Expr) -> exp.Expr:
     """``tree`` with Spark's meaning kept where the DuckDB translation would lose it: Spark's
     CAST fails on a value it cannot convert (ANSI mode, Spark 4's default), where sqlglot
     reads it as TRY_CAST (only a written TRY_CAST gives NULL); DATE_ADD gives a DATE."""
 
-    def strict(node: exp.Expression) -> exp.Expression:
+    def strict(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.TryCast) and not node.args.get("safe"):
             return exp.Cast(this=node.this, to=node.args["to"])
         if isinstance(node, exp.TsOrDsAdd) and not isinstance(node.parent, exp.Cast):
@@ -133,7 +133,7 @@ def _for_duckdb(tree: exp.Expression) -> exp.Expression:
     return tree.copy().transform(strict)
 
 
-def stored(value: Any, column: Column, tree: exp.Expression, *, timestamp_format: str | None = None) -> Any:
+def stored(value: Any, column: Column, tree: exp.Expr, *, timestamp_format: str | None = None) -> Any:
     """``value`` (of the expression ``tree``) as column ``column`` stores it; ValidationError
     naming the value and the column when it does not fit.
 
@@ -190,7 +190,7 @@ def _timestamp_text(value: datetime.datetime, column: Column, timestamp_format: 
     return text
 
 
-def _shown(tree: exp.Expression) -> str:
+def _shown(tree: exp.Expr) -> str:
     """The value as the statement wrote it (the parser keeps its text), else as Spark SQL."""
     text = " ".join((tree.meta.get("text") or tree.sql(dialect=DIALECT)).split())
     return text if len(text) <= 60 else text[:57] + "..."

@@ -151,7 +151,7 @@ def _inputs_of(node, stream_of: dict[str, str], inputs: dict[str, Dataset]) -> l
     return found
 
 
-def _transformation(expression: exp.Expression) -> str:
+def _transformation(expression: exp.Expr) -> str:
     """IDENTITY for a column passed through, AGGREGATION for an aggregate, else
     TRANSFORMATION."""
     inner = expression.this if isinstance(expression, exp.Alias) else expression
