@@ -56,7 +56,7 @@ class Condition:
         raise NotImplementedError
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, **asdict(self)}
+        return {"kind": self.kind, **asdict(self)}  # type: ignore[call-overload]  # every Condition is a dataclass
 
     @staticmethod
     def from_dict(data: dict[str, Any]) -> Condition:

@@ -25,6 +25,7 @@ from .catalog import (
     Progress,
     QueryInfo,
     QueryState,
+    SourceInfo,
     default_home,
     default_pipeline,
 )
@@ -247,7 +248,7 @@ class Engine(Reader):
         stmt = self._create_as_select(stmt, "dry_run")
         self._writer(stmt, query_id)
         _current, report, new, _sink = self._check_replace(stmt, pipeline)
-        sources = {n: self.catalog.source(n) for n in new.sources}
+        sources = {n: self._source(n) for n in new.sources}
         check_on_spark(report, new, sources, spark=spark, master=master)
         return report
 
@@ -297,7 +298,7 @@ class Engine(Reader):
             dataclasses.replace(stmt, or_replace=False),
         ]
         if old:
-            sink = self.catalog.source(stmt.name)
+            sink = self._source(stmt.name)
             rebuild = [DropSource.of(sink.kind, sink.name, delete_topic=True), *rebuild]
             terminate = QueryControl.of("TERMINATE", old)
             self._check([terminate, *rebuild], pipeline=pipeline)
@@ -420,8 +421,17 @@ class Engine(Reader):
         for result in results:
             for query_id, state in result.waits:
                 self.wait_for_state(query_id, state, timeout=max(0.0, deadline - time.monotonic()))
-            if result.action == "replaced" and (result.query_id, QueryState.RUNNING) in result.waits:
+            replaced = result.action == "replaced" and result.query_id and result.version is not None
+            if replaced and (result.query_id, QueryState.RUNNING) in result.waits:
+                assert result.query_id is not None and result.version is not None
                 self.wait_for_version(result.query_id, result.version, timeout=max(0.0, deadline - time.monotonic()))
+
+    def _source(self, name: str) -> SourceInfo:
+        """Stream or table ``name``, or NotFoundError."""
+        source = self.catalog.source(name)
+        if source is None:
+            raise NotFoundError(f"unknown stream or table {name!r}")
+        return source
 
     def wait_for_version(
         self, query_id: str, version: int, *, timeout: float = 60.0, poll: float = 0.1, ready: bool = False

@@ -28,6 +28,20 @@ class Result:
     #: figures a statement reports besides its table (DIFF: inputs compared, rows per side)
     details: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def query(self) -> str:
+        """The query the statement created or changed; ValueError for a statement that has none."""
+        if self.query_id is None:
+            raise ValueError(f"{self.statement.strip()[:80]!r} names no query")
+        return self.query_id
+
+    @property
+    def query_version(self) -> tuple[str, int]:
+        """(query, the version the statement made); ValueError for a statement that made none."""
+        if self.version is None:
+            raise ValueError(f"{self.statement.strip()[:80]!r} made no version of a query")
+        return self.query, self.version
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "statement": self.statement,

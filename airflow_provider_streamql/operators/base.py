@@ -95,7 +95,7 @@ class StreamQLOperator(BaseOperator):
     """
 
     template_fields: tuple[str, ...] = ("pipeline",)
-    operator_extra_links = (StreamQLQueryLink(), SparkUILink())
+    operator_extra_links: tuple[Any, ...] = (StreamQLQueryLink(), SparkUILink())
     ui_color = "#d8ecf3"
 
     def __init__(

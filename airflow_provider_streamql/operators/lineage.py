@@ -15,6 +15,9 @@ operator for lineage, so nothing here runs without it. Two kinds of events come 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from .base import STATEMENT_ERRORS
 
 
@@ -27,12 +30,16 @@ class QueryLineageMixin:
     """``get_openlineage_facets_on_complete`` for an operator whose XCom says which query
     versions it deployed (:meth:`deployed_versions`) and ended (:meth:`replaced_versions`)."""
 
-    def deployed_versions(self, task_instance) -> dict[str, int | None]:
+    #: what the operator it is mixed into has
+    streamql_conn_id: str
+    log: Any  # the operator's logger
+
+    def deployed_versions(self, task_instance) -> Mapping[str, int | None]:
         """Query ID -> the version this task created or replaced (None: the query's current
         version); empty when it changed nothing."""
         raise NotImplementedError
 
-    def replaced_versions(self, task_instance, catalog, deployed: dict[str, int | None]) -> dict[str, int]:
+    def replaced_versions(self, task_instance, catalog, deployed: Mapping[str, int | None]) -> dict[str, int]:
         """Query ID -> the version this task ended: by default the one before each of the
         ``deployed`` versions, a rolled-back one left out (its run ended then)."""
         before = {q: version_before(catalog, q, v) for q, v in deployed.items() if v}
@@ -57,7 +64,7 @@ class QueryLineageMixin:
             emit_query_runs(lineages, ended, task_instance)
         return operator_lineage(lineages) if lineages else OperatorLineage()
 
-    def _lineages(self, engine, versions: dict[str, int | None], kafka: str | None) -> list:
+    def _lineages(self, engine, versions: Mapping[str, int | None], kafka: str | None) -> list:
         found = []
         for query_id, version in versions.items():
             try:

@@ -5,14 +5,14 @@ deferred, until observed state shows the change, and pushes what it did to XCom.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowFailException
 
 from ..assets.streamql import with_sink_outlets
-from ..conditions import AllOf, QueriesInState, VersionRunning
+from ..conditions import AllOf, Condition, QueriesInState, VersionRunning
 from ..engine import VERDICTS, QueryState
 from .base import StreamQLOperator, engine_errors, push
 from .lineage import QueryLineageMixin, pulled
@@ -62,7 +62,7 @@ class CreateQueryOperator(QueryLineageMixin, StreamQLOperator):
             versions={r.query_id: r.version for r in queries},
             actions=[{"statement": r.statement.strip(), "action": r.action, "query_id": r.query_id} for r in results],
         )
-        created = [r.query_id for r in queries if r.action == "created"]
+        created = [r.query for r in queries if r.action == "created"]
         if self.wait and created:
             return self.wait_for(context, engine, QueriesInState(created, [QueryState.RUNNING]))
         return self.no_wait(context, engine)
@@ -70,7 +70,7 @@ class CreateQueryOperator(QueryLineageMixin, StreamQLOperator):
     def result(self, context: Context) -> Any:
         return context["ti"].xcom_pull(task_ids=context["ti"].task_id, key="query_ids")
 
-    def deployed_versions(self, task_instance) -> dict[str, int]:
+    def deployed_versions(self, task_instance) -> Mapping[str, int | None]:
         versions = pulled(task_instance, "versions") or {}
         changed = {a["query_id"] for a in pulled(task_instance, "actions") or [] if a["action"] != "unchanged"}
         return {q: v for q, v in versions.items() if q in changed}
@@ -130,8 +130,8 @@ class DeployScriptOperator(QueryLineageMixin, StreamQLOperator):
                 context,
                 engine,
                 AllOf.of(
-                    QueriesInState([r.query_id for r in running], [QueryState.RUNNING]),
-                    *[VersionRunning(r.query_id, r.version) for r in running if r.action == "replaced"],
+                    QueriesInState([r.query for r in running], [QueryState.RUNNING]),
+                    *[VersionRunning(*r.query_version) for r in running if r.action == "replaced"],
                 ),
             )
         return self._summary(context, engine, deploy_plan)
@@ -143,7 +143,7 @@ class DeployScriptOperator(QueryLineageMixin, StreamQLOperator):
     def result(self, context: Context) -> Any:
         return context["ti"].xcom_pull(task_ids=context["ti"].task_id, key="plan")["summary"]
 
-    def deployed_versions(self, task_instance) -> dict[str, int]:
+    def deployed_versions(self, task_instance) -> Mapping[str, int | None]:
         return dict(pulled(task_instance, "versions") or {})
 
 
@@ -187,7 +187,9 @@ class ValidateUpgradeOperator(StreamQLOperator):
         self.sql = sql
         self.query_id = query_id
         self.fail_on = tuple(fail_on)
-        self.dry_run = dry_run
+        # a templated field, so an attribute of its name: it hides BaseOperator.dry_run(), which
+        # renders templates only (this operator's own dry run is a Spark run, never that)
+        self.dry_run = dry_run  # type: ignore[assignment,method-assign]
         self.dry_run_master = dry_run_master
 
     def apply(self, context: Context) -> str:
@@ -272,16 +274,16 @@ class ReplaceQueryOperator(QueryLineageMixin, StreamQLOperator):
             previous = engine.query(old).version if old else None
             if self.mode == "in_place":
                 result = engine.upgrade(self.sql, query_id=self.query_id or None)
-                condition = VersionRunning(result.query_id, result.version, ready=True)
+                condition: Condition = VersionRunning(*result.query_version, ready=True)
                 push(context, report=result.report)
             elif self.mode == "shadow":
                 result = engine.upgrade(self.sql, query_id=self.query_id or None, shadow=True)
-                condition = QueriesInState([result.query_id], [QueryState.RUNNING])
+                condition = QueriesInState([result.query], [QueryState.RUNNING])
                 push(context, report=result.report, shadow_query_id=result.query_id, shadow_version=result.version)
                 result = dataclasses.replace(result, query_id=old, version=previous)  # the query it shadows
             else:
                 result = engine.replace(self.sql, start_from=self.start_from, query_id=self.query_id or None)[-1]
-                condition = QueriesInState([result.query_id], [QueryState.RUNNING])
+                condition = QueriesInState([result.query], [QueryState.RUNNING])
         self.log.info("%s", result.message)
         push(
             context,
@@ -294,7 +296,7 @@ class ReplaceQueryOperator(QueryLineageMixin, StreamQLOperator):
             return self.wait_for(context, engine, condition)
         return self.no_wait(context, engine)
 
-    def deployed_versions(self, task_instance) -> dict[str, int | None]:
+    def deployed_versions(self, task_instance) -> Mapping[str, int | None]:
         shadow = pulled(task_instance, "shadow_query_id")
         if shadow:  # a query of its own, at its first version
             return {shadow: None}

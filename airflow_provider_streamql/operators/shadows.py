@@ -9,7 +9,7 @@ from typing import Any
 from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowFailException
 
-from ..conditions import AllOf, QueriesInState, VersionRunning
+from ..conditions import AllOf, Condition, QueriesInState, VersionRunning
 from ..engine import DesiredState, QueryState
 from ..language.statements import DropSource, ShadowAction
 from ..results import Result
@@ -55,9 +55,9 @@ class ShadowActionOperator(QueryLineageMixin, StreamQLOperator):
         if shadow is None:  # never: PROMOTE and DISCARD always stop the shadow
             raise AirflowFailException(f"{result.statement!r} stopped no shadow: {result.message}")
         push(context, query_id=result.query_id, shadow_query_id=shadow, version=result.version, message=result.message)
-        conditions = [QueriesInState([shadow], [QueryState.TERMINATED])]
+        conditions: list[Condition] = [QueriesInState([shadow], [QueryState.TERMINATED])]
         if result.version is not None:  # promoted: the query runs the shadow's version
-            conditions.append(VersionRunning(result.query_id, result.version, ready=True))
+            conditions.append(VersionRunning(*result.query_version, ready=True))
         if self.wait:
             return self.wait_for(context, engine, AllOf.of(*conditions))
         return self.no_wait(context, engine)

@@ -29,7 +29,7 @@ import threading
 import time
 from functools import lru_cache
 from importlib.resources import files
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from airflow.api_fastapi.app import get_auth_manager
@@ -138,7 +138,7 @@ def can_edit(user) -> bool:
     return bool(get_auth_manager().is_authorized_dag(method="PUT", user=user))
 
 
-def requires_dag_access(method: str):
+def requires_dag_access(method: Literal["GET", "POST", "PUT", "DELETE"]):
     """A dependency: the user may ``method`` (GET: read, PUT: edit) DAGs in general. The
     auth manager is asked with no details taken from the request, so no query string or
     path parameter can narrow the question to a DAG the user happens to have rights on."""
@@ -177,7 +177,12 @@ def origin_allowed(origin: str, host: str | None) -> bool:
     expected = _origin(conf.get("api", "base_url", fallback="") or "")
     if expected is not None:
         return _origin(origin) == expected
-    return bool(host) and _origin(origin) is not None and urlsplit(origin).netloc.lower() == host.lower()
+    return (
+        host is not None
+        and bool(host)
+        and _origin(origin) is not None
+        and urlsplit(origin).netloc.lower() == host.lower()
+    )
 
 
 def check_state_change(request: Request, user: GetUserDep) -> None:

@@ -41,9 +41,13 @@ def query_list(engine: Engine) -> list[dict[str, Any]]:
     return rows
 
 
+#: what a button may do to a query, by its desired state
+ACTIONS: dict[str, list[str]] = {DesiredState.RUNNING: ["pause"], DesiredState.PAUSED: ["resume"]}
+
+
 def actions(desired: str) -> list[str]:
     """What a button may do to a query in this desired state."""
-    return {DesiredState.RUNNING: ["pause"], DesiredState.PAUSED: ["resume"]}.get(desired, [])
+    return ACTIONS.get(desired, [])
 
 
 def query_details(engine: Engine, query_id: str) -> dict[str, Any]:

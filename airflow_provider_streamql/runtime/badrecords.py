@@ -39,7 +39,7 @@ from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ..catalog import BadRecord, SourceInfo
+from ..catalog import BadRecord, BadRecordStatus, SourceInfo
 from ..language.types import TypeName
 from ..storage.topics import FORMATS, uri_path, value_delimiter
 from .schemas import CORRUPT, FILE, checked, ddl_schema, parse_options, reader_options
@@ -178,7 +178,7 @@ def dead_letters(df: DataFrame, src: SourceInfo) -> DataFrame:
 
 
 def scan_files(
-    spark: SparkSession, src: SourceInfo, files: Iterable[str], *, query_id: str, batch_id: int, status: str
+    spark: SparkSession, src: SourceInfo, files: Iterable[str], *, query_id: str, batch_id: int, status: BadRecordStatus
 ) -> list[BadRecord]:
     """Every bad record of ``files`` (data files of ``src``), as Spark reads them, with its
     line and what is wrong with it."""
@@ -196,7 +196,9 @@ def scan_files(
     )
 
 
-def describe(rows, sources: dict[str, SourceInfo], *, query_id: str, batch_id: int, status: str) -> list[BadRecord]:
+def describe(
+    rows, sources: dict[str, SourceInfo], *, query_id: str, batch_id: int, status: BadRecordStatus
+) -> list[BadRecord]:
     """Rows of :func:`dead_letters` as bad records: the line each sits on in its file, the
     raw text (truncated to :data:`RAW_LIMIT`) and the reason."""
     lines: dict[str, list[str]] = {}
@@ -319,7 +321,7 @@ def _reason(raw: str, row, src: SourceInfo) -> str:
     return "cannot be read with the declared schema"
 
 
-def records_in_error(error: str, query_id: str, batch_id: int, status: str) -> list[BadRecord]:
+def records_in_error(error: str, query_id: str, batch_id: int, status: BadRecordStatus) -> list[BadRecord]:
     """The bad record the guard's error names (its position and text), when it cannot be
     found again in files: a Kafka record. Its id matches the guard's unless the text was
     longer than the error shows."""
@@ -357,7 +359,7 @@ class DeadLetterWriter:
         rows = df.collect()
         if not rows:
             return
-        records = describe(rows, self.sources, query_id=self.query.id, batch_id=batch_id, status="LOGGED")
+        records = describe(rows, self.sources, query_id=self.query.id, batch_id=batch_id, status=BadRecordStatus.LOGGED)
         target = self.catalog.ensure_source(dead_letter_source(self.query))
         append_dead_letters(target, records, name=f"logged-b{batch_id:012d}")
         self.catalog.record_bad_records(records)

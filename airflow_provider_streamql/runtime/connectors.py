@@ -282,7 +282,7 @@ class BatchWriter:
         before_commit: Callable[[], None],
         *,
         as_directory: bool,
-        compute: Callable[[DataFrame], DataFrame] | None = None,
+        compute: Callable[[DataFrame], DataFrame | Changes] | None = None,
     ):
         self.sink, self.prefix, self.before_commit = sink, prefix, before_commit
         self.as_directory, self.compute = as_directory, compute
@@ -296,12 +296,11 @@ class BatchWriter:
 
     def _write(self, df: DataFrame, batch_id: int) -> None:
         if self.sink.kafka_topic:  # a changelog topic: at least once per batch
-            if self.compute is not None:
-                df = self.compute(df)
-            if isinstance(df, Changes):
-                records = kafka.encode(df.rows, self.sink, deleted=df.deleted)
+            out = self.compute(df) if self.compute is not None else df
+            if isinstance(out, Changes):
+                records = kafka.encode(out.rows, self.sink, deleted=out.deleted)
             else:
-                records = kafka.encode(df, self.sink)
+                records = kafka.encode(out, self.sink)
             spec = kafka.writer_spec(self.sink, kafka.settings(records.sparkSession))
             self.before_commit()
             records.write.format(spec.format).options(**spec.options).save()
@@ -315,12 +314,12 @@ class BatchWriter:
             sink.resolve(path)
         if os.path.exists(final) or self._written_by_another_version(batch_id, suffix):
             return  # committed before a restart; the re-run batch has the same input
-        deleted = None
-        if self.compute is not None:
-            df = self.compute(df)
-            if isinstance(df, Changes):  # a query over tables: upserts and deleted keys
-                df, deleted = df.rows, df.deleted
-        self._save(df, tmp, one_file=self.as_directory)
+        deleted: DataFrame | None = None
+        out = self.compute(df) if self.compute is not None else df
+        if isinstance(out, Changes):  # a query over tables: upserts and deleted keys
+            deleted = out.deleted
+            out = out.rows
+        self._save(out, tmp, one_file=self.as_directory)
         if deleted is not None:
             self._write_tombstones(deleted, tmp)
         self.before_commit()

@@ -134,7 +134,7 @@ def run_to_end(
                 .start()
             )
         before = processed_files(query.checkpoint)
-        stream.awaitTermination(timeout)
+        stream.awaitTermination(int(timeout))
         error = stream.exception()
         progress = stream.recentProgress
         return DryRun(

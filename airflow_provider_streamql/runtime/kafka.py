@@ -126,7 +126,7 @@ def reader_spec(src: SourceInfo, options: dict[str, str], starting: str) -> Conn
         "kafka",
         {
             **require_settings(options),
-            "subscribe": src.kafka_topic,
+            "subscribe": _topic(src),
             "startingOffsets": starting,
             "failOnDataLoss": "true",
         },
@@ -134,7 +134,13 @@ def reader_spec(src: SourceInfo, options: dict[str, str], starting: str) -> Conn
 
 
 def writer_spec(sink: SourceInfo, options: dict[str, str]) -> ConnectorSpec:
-    return ConnectorSpec("kafka", {**require_settings(options), "topic": sink.kafka_topic})
+    return ConnectorSpec("kafka", {**require_settings(options), "topic": _topic(sink)})
+
+
+def _topic(src: SourceInfo) -> str:
+    if not src.kafka_topic:
+        raise StateError(f"{src.name} is not on a Kafka topic")
+    return src.kafka_topic
 
 
 def _value_columns(src: SourceInfo):

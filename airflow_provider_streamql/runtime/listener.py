@@ -38,7 +38,9 @@ class ProgressListener(StreamingQueryListener):
         if not hasattr(self, "_jlistenerobj"):
             from pyspark import SparkContext
 
-            self._jlistenerobj = SparkContext._jvm.PythonStreamingQueryListenerWrapper(_ProgressJson(self))
+            jvm = SparkContext._jvm
+            assert jvm is not None, "a listener is added to a running SparkSession"
+            self._jlistenerobj = jvm.PythonStreamingQueryListenerWrapper(_ProgressJson(self))
         return self._jlistenerobj
 
     def onQueryStarted(self, event) -> None:

@@ -21,7 +21,7 @@ class Status:
     def __init__(self, catalog: Catalog, runtime_id: str):
         self.catalog, self.runtime_id = catalog, runtime_id
 
-    def report(self, query: QueryInfo, state: str, epoch: int, error: str | None = None) -> None:
+    def report(self, query: QueryInfo, state: QueryState, epoch: int, error: str | None = None) -> None:
         """Write an observed state (unless unchanged)."""
         if query.observed_state == state and (error is None or query.error == error):
             return  # unchanged (a note such as a rollback's stays until the state changes)

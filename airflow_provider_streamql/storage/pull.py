@@ -334,7 +334,7 @@ def _json_records(src: SourceInfo, path: str):
                 continue
             try:
                 record = json.loads(line)
-            except ValueError as e:
+            except json.JSONDecodeError as e:
                 reason = f"not JSON ({e.msg})"
             else:
                 if isinstance(record, dict):

@@ -289,7 +289,7 @@ def _real_date(match: re.Match | None) -> bool:
 def _real_timestamp(match: re.Match | None) -> bool:
     """A real date; a time of day (no 24:00, no leap seconds); an offset within +-18:00
     (the widest Java's ZoneOffset takes)."""
-    if not _real_date(match):
+    if match is None or not _real_date(match):
         return False
     hour, minute, second, off_hours, off_minutes = (int(g) if g else 0 for g in match.groups()[3:])
     return hour < 24 and minute < 60 and second < 60 and off_minutes < 60 and off_hours * 60 + off_minutes <= 18 * 60

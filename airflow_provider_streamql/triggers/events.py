@@ -18,8 +18,8 @@ from .streamql import check_seconds, engine_of
 try:
     from airflow.triggers.shared_stream import AdvanceItem, SharedStreamProducer
 except ImportError:  # Airflow before 3.3: no acknowledged shared streams; run() acknowledges
-    AdvanceItem = Any
-    SharedStreamProducer = object
+    AdvanceItem = Any  # type: ignore[misc,assignment]
+    SharedStreamProducer = object  # type: ignore[misc,assignment]
 
 log = logging.getLogger(__name__)
 

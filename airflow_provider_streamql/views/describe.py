@@ -48,9 +48,10 @@ def show(
         return Result(stmt.text, columns=SNAPSHOT_COLUMNS, rows=rows)
     if stmt.what == "QUERIES":
         queries = sorted(snapshot.queries.values(), key=lambda q: q.seq)
-        rows = query_rows(catalog, queries, conn)
-        columns = QUERY_COLUMNS if stmt.extended else QUERY_COLUMNS[:6]
-        return Result(stmt.text, columns=columns, rows=[[r[c] for c in columns] for r in rows])
+        shown = QUERY_COLUMNS if stmt.extended else QUERY_COLUMNS[:6]
+        return Result(
+            stmt.text, columns=shown, rows=[[r[c] for c in shown] for r in query_rows(catalog, queries, conn)]
+        )
     kind = stmt.what[:-1]
     sources = [s for s in sorted(snapshot.sources.values(), key=lambda s: s.name) if s.kind == kind]
     columns = ["name", "format", "written_by", "path"] if stmt.extended else ["name", "format", "written_by"]
