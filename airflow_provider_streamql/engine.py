@@ -124,7 +124,7 @@ class Engine(Reader):
                     if step.write:
                         step.write(conn)
                     if step.log:
-                        self.catalog.log_command(conn, stmt.text.strip(), pipeline, issuer)
+                        self.catalog.commands.log(conn, stmt.text.strip(), pipeline, issuer)
                 for step in steps:  # every check passed: files change under the write lock
                     if step.files:
                         undo.append(step.run_files())

@@ -49,7 +49,10 @@ class ControlStatements:
             chosen = [query]
         # records holding paused queries: a RESUME retries their batch, or skips them
         held = (
-            {q.id: self.planning.catalog.bad_records(q.id, BadRecordStatus.PENDING, self.planning.conn) for q in chosen}
+            {
+                q.id: self.planning.catalog.bad_records.of(q.id, BadRecordStatus.PENDING, self.planning.conn)
+                for q in chosen
+            }
             if target == DesiredState.RUNNING
             else {}
         )
@@ -77,7 +80,7 @@ class ControlStatements:
             for d in new_dead_letters:
                 self.planning.catalog.insert_source(conn, d)
             for query_id in held:
-                self.planning.catalog.mark_bad_records(
+                self.planning.catalog.bad_records.mark(
                     conn,
                     query_id,
                     BadRecordStatus.PENDING,

@@ -88,11 +88,11 @@ class SnapshotStatements:
         moved: list[MovedAside] = []
 
         def write(conn) -> None:
-            snap = self.planning.catalog.add_snapshot(self._record(query, "MANUAL", batch), conn)
+            snap = self.planning.catalog.snapshots.add(self._record(query, "MANUAL", batch), conn)
             taken.append(snap)
-            dropped.extend(expired(self.planning.catalog.snapshots(query.id, conn), keep, max_age, time.time()))
+            dropped.extend(expired(self.planning.catalog.snapshots.of(query.id, conn), keep, max_age, time.time()))
             if dropped:
-                self.planning.catalog.remove_snapshots(query.id, [s.number for s in dropped], conn)
+                self.planning.catalog.snapshots.remove(query.id, [s.number for s in dropped], conn)
 
         def files() -> Callable[[], None]:
             target = snapshot_folder(query.checkpoint, taken[0].folder)
@@ -137,7 +137,7 @@ class SnapshotStatements:
                 stmt,
             )
         self._once_per_script(query, stmt)
-        snaps = {s.number: s for s in self.planning.catalog.snapshots(query.id, self.planning.conn)}
+        snaps = {s.number: s for s in self.planning.catalog.snapshots.of(query.id, self.planning.conn)}
         snap = snaps.get(stmt.number)
         if snap is None:
             have = ", ".join(map(str, snaps)) or "none"
@@ -175,10 +175,10 @@ class SnapshotStatements:
 
         def write(conn) -> None:
             record = replace(self._record(query, "RESTORE", current), output_after=cut)
-            saved.append(self.planning.catalog.add_snapshot(record, conn))
+            saved.append(self.planning.catalog.snapshots.add(record, conn))
             if abandoned:
-                self.planning.catalog.remove_snapshots(query.id, [s.number for s in abandoned], conn)
-            self.planning.catalog.rewind_progress(query.id, snap.batch_id, conn)
+                self.planning.catalog.snapshots.remove(query.id, [s.number for s in abandoned], conn)
+            self.planning.catalog.observed.rewind_progress(query.id, snap.batch_id, conn)
 
         def files() -> Callable[[], None]:
             kept = snapshot_folder(query.checkpoint, saved[0].folder)

@@ -268,8 +268,8 @@ class SourceStatements:
         """The source's row, and the snapshot records of its writers whose folders go."""
         self.planning.catalog.delete_source(conn, name)
         for query_id in writers:
-            self.planning.catalog.remove_snapshots(
-                query_id, [s.number for s in self.planning.catalog.snapshots(query_id, conn)], conn
+            self.planning.catalog.snapshots.remove(
+                query_id, [s.number for s in self.planning.catalog.snapshots.of(query_id, conn)], conn
             )
 
     def _same_source(self, existing: SourceInfo, stmt: st.CreateSource) -> bool:
