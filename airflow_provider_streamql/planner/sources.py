@@ -1,9 +1,10 @@
 """Declared streams and tables: ``CREATE [OR REPLACE] STREAM|TABLE name (columns)``, ``ALTER
 ... ADD COLUMN`` and ``DROP``. A ``CREATE OR REPLACE`` may append columns and widen their types
 (:data:`~..upgrades.sources.WIDENINGS`); every query reading a widened source gets a new
-version, validated as a ``CREATE OR REPLACE`` of that query (by the
-:class:`.queries.PersistentQueries` this family holds). What may change is decided by the validator's source
-rules (:mod:`..upgrades.sources`), which also answer ``Engine.validate`` and ``plan``.
+version, validated as a ``CREATE OR REPLACE`` of that query by the
+:class:`.queries.PersistentQueries` this family holds. What may change is decided by the
+validator's source rules (:mod:`..upgrades.sources`), which also answer ``Engine.validate``
+and ``plan``.
 """
 
 from __future__ import annotations
