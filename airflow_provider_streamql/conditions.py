@@ -96,7 +96,7 @@ class QueriesInState(Condition):
             ]
         else:
             queries = [engine.query(q) for q in self.query_ids]  # NotFoundError for a wrong ID
-        leases = engine.catalog.leases()
+        leases = engine.catalog.leases.holders()
         states = {q.id: shown_state(q, leases.get(q.id)) for q in queries}
         waiting = {q.id: states[q.id] for q in queries if states[q.id] not in self._wanted(q)}
         wanted = " or ".join(self.states)

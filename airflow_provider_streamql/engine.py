@@ -35,7 +35,7 @@ from .errors import NotFoundError, StateError, ValidationError, WaitTimeout
 from .language import parse, parse_one
 from .language.limits import Limits
 from .language.statements import CreateAsSelect, CreateSource, DropSource, QueryControl, SetProperty, Statement
-from .planner import Planner, deploy
+from .planner import Planner, Planning, deploy
 from .planner.deploy import DeployPlan
 from .results import Result
 from .storage import kafka_properties
@@ -135,7 +135,7 @@ class Engine(Reader):
                     if step.write:
                         step.write(conn)
                     if step.log:
-                        self.catalog.log_command(conn, stmt.text.strip(), pipeline, issuer)
+                        self.catalog.commands.log(conn, stmt.text.strip(), pipeline, issuer)
                 for step in steps:  # every check passed: files change under the write lock
                     if step.files:
                         undo.append(step.run_files())
@@ -212,14 +212,16 @@ class Engine(Reader):
 
     def _planner(self, conn, pipeline: str | None) -> Planner:
         return Planner(
-            self.catalog,
-            conn,
-            self.catalog.snapshot(conn),
-            self.home,
-            pipeline or self.pipeline,
-            self.layout,
-            limits=self.limits,
-            read_state=_read_state,
+            Planning(
+                self.catalog,
+                conn,
+                self.catalog.snapshot(conn),
+                self.home,
+                pipeline or self.pipeline,
+                self.layout,
+                limits=self.limits,
+                read_state=_read_state,
+            )
         )
 
     def _check_replace(self, stmt: CreateAsSelect, pipeline: str | None):

@@ -22,7 +22,7 @@ import tempfile
 from streaming_rounds import SCHEMA, alternate, json_input, report
 
 from airflow_provider_streamql.runtime import build_session
-from airflow_provider_streamql.runtime.connectors import QUICK_COMMIT
+from airflow_provider_streamql.runtime.batch_writer import QUICK_COMMIT
 
 FORMS = ("sink", "batch-writer", "no-rename")
 

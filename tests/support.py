@@ -33,7 +33,7 @@ def reconcile_passes(engine, runtime_id: str, passes: int = 2, timeout: float = 
     def passed() -> bool:
         if also is not None:
             also()
-        row = next((r for r in engine.catalog.runtimes() if r["id"] == runtime_id), None)
+        row = next((r for r in engine.catalog.runtimes.all() if r["id"] == runtime_id), None)
         assert row is not None and row["stopped_at"] is None, f"runtime {runtime_id} is not running"
         if row["heartbeat_at"] > since and (not beats or row["heartbeat_at"] > beats[-1]):
             beats.append(row["heartbeat_at"])

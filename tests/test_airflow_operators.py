@@ -89,13 +89,13 @@ def test_create_defers_until_running_and_is_idempotent(airflow, runtimes, capfd)
     assert run.xcom("task", "states") == {"CSAS_VALID_1": "RUNNING", "CTAS_STATS_2": "RUNNING"}
     assert {q["query_id"]: q["state"] for q in engine.queries()} == {
         "CSAS_VALID_1": "RUNNING", "CTAS_STATS_2": "RUNNING"}
-    assert engine.catalog.commands()[0]["issuer"].startswith("airflow:dag=t_create/run=manual__")
+    assert engine.catalog.commands.all()[0]["issuer"].startswith("airflow:dag=t_create/run=manual__")
 
     again = run_dag("t_create", capfd, sql=PIPELINE)
     assert again.states == {"task": "success"}
     assert [a["action"] for a in again.xcom("task", "actions")] == ["unchanged"] * 3
     assert again.xcom("task", "versions") == {"CSAS_VALID_1": 1, "CTAS_STATS_2": 1}
-    assert len(engine.catalog.commands()) == 3  # nothing new was applied
+    assert len(engine.catalog.commands.all()) == 3  # nothing new was applied
     assert "DEFERRED" not in again.log  # nothing to wait for
 
 

@@ -148,5 +148,5 @@ def test_a_query_held_at_a_poison_pill_is_resumed_by_the_dag_its_event_triggers(
     # delivered once: the trigger keeps running, and the hold it reported is not reported again
     with engine.catalog.engine.connect() as conn:
         cursors = list(conn.execute(text("SELECT query_id, kind, last_key FROM event_cursors WHERE consumer != 'test'")))
-    assert cursors == [("CSAS_VALID_PURCHASES_1", "held", str(engine.catalog.last_hold("CSAS_VALID_PURCHASES_1")))]
+    assert cursors == [("CSAS_VALID_PURCHASES_1", "held", str(engine.catalog.commands.last_hold("CSAS_VALID_PURCHASES_1")))]
     assert len(rows(airflow, "SELECT run_id FROM dag_run WHERE dag_id = 'streamql_repair'")) == 1

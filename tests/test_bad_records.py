@@ -68,7 +68,7 @@ def test_pause_at_a_malformed_record_then_skip_it(sqlite_engine, runtimes):
     assert record.source == "PAYMENTS" and record.error.startswith("malformed JSON")
     described = dict(map(tuple, engine.execute("DESCRIBE CSAS_COPY_1 EXTENDED")[0].rows))
     assert f"PENDING (batch {record.batch_id}) at {bad_file}:51" in described["bad record"]
-    assert engine.catalog.commands()[-1]["issuer"].endswith("(BAD_RECORD)")
+    assert engine.catalog.commands.all()[-1]["issuer"].endswith("(BAD_RECORD)")
 
     with pytest.raises(StateError, match="no bad records are holding CSAS_OTHER_2"):
         engine.execute("CREATE STREAM other AS SELECT * FROM payments; RESUME CSAS_OTHER_2 SKIP BAD RECORDS")

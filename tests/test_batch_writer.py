@@ -9,7 +9,7 @@ import pytest
 
 from airflow_provider_streamql.catalog.model import SourceInfo
 from airflow_provider_streamql.language.statements import Column
-from airflow_provider_streamql.runtime.connectors import BatchWriter
+from airflow_provider_streamql.runtime.batch_writer import BatchWriter
 from airflow_provider_streamql.runtime.rollout import discard_output
 from airflow_provider_streamql.storage.topics import is_data_name
 

@@ -83,39 +83,39 @@ def test_migrations_run_forward_on_an_existing_catalog(catalog_url, home, stages
         (checkout.select_sql, ["PAGEVIEWS"], checkout.settings)
     assert [c["name"] for c in json.loads(version["sink_columns"])] == ["user_id", "page", "viewtime"]
     assert (version["verdict"], version["outcome"]) == (None, None)
-    log = catalog.commands()
+    log = catalog.commands.all()
     assert [(c["statement"].split()[0], c["issuer"]) for c in log] == [
         ("CREATE", "user:alice"), ("CREATE", "user:alice"),
         ("SET", "airflow:dag=streamql_deploy,run=manual__2026-11-23T09:30:00,task=deploy"),
         ("CREATE", "airflow:dag=streamql_deploy,run=manual__2026-11-23T09:30:00,task=deploy"),
         ("CREATE", "user:alice"), ("PAUSE", "user:bob")]
     if "catalog_v2" in stages:
-        before = catalog.progress("CSAS_CHECKOUT_VIEWS_1")
+        before = catalog.observed.progress("CSAS_CHECKOUT_VIEWS_1")
         assert (before.batch_id, before.total_input_rows, before.late_rows, before.state_operators) == \
             (7, 340, 0, [])
-        assert [r["id"] for r in catalog.runtimes()] == ["rt-7f3a"]
+        assert [r["id"] for r in catalog.runtimes.all()] == ["rt-7f3a"]
 
     # -- and a runtime and the statements of today write to it ----------------------------
     with catalog.transaction() as conn:
-        assert catalog.log_command(conn, "SHOW QUERIES", "default", "user:carol") == len(log) + 1
-    catalog.heartbeat("rt-new", "default", "worker-2", 77, spark_app_id="app-1",
+        assert catalog.commands.log(conn, "SHOW QUERIES", "default", "user:carol") == len(log) + 1
+    catalog.runtimes.heartbeat("rt-new", "default", "worker-2", 77, spark_app_id="app-1",
                       spark_ui_url="http://worker-2:4040", master="local[2]")
-    epoch = catalog.acquire_lease("CSAS_CHECKOUT_VIEWS_1", "rt-new", 30.0)
+    epoch = catalog.leases.acquire("CSAS_CHECKOUT_VIEWS_1", "rt-new", 30.0)
     assert epoch == (2 if "catalog_v2" in stages else 1)  # the old runtime's lease expired
-    assert catalog.set_observed("CSAS_CHECKOUT_VIEWS_1", "RUNNING", runtime_id="rt-new", epoch=epoch,
+    assert catalog.observed.set("CSAS_CHECKOUT_VIEWS_1", "RUNNING", runtime_id="rt-new", epoch=epoch,
                                 running_version=1, run_id="run-1")
     catalog.mark_version("CSAS_CHECKOUT_VIEWS_1", 1, started_at=time.time(), outcome="ACTIVE")
-    catalog.record_progress(Progress("CSAS_CHECKOUT_VIEWS_1", 8, 5, 5, 2.5, [], time.time(), late_rows=1,
+    catalog.observed.record_progress(Progress("CSAS_CHECKOUT_VIEWS_1", 8, 5, 5, 2.5, [], time.time(), late_rows=1,
                                      state_operators=[{"operator": "dedupe", "rows": 3, "memory_bytes": 512,
                                                       "dropped_by_watermark": 1}]))
-    progress = catalog.progress("CSAS_CHECKOUT_VIEWS_1")
+    progress = catalog.observed.progress("CSAS_CHECKOUT_VIEWS_1")
     assert (progress.total_input_rows, progress.late_rows) == \
         ((345, 1) if "catalog_v2" in stages else (5, 1))
-    assert [h["batch_id"] for h in catalog.progress_history("CSAS_CHECKOUT_VIEWS_1")] == [8]
-    catalog.record_bad_records([BadRecord("CSAS_CHECKOUT_VIEWS_1", "r1", 8, "PAGEVIEWS", "f.json", 3,
+    assert [h["batch_id"] for h in catalog.observed.progress_history("CSAS_CHECKOUT_VIEWS_1")] == [8]
+    catalog.bad_records.record([BadRecord("CSAS_CHECKOUT_VIEWS_1", "r1", 8, "PAGEVIEWS", "f.json", 3,
                                           "{oops", "malformed JSON")])
-    assert [b.record_id for b in catalog.bad_records("CSAS_CHECKOUT_VIEWS_1")] == ["r1"]
-    runtime = next(r for r in catalog.runtimes() if r["id"] == "rt-new")
+    assert [b.record_id for b in catalog.bad_records.of("CSAS_CHECKOUT_VIEWS_1")] == ["r1"]
+    runtime = next(r for r in catalog.runtimes.all() if r["id"] == "rt-new")
     assert runtime["spark_ui_url"] == "http://worker-2:4040"
     query = catalog.query("CSAS_CHECKOUT_VIEWS_1")
     assert (query.observed_state, query.running_version, query.run_id) == ("RUNNING", 1, "run-1")
@@ -137,42 +137,56 @@ def test_migrations_run_forward_on_an_existing_catalog(catalog_url, home, stages
 
 def test_lease_is_exclusive_and_fenced_by_epoch(catalog_url):
     catalog = Catalog(catalog_url)
-    assert catalog.acquire_lease("Q", "r1", 0.5) == 1
-    assert catalog.acquire_lease("Q", "r2", 0.5) is None  # live lease held by r1
-    assert catalog.acquire_lease("Q", "r1", 0.5) == 1  # renewal keeps the epoch
+    assert catalog.leases.acquire("Q", "r1", 0.5) == 1
+    assert catalog.leases.acquire("Q", "r2", 0.5) is None  # live lease held by r1
+    assert catalog.leases.acquire("Q", "r1", 0.5) == 1  # renewal keeps the epoch
     time.sleep(0.6)
-    assert catalog.acquire_lease("Q", "r2", 5.0) == 2  # expired: taken with a new epoch
-    assert catalog.renew_lease("Q", "r1", 1, 5.0) is False  # r1 learns it lost the lease
-    assert catalog.set_observed("Q", "RUNNING", runtime_id="r1", epoch=1) is False
-    catalog.release_lease("Q", "r2")
-    assert catalog.acquire_lease("Q", "r1", 5.0) == 1
+    assert catalog.leases.acquire("Q", "r2", 5.0) == 2  # expired: taken with a new epoch
+    assert catalog.leases.renew("Q", "r1", 1, 5.0) is False  # r1 learns it lost the lease
+    assert catalog.observed.set("Q", "RUNNING", runtime_id="r1", epoch=1) is False
+    catalog.leases.release("Q", "r2")
+    assert catalog.leases.acquire("Q", "r1", 5.0) == 1
 
 
 def test_leases_renewed_together_report_the_lost_ones(catalog_url):
     catalog = Catalog(catalog_url)
     for q in ("KEPT", "TAKEN", "RELEASED", "OLD"):
-        assert catalog.acquire_lease(q, "r1", 0.5) == 1
+        assert catalog.leases.acquire(q, "r1", 0.5) == 1
     time.sleep(0.6)
-    assert catalog.acquire_lease("TAKEN", "r2", 5.0) == 2  # expired and taken by r2
-    catalog.release_lease("RELEASED", "r1")
+    assert catalog.leases.acquire("TAKEN", "r2", 5.0) == 2  # expired and taken by r2
+    catalog.leases.release("RELEASED", "r1")
     held = {"KEPT": 1, "TAKEN": 1, "RELEASED": 1, "OLD": 0, "NEVER": 1}  # OLD: a stale epoch
-    assert catalog.renew_leases("r1", held, 5.0) == {"TAKEN": 1, "RELEASED": 1, "OLD": 0, "NEVER": 1}
-    assert catalog.acquire_lease("KEPT", "r2", 5.0) is None  # renewed, though it had expired
-    assert catalog.leases()["TAKEN"]["runtime_id"] == "r2"  # r1's renewal left it alone
-    assert catalog.renew_leases("r1", {}, 5.0) == {}
+    assert catalog.leases.renew_all("r1", held, 5.0) == {"TAKEN": 1, "RELEASED": 1, "OLD": 0, "NEVER": 1}
+    assert catalog.leases.acquire("KEPT", "r2", 5.0) is None  # renewed, though it had expired
+    assert catalog.leases.holders()["TAKEN"]["runtime_id"] == "r2"  # r1's renewal left it alone
+    assert catalog.leases.renew_all("r1", {}, 5.0) == {}
 
 
 def test_heartbeats_and_runtime_stop(catalog_url):
     catalog = Catalog(catalog_url)
-    catalog.heartbeat("rt-1", "p", "host", 42)
-    first = catalog.runtimes()[0]["heartbeat_at"]
+    catalog.runtimes.heartbeat("rt-1", "p", "host", 42)
+    first = catalog.runtimes.all()[0]["heartbeat_at"]
     time.sleep(0.01)
-    catalog.heartbeat("rt-1", "p", "host", 42)
-    catalog.acquire_lease("Q", "rt-1", 30)
-    assert catalog.runtimes()[0]["heartbeat_at"] > first
-    catalog.runtime_stopped("rt-1")
-    assert catalog.runtimes()[0]["stopped_at"] is not None
-    assert catalog.leases() == {}
+    catalog.runtimes.heartbeat("rt-1", "p", "host", 42)
+    catalog.leases.acquire("Q", "rt-1", 30)
+    assert catalog.runtimes.all()[0]["heartbeat_at"] > first
+    catalog.runtimes.stopped("rt-1")
+    assert catalog.runtimes.all()[0]["stopped_at"] is not None
+    assert catalog.leases.holders() == {}
+
+
+def test_the_catalog_holds_its_parts_over_one_database(sqlite_url):
+    """Desired state is the Catalog's own; the rest are parts it holds (no mixins), each on
+    the catalog's one engine, and those that need another hold that one: a stopped runtime
+    releases its leases, observed state and a hold at a bad record are fenced by the leases,
+    and a hold is logged in the command log."""
+    catalog = Catalog(sqlite_url)
+    parts = [catalog.commands, catalog.leases, catalog.runtimes, catalog.observed, catalog.bad_records,
+             catalog.snapshots, catalog.event_cursors]
+    assert Catalog.__bases__ == (object,)
+    assert {id(part.engine) for part in parts} == {id(catalog.engine)}
+    assert catalog.runtimes.leases is catalog.observed.leases is catalog.bad_records.leases is catalog.leases
+    assert catalog.bad_records.commands is catalog.commands
 
 
 def test_newer_catalog_than_code_is_refused(sqlite_url):
@@ -194,14 +208,14 @@ def test_progress_history_keeps_the_last_batches(catalog_url):
     catalog = Catalog(catalog_url)
     batch = lambda n: Progress("Q", n, 10, 10, float(n), [], 1000.0 + n)
     for n in range(HISTORY + 11):
-        catalog.record_progress(batch(n))
-    history = catalog.progress_history("Q")
+        catalog.observed.record_progress(batch(n))
+    history = catalog.observed.progress_history("Q")
     assert [h["batch_id"] for h in history] == list(range(11, HISTORY + 11))
     assert history[-1] == {"batch_id": HISTORY + 10, "at": 1000.0 + HISTORY + 10, "input_rows": 10,
                            "rows_per_second": float(HISTORY + 10)}
-    assert catalog.progress("Q").total_input_rows == 10 * (HISTORY + 11)
-    catalog.record_progress(batch(40))  # a rolled-back checkpoint runs batch 40 again
-    assert [h["batch_id"] for h in catalog.progress_history("Q")] == list(range(11, 41))
+    assert catalog.observed.progress("Q").total_input_rows == 10 * (HISTORY + 11)
+    catalog.observed.record_progress(batch(40))  # a rolled-back checkpoint runs batch 40 again
+    assert [h["batch_id"] for h in catalog.observed.progress_history("Q")] == list(range(11, 41))
 
 
 def test_a_query_recorded_before_plans_is_planned_with_the_grace_it_ran_with(tmp_path):
@@ -228,7 +242,7 @@ def test_a_forked_process_opens_its_own_connections(catalog_url):
     from sqlalchemy import text
 
     catalog = Catalog(catalog_url)
-    catalog.heartbeat("parent", "p", "host", os.getpid())
+    catalog.runtimes.heartbeat("parent", "p", "host", os.getpid())
     session = "SELECT pg_backend_pid()" if catalog.dialect == "postgresql" else "SELECT 1"
     with catalog.engine.connect() as conn:  # the connection the pool hands out again
         parent_session = conn.execute(text(session)).scalar()
@@ -238,19 +252,19 @@ def test_a_forked_process_opens_its_own_connections(catalog_url):
         try:
             with catalog.engine.connect() as conn:
                 os.write(write, str(conn.execute(text(session)).scalar()).encode())
-            catalog.heartbeat("child", "p", "host", os.getpid())
+            catalog.runtimes.heartbeat("child", "p", "host", os.getpid())
             catalog.close()  # closes the child's connections, not the parent's
         finally:
             os._exit(0)
     os.close(write)
     child_session = os.read(read, 64).decode()
     os.waitpid(pid, 0)
-    assert {r["id"] for r in catalog.runtimes()} == {"parent", "child"}
+    assert {r["id"] for r in catalog.runtimes.all()} == {"parent", "child"}
     if catalog.dialect == "postgresql":
         assert child_session != str(parent_session)  # not the parent's server session
     with catalog.engine.connect() as conn:  # the parent's pooled session is still alive
         assert conn.execute(text(session)).scalar() == parent_session
-    catalog.heartbeat("parent", "p", "host", os.getpid())
+    catalog.runtimes.heartbeat("parent", "p", "host", os.getpid())
     catalog.close()
 
 
@@ -261,12 +275,12 @@ def test_writes_from_many_threads_all_land(catalog_url):
     catalog = Catalog(catalog_url)
 
     def take(worker: int) -> list[int | None]:
-        return [catalog.acquire_lease(f"Q{worker}_{n}", f"rt-{worker}", 60) for n in range(25)]
+        return [catalog.leases.acquire(f"Q{worker}_{n}", f"rt-{worker}", 60) for n in range(25)]
 
     with ThreadPoolExecutor(16) as pool:
         epochs = list(pool.map(take, range(16)))
     assert epochs == [[1] * 25] * 16
-    leases = catalog.leases()
+    leases = catalog.leases.holders()
     assert {(q, lease["runtime_id"]) for q, lease in leases.items()} == {
         (f"Q{w}_{n}", f"rt-{w}") for w in range(16) for n in range(25)
     }
@@ -281,7 +295,7 @@ def test_a_read_after_a_write_takes_no_write_lock(sqlite_url):
     from sqlalchemy import text
 
     catalog = Catalog(sqlite_url)
-    catalog.heartbeat("rt", "p", "host", 1)  # a write: its connection goes back to the pool
+    catalog.runtimes.heartbeat("rt", "p", "host", 1)  # a write: its connection goes back to the pool
     with catalog.engine.connect() as reader, reader.begin():
         reader.execute(text("SELECT count(*) FROM runtimes")).scalar()
         other = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"), timeout=0, isolation_level=None)

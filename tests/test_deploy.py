@@ -63,7 +63,7 @@ def test_plan_and_apply_change_exactly_what_the_file_changes(sqlite_engine, runt
     after = {q.id: q.run_id for q in engine.catalog.queries()}
     assert after[STATS] == run_ids[STATS]  # the untouched query was not restarted
     assert after[VALID] != run_ids[VALID] and after[BIG] != run_ids[BIG]
-    assert {c["issuer"] for c in engine.catalog.commands()[-3:]} == {"user:deployer"}
+    assert {c["issuer"] for c in engine.catalog.commands.all()[-3:]} == {"user:deployer"}
 
     insert(engine, "purchases", [(3, "cat", "tv", 700.0), (4, "dan", "mug", -3.0)])
     for query_id in (BIG, "CSAS_REFUNDS_4"):

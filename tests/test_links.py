@@ -13,7 +13,7 @@ import pytest
 from airflow_provider_streamql.catalog import BadRecord, SourceInfo
 from airflow_provider_streamql.errors import StateError
 from airflow_provider_streamql.language.statements import Column
-from airflow_provider_streamql.runtime import connectors, rollout, tables
+from airflow_provider_streamql.runtime import batch_writer, connectors, rollout, tables
 from airflow_provider_streamql.storage import checkpoints, state, topics
 from airflow_provider_streamql.storage.deadletter import append_dead_letters, dead_letter_source
 from airflow_provider_streamql.storage.layout import Part
@@ -286,9 +286,9 @@ def runtime_checkpoint(root):
 RUNTIME = [
     (lambda r: connectors.source_stream(None, runtime_source(f"{r}/topic"), checked=False), "topic"),
     (lambda r: tables.changelog_stream(None, runtime_source(f"{r}/topic", "TABLE")), "topic"),
-    (lambda r: connectors.BatchWriter(runtime_source(f"{r}/topic"), "Q_1-v0001", lambda: None, as_directory=False)._write(None, 0), "topic"),
-    (lambda r: connectors.BatchWriter(runtime_source(f"{r}/topic"), "Q_1-v0001", lambda: None, as_directory=False)._write(None, 0), "topic/.tmp-Q_1-v0001-b000000000000"),
-    (lambda r: connectors.BatchWriter(runtime_source(f"{r}/topic", "TABLE"), "v0001", lambda: None, as_directory=True)._write(None, 0), "topic/v0001-b000000000000"),
+    (lambda r: batch_writer.BatchWriter(runtime_source(f"{r}/topic"), "Q_1-v0001", lambda: None, as_directory=False)._write(None, 0), "topic"),
+    (lambda r: batch_writer.BatchWriter(runtime_source(f"{r}/topic"), "Q_1-v0001", lambda: None, as_directory=False)._write(None, 0), "topic/.tmp-Q_1-v0001-b000000000000"),
+    (lambda r: batch_writer.BatchWriter(runtime_source(f"{r}/topic", "TABLE"), "v0001", lambda: None, as_directory=True)._write(None, 0), "topic/v0001-b000000000000"),
     (lambda r: rollout.discard_output(f"{r}/topic", "Q_1", 2), "topic/Q_1-v0002-b000000000001.json"),
     (lambda r: rollout.take_snapshot(f"{r}/CSAS_OUT_1", 2), "CSAS_OUT_1.snapshots"),
     (lambda r: rollout.restore_snapshot(f"{r}/CSAS_OUT_1", f"{r}/CSAS_OUT_1.snapshots/v0001"), "CSAS_OUT_1.snapshots/v0001/offsets"),

@@ -144,7 +144,7 @@ def test_two_runtime_processes_of_one_pipeline_run_each_query_once(sqlite_engine
     held: dict[str, set] = collections.defaultdict(set)  # query -> every (holder, epoch, Spark run) seen
 
     def sample() -> None:
-        leases = engine.catalog.leases()
+        leases = engine.catalog.leases.holders()
         for query_id in ids:
             lease, run_id = leases.get(query_id), engine.query(query_id).run_id
             if lease is not None and run_id is not None:  # started

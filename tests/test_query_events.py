@@ -30,13 +30,13 @@ def engine(tmp_path):
 
 
 def lease(engine) -> int:
-    return engine.catalog.acquire_lease(Q, "rt-1", ttl=60)
+    return engine.catalog.leases.acquire(Q, "rt-1", ttl=60)
 
 
 def hold(engine, batch: int) -> None:
     """What a runtime does at a bad record under policy PAUSE."""
     record = BadRecord(Q, f"r{batch}", batch, "PURCHASES", "/x/part.json", 1, "{oops", "malformed JSON", "PENDING")
-    assert engine.catalog.hold_on_bad_records(Q, [record], "BAD_RECORD: malformed JSON", runtime_id="rt-1",
+    assert engine.catalog.bad_records.hold(Q, [record], "BAD_RECORD: malformed JSON", runtime_id="rt-1",
                                               epoch=lease(engine))
 
 
@@ -62,20 +62,20 @@ def test_a_hold_is_one_event_until_the_query_is_held_again(engine):
 def test_an_error_is_one_event_until_the_query_runs_again(engine):
     feed = EventFeed("alerts", Q, ["error", "held"])
     epoch = lease(engine)
-    engine.catalog.set_observed(Q, "ERROR", "boom", runtime_id="rt-1", epoch=epoch)
+    engine.catalog.observed.set(Q, "ERROR", "boom", runtime_id="rt-1", epoch=epoch)
     [first] = feed.poll(engine)
     assert (first.kind, first.message, first.state) == ("error", "boom", "ERROR")
     feed.acknowledge(engine, first)
     for _retry in range(2):  # the runtime's retries, failing alike: the same event
-        engine.catalog.set_observed(Q, "STARTING", runtime_id="rt-1", epoch=epoch)
-        engine.catalog.set_observed(Q, "ERROR", "boom", runtime_id="rt-1", epoch=epoch)
+        engine.catalog.observed.set(Q, "STARTING", runtime_id="rt-1", epoch=epoch)
+        engine.catalog.observed.set(Q, "ERROR", "boom", runtime_id="rt-1", epoch=epoch)
         assert feed.poll(engine) == []
-    engine.catalog.set_observed(Q, "ERROR", "another failure", runtime_id="rt-1", epoch=epoch)
+    engine.catalog.observed.set(Q, "ERROR", "another failure", runtime_id="rt-1", epoch=epoch)
     [other] = feed.poll(engine)
     feed.acknowledge(engine, other)
-    engine.catalog.set_observed(Q, "RUNNING", runtime_id="rt-1", epoch=epoch)
+    engine.catalog.observed.set(Q, "RUNNING", runtime_id="rt-1", epoch=epoch)
     assert feed.poll(engine) == []  # running again re-arms it
-    engine.catalog.set_observed(Q, "ERROR", "boom", runtime_id="rt-1", epoch=epoch)
+    engine.catalog.observed.set(Q, "ERROR", "boom", runtime_id="rt-1", epoch=epoch)
     [again] = feed.poll(engine)
     assert again.key == first.key
 
@@ -83,12 +83,12 @@ def test_an_error_is_one_event_until_the_query_runs_again(engine):
 def test_a_new_version_running_is_an_upgraded_event_once(engine):
     feed = EventFeed("audit", Q, ["upgraded"])
     epoch = lease(engine)
-    engine.catalog.set_observed(Q, "RUNNING", runtime_id="rt-1", epoch=epoch, running_version=1)
+    engine.catalog.observed.set(Q, "RUNNING", runtime_id="rt-1", epoch=epoch, running_version=1)
     assert feed.poll(engine) == []  # the first version is not an upgrade
     engine.execute("CREATE OR REPLACE STREAM valid_purchases WITH (on_error='PAUSE') AS "
                    "SELECT * FROM purchases WHERE cost > 1;")
     assert feed.poll(engine) == []  # written, not yet running
-    engine.catalog.set_observed(Q, "RUNNING", runtime_id="rt-1", epoch=epoch, running_version=2)
+    engine.catalog.observed.set(Q, "RUNNING", runtime_id="rt-1", epoch=epoch, running_version=2)
     [event] = feed.poll(engine)
     assert (event.kind, event.key, event.version) == ("upgraded", "v2", 2)
     feed.acknowledge(engine, event)
@@ -96,11 +96,11 @@ def test_a_new_version_running_is_an_upgraded_event_once(engine):
     # version 3 runs, fails and is rolled back to 2: a rollback is not an upgrade
     engine.execute("CREATE OR REPLACE STREAM valid_purchases WITH (on_error='PAUSE') AS "
                    "SELECT * FROM purchases WHERE cost > 2;")
-    engine.catalog.set_observed(Q, "RUNNING", runtime_id="rt-1", epoch=epoch, running_version=3)
+    engine.catalog.observed.set(Q, "RUNNING", runtime_id="rt-1", epoch=epoch, running_version=3)
     [third] = feed.poll(engine)
     feed.acknowledge(engine, third)
     engine.catalog.roll_back(Q, good=2, failed=3, error="broke")
-    engine.catalog.set_observed(Q, "RUNNING", runtime_id="rt-1", epoch=epoch, running_version=2)
+    engine.catalog.observed.set(Q, "RUNNING", runtime_id="rt-1", epoch=epoch, running_version=2)
     assert (engine.query(Q).version, feed.poll(engine)) == (2, [])
 
 
@@ -185,7 +185,7 @@ def test_an_event_airflow_did_not_save_is_handed_out_again(engine, monkeypatch):
 
     event, again = asyncio.run(go())
     assert again.key == event.key
-    assert engine.catalog.event_cursors(trigger.consumer, Q) == {"held": event.key}
+    assert engine.catalog.event_cursors.of(trigger.consumer, Q) == {"held": event.key}
 
 
 def test_a_catalog_it_cannot_reach_is_retried_not_a_crash(caplog):

@@ -151,7 +151,7 @@ def test_a_query_whose_start_fails_is_retried_after_its_back_off_until_paused(lo
 
 def test_a_query_whose_lease_another_runtime_holds_is_never_touched(looks):
     engine = looks.engine
-    assert engine.catalog.acquire_lease("CSAS_O_1", "elsewhere", 60) is not None
+    assert engine.catalog.leases.acquire("CSAS_O_1", "elsewhere", 60) is not None
     assert looks.look("CSAS_O_1", 100.0, sink="GONE") == Done()
     query = engine.query("CSAS_O_1")
     assert (query.observed_state, query.error) == ("PENDING", None) and not looks.leases.epochs
@@ -164,4 +164,4 @@ def test_terminate_reports_it_and_releases_the_lease(looks):
     engine.execute("TERMINATE CSAS_O_1")
     assert looks.look("CSAS_O_1", 100.5) == Done()
     assert engine.state("CSAS_O_1") == "TERMINATED" and not looks.leases.epochs
-    assert engine.catalog.acquire_lease("CSAS_O_1", "elsewhere", 60) is not None  # free for anyone
+    assert engine.catalog.leases.acquire("CSAS_O_1", "elsewhere", 60) is not None  # free for anyone

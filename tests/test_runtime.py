@@ -133,8 +133,8 @@ def test_two_runtimes_of_one_pipeline_never_run_the_same_query(sqlite_engine, ru
     assert table(engine, "stats") == expected_stats(FIRST)
 
     # A runtime whose lease is taken (fenced by a newer epoch) stops that query.
-    engine.catalog.release_lease("CSAS_BIG_3", second.id)
-    assert engine.catalog.acquire_lease("CSAS_BIG_3", "intruder", 60) is not None
+    engine.catalog.leases.release("CSAS_BIG_3", second.id)
+    assert engine.catalog.leases.acquire("CSAS_BIG_3", "intruder", 60) is not None
     wait_until(lambda: "CSAS_BIG_3" not in second.active, what="the fenced query to stop")
     assert not [q for q in runtimes.spark.streams.active if q.name == "CSAS_BIG_3"]
 

@@ -62,12 +62,12 @@ def codes(report) -> list[str]:
 def test_validate_a_source_change(sqlite_engine, sql, verdict, expected, fragment):
     engine = sqlite_engine
     engine.execute(SETUP)
-    before = (engine.catalog.commands(), [s.columns for s in map(engine.catalog.source, ("PURCHASES", "LONELY"))])
+    before = (engine.catalog.commands.all(), [s.columns for s in map(engine.catalog.source, ("PURCHASES", "LONELY"))])
     report = engine.validate(sql)
     assert (report.verdict, codes(report)) == (verdict, sorted(expected))
     assert report.source == sql.split()[4].upper() and report.query_id is None
     assert fragment in " ".join(f.message for f in report.findings)
-    assert (engine.catalog.commands(), [s.columns for s in map(engine.catalog.source, ("PURCHASES", "LONELY"))]) == before
+    assert (engine.catalog.commands.all(), [s.columns for s in map(engine.catalog.source, ("PURCHASES", "LONELY"))]) == before
     # the apply path acts on the same verdict
     if verdict == "IN_PLACE":
         assert engine.execute(sql)[0].action in ("replaced", "unchanged")
@@ -77,7 +77,7 @@ def test_validate_a_source_change(sqlite_engine, sql, verdict, expected, fragmen
         for code in expected:
             if code not in ("SOURCE_COLUMN_WIDENED", "SOURCE_COLUMN_APPENDED"):  # the IN_PLACE ones
                 assert code in info.value.message
-        assert engine.catalog.commands() == before[0]
+        assert engine.catalog.commands.all() == before[0]
 
 
 def test_a_reader_that_cannot_take_a_widening_rejects_it(sqlite_engine):

@@ -100,7 +100,7 @@ def test_query_ids_are_stable_and_readable(engine):
 def test_command_log_records_order_and_issuer(engine):
     engine.execute(SETUP, issuer="airflow:dag=d/run=r/task=t")
     engine.execute("PAUSE CSAS_VALID_1; SHOW QUERIES", issuer="user:ann")
-    log = engine.catalog.commands()
+    log = engine.catalog.commands.all()
     assert [c["statement"] for c in log] == [
         "CREATE STREAM purchases (id INT KEY, user STRING, cost DOUBLE)",
         "CREATE STREAM valid AS SELECT * FROM purchases WHERE cost > 0",
@@ -202,7 +202,7 @@ REDEPLOY = [
 @pytest.mark.parametrize("script, expected", REDEPLOY)
 def test_skip_unchanged_applies_a_script_again_without_changes(engine, script, expected):
     engine.execute(DEPLOY, skip_unchanged=True)
-    before, log = dump(engine), len(engine.catalog.commands())
+    before, log = dump(engine), len(engine.catalog.commands.all())
     if isinstance(expected, str):
         with pytest.raises(ValidationError, match=expected):
             engine.execute(script, skip_unchanged=True)
@@ -212,7 +212,7 @@ def test_skip_unchanged_applies_a_script_again_without_changes(engine, script, e
     assert [r.action for r in results] == expected
     if set(expected) == {"unchanged"}:
         assert dump(engine) == before
-        assert len(engine.catalog.commands()) == log  # nothing to log: nothing happened
+        assert len(engine.catalog.commands.all()) == log  # nothing to log: nothing happened
     else:
         assert dump(engine) != before
 
@@ -238,7 +238,7 @@ def test_upgrade_and_replace_hand_the_engine_statements_not_rewritten_text(engin
     rebuilt = engine.replace("CREATE/**/OR/**/REPLACE STREAM valid AS SELECT id, cost FROM purchases",
                              start_from="earliest")
     assert [r.query_id for r in rebuilt if r.action == "created"] == ["CSAS_VALID_2"]
-    assert [c["statement"] for c in engine.catalog.commands()][-4:-1] == [
+    assert [c["statement"] for c in engine.catalog.commands.all()][-4:-1] == [
         "TERMINATE CSAS_VALID_1", "DROP STREAM VALID DELETE TOPIC", "SET 'auto.offset.reset' = 'earliest'"]
 
 

@@ -159,7 +159,7 @@ def test_a_pull_query_that_fails_after_the_scripts_writes_says_they_were_applied
     engine.execute("CREATE STREAM s (id INT)")
     with open(os.path.join(home, "topics", "S", "bad.json"), "w") as f:
         f.write('{"id": 1}\n{"id": \n')
-    commands = len(engine.catalog.commands())
+    commands = len(engine.catalog.commands.all())
     with pytest.raises(ValidationError, match="line 2 of file .* were applied before it ran"):
         engine.execute("INSERT INTO s VALUES (2); SELECT * FROM s")
-    assert [c["statement"] for c in engine.catalog.commands()[commands:]] == ["INSERT INTO s VALUES (2)"]
+    assert [c["statement"] for c in engine.catalog.commands.all()[commands:]] == ["INSERT INTO s VALUES (2)"]

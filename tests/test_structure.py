@@ -151,7 +151,7 @@ def q(name: str) -> str:
     ("planner.reads", "views.describe", False),
     ("views.describe", "planner.control", True),
     ("views.describe", "runtime.state", True),
-    ("planner.base", "results", False),
+    ("planner.planning", "results", False),
     ("results", "planner", True),
     ("conditions", "engine", False),
     ("engine", "hooks.streamql", True),

@@ -379,8 +379,8 @@ def test_pause_and_resume_from_the_page(ui, pipeline, browser, runtimes):
     assert not page.is_visible(f"tr[data-query-id='{STATS}'] button[data-action=pause]")
     page.screenshot(path=f"{ARTIFACTS}/2-paused-1280.png", full_page=True)
     assert engine.state(STATS) == "PAUSED"
-    assert engine.catalog.commands()[-1]["issuer"] == "airflow-ui:admin"
-    assert engine.catalog.commands()[-1]["statement"] == f"PAUSE {STATS}"
+    assert engine.catalog.commands.all()[-1]["issuer"] == "airflow-ui:admin"
+    assert engine.catalog.commands.all()[-1]["statement"] == f"PAUSE {STATS}"
 
     # the runtime really stopped it: new records pass VALID but do not reach STATS
     insert(engine, "purchases", [(2, "bob", 3.0), (3, "ann", 1.0)])
@@ -456,14 +456,14 @@ def test_a_stale_csrf_token_is_renewed_by_the_page(ui, pipeline, browser):
     cookie = next(c["value"] for c in page.context.cookies() if c["name"] == "_token")
     expired = make_csrf_token(JWT_SECRET.encode(), "admin", cookie, int(time.time()) - 5)
     for action, desired in (("pause", "PAUSED"), ("resume", "RUNNING")):
-        commands = len(engine.catalog.commands())
+        commands = len(engine.catalog.commands.all())
         wait_until(lambda: page.is_visible(f"tr[data-query-id='{STATS}'] button[data-action={action}]"),
                    30, f"the {action} button")
         # set the token and click in one go, so that no poll renews the token in between
         page.evaluate("([expired, selector]) => { csrf = expired; document.querySelector(selector).click(); }",
                       [expired, f"tr[data-query-id='{STATS}'] button[data-action={action}]"])
         wait_until(lambda: engine.query(STATS).desired_state == desired, 30, f"{STATS} desired {desired}")
-        assert len(engine.catalog.commands()) == commands + 1  # refused once, then applied once
+        assert len(engine.catalog.commands.all()) == commands + 1  # refused once, then applied once
         assert "failed" not in page.inner_text("#message")
     page.context.close()
 

@@ -46,6 +46,16 @@ def _process_writer(engine: Engine):
 
 
 @contextmanager
+def reading(engine: Engine, conn: Connection | None) -> Iterator[Connection]:
+    """``conn``, to read inside an open transaction, or else a fresh connection of ``engine``."""
+    if conn is not None:
+        yield conn
+    else:
+        with engine.connect() as fresh:
+            yield fresh
+
+
+@contextmanager
 def write_connection(engine: Engine, *, exclusive: bool = False) -> Iterator[Connection]:
     """A read-write transaction. ``exclusive`` serialises it against every other exclusive
     writer (statement scripts, migrations), so validation sees the state it applies to.

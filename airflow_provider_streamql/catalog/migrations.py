@@ -22,6 +22,7 @@ from ..errors import CatalogError, StreamQLError, first_line
 from ..language import parse_one
 from ..language.compiler import analyze_query, compile_query
 from ..language.query_shape import QueryShape
+from ..language.statements import CreateAsSelect, InsertSelect
 from ..language.streaming import StreamingPlan
 from .connections import write_connection
 from .model import BATCH_FILES, SourceInfo
@@ -152,6 +153,8 @@ def _plan(query, known: dict[str, SourceInfo]) -> tuple[str, dict, dict]:
     became it, long after plans were stored), its streams unnamed (they were, then), and the
     shape in the layout of its time (the step that types shapes brings it on)."""
     stmt = parse_one(query.sql)
+    if not isinstance(stmt, (CreateAsSelect, InsertSelect)):
+        raise CatalogError(f"query {query.id} was recorded with a statement that makes no query: {query.sql[:80]!r}")
     schemas = {n: s.schema for n, s in known.items()}
     analysis = analyze_query(stmt, schemas)
     compiled = compile_query(

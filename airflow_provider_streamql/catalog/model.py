@@ -97,8 +97,10 @@ class QueryInfo:
     sources: list[str]
     sql: str
     select_sql: str
-    #: what the user set for it: session settings (``auto.offset.reset``) and ``on_error``
-    settings: dict[str, str]
+    #: what the user set for it: session settings (``auto.offset.reset``) and ``on_error``;
+    #: a shadow's also what it shadows (``shadow_of``, ``shadow_version``, ``shadow_from_batch``,
+    #: ``promote_sql``)
+    settings: dict[str, Any]
     #: how a runtime builds it on Spark (derived from the SELECT and its sources)
     plan: StreamingPlan
     #: what CREATE OR REPLACE compares (compiled with the plan)

@@ -1,5 +1,5 @@
-"""The catalog's record of each query's checkpoint snapshots. Mixed into
-:class:`~.store.Catalog`; the copies themselves are :mod:`..storage.snapshots`."""
+"""The catalog's record of each query's checkpoint snapshots; the copies themselves are
+:mod:`..storage.snapshots`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from dataclasses import asdict, replace
 from sqlalchemy import Connection, Engine, delete, func, insert, select
 
 from . import schema as s
-from .connections import write_connection
+from .connections import reading, write_connection
 from .model import CheckpointSnapshot
 
 
@@ -18,16 +18,17 @@ class SnapshotRecords:
     """Which snapshots each query has: number, kind, version, batch and input position.
     Pass ``conn`` to read or write inside an open transaction."""
 
-    engine: Engine
+    def __init__(self, engine: Engine):
+        self.engine = engine
 
-    def snapshots(self, query_id: str, conn: Connection | None = None) -> list[CheckpointSnapshot]:
+    def of(self, query_id: str, conn: Connection | None = None) -> list[CheckpointSnapshot]:
         """The query's snapshots, oldest first."""
         t = s.checkpoint_snapshots
-        with self._reading(conn) as c:  # ObservedState's, beside it in Catalog
+        with reading(self.engine, conn) as c:
             rows = c.execute(select(t).where(t.c.query_id == query_id).order_by(t.c.number))
             return [CheckpointSnapshot.from_row(r) for r in rows]
 
-    def add_snapshot(self, snap: CheckpointSnapshot, conn: Connection | None = None) -> CheckpointSnapshot:
+    def add(self, snap: CheckpointSnapshot, conn: Connection | None = None) -> CheckpointSnapshot:
         """Record ``snap`` under the query's next number (its folder, if not given, is
         ``s<number>``); returns it numbered. An older record of the same folder (a version
         snapshotted again before another upgrade) is replaced: a folder holds one copy."""
@@ -40,12 +41,10 @@ class SnapshotRecords:
             c.execute(insert(t).values(**{**asdict(snap), "position": json.dumps(snap.position)}))
             return snap
 
-    def remove_snapshots(self, query_id: str, numbers: list[int], conn: Connection | None = None) -> None:
+    def remove(self, query_id: str, numbers: list[int], conn: Connection | None = None) -> None:
         t = s.checkpoint_snapshots
         with self._writing(conn) as c:
             c.execute(delete(t).where(t.c.query_id == query_id, t.c.number.in_(numbers)))
-
-    def _reading(self, conn: Connection | None) -> AbstractContextManager[Connection]: ...
 
     def _writing(self, conn: Connection | None) -> AbstractContextManager[Connection]:
         # exclusive: numbering (max + 1) must not race a statement's SNAPSHOT (PostgreSQL)

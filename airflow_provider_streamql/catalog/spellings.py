@@ -42,7 +42,7 @@ def one_spelling(conn: Connection) -> None:
         writer = plans.get(row.writer_query) if row.writer_query else None
         written = _written_names(writer.plan) if writer is not None else None
         adopted = _adopt(columns, written) if written else {}
-        if adopted:
+        if adopted and writer is not None:
             log.warning(
                 "catalog migration: the output of %s holds %s; its columns are recorded so now",
                 writer.id,

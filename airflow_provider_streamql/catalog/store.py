@@ -1,4 +1,18 @@
-"""The catalog database: the control plane's source of truth and command channel."""
+"""The catalog database: the control plane's source of truth and command channel.
+
+:class:`Catalog` opens the database and keeps desired state itself: the sources, the queries
+and their versions, as statements write them. What else the catalog records is a part it
+holds, each over the same database and named for what it records, so a call says whose data
+it touches (``catalog.leases.acquire(...)``, ``catalog.bad_records.hold(...)``):
+
+- ``commands``: the command log (:mod:`.commands`), appended by every applied statement;
+- ``leases`` and ``runtimes``: who runs what (:mod:`.leases`), the fence of a runtime's writes;
+- ``observed``: observed state and progress, as runtimes report them (:mod:`.observed`);
+- ``bad_records``: the records queries could not read (:mod:`.bad_records`), whose hold is
+  fenced by ``leases`` and logged in ``commands``;
+- ``snapshots``: the record of checkpoint snapshots (:mod:`.snapshots`);
+- ``event_cursors``: how far each consumer of query events has read (:mod:`.events`).
+"""
 
 from __future__ import annotations
 
@@ -22,8 +36,11 @@ from sqlalchemy.pool import QueuePool
 
 from ..errors import CatalogError
 from . import schema as s
-from .connections import fork_safe, serialise_sqlite, write_connection
+from .bad_records import BadRecords
+from .commands import CommandLog
+from .connections import fork_safe, reading, serialise_sqlite, write_connection
 from .events import EventCursors
+from .leases import Leases, Runtimes
 from .migrations import LATEST, migrate
 from .model import QueryInfo, Snapshot, SourceInfo
 from .observed import ObservedState
@@ -31,8 +48,9 @@ from .snapshots import SnapshotRecords
 from .urls import default_url, error_line, parse_url, safe_url, with_env_password
 
 
-class Catalog(ObservedState, SnapshotRecords, EventCursors):
-    """Access to one catalog database (SQLite or PostgreSQL), migrated to the latest schema."""
+class Catalog:
+    """Access to one catalog database (SQLite or PostgreSQL), migrated to the latest schema:
+    desired state, and the parts that record the rest (see the module's docstring)."""
 
     def __init__(self, url: str | None = None, *, home: str | None = None, migrate_to: int = LATEST):
         self.url = with_env_password(url or default_url(home))
@@ -71,6 +89,13 @@ class Catalog(ObservedState, SnapshotRecords, EventCursors):
         except (ArgumentError, DBAPIError) as e:  # DBAPIError: OperationalError, InterfaceError, ...
             self.engine.dispose()
             raise CatalogError(f"cannot open catalog {shown!r}: {error_line(e, self.url)}") from None
+        self.commands = CommandLog(self.engine)
+        self.leases = Leases(self.engine)
+        self.runtimes = Runtimes(self.engine, self.leases)
+        self.observed = ObservedState(self.engine, self.leases)
+        self.bad_records = BadRecords(self.engine, self.leases, self.commands)
+        self.snapshots = SnapshotRecords(self.engine)
+        self.event_cursors = EventCursors(self.engine)
 
     def close(self) -> None:
         self.engine.dispose()
@@ -182,7 +207,7 @@ class Catalog(ObservedState, SnapshotRecords, EventCursors):
         ) + 1
 
     def versions(self, query_id: str, conn: Connection | None = None) -> list[dict[str, Any]]:
-        with self._reading(conn) as conn:
+        with reading(self.engine, conn) as conn:
             rows = conn.execute(
                 select(s.query_versions)
                 .where(s.query_versions.c.query_id == query_id)
@@ -226,41 +251,25 @@ class Catalog(ObservedState, SnapshotRecords, EventCursors):
             update(s.queries).where(s.queries.c.id == query_id).values(desired_state=state, updated_at=time.time())
         )
 
-    def log_command(self, conn: Connection, statement: str, pipeline: str, issuer: str) -> int:
-        result = conn.execute(
-            insert(s.commands).values(statement=statement, pipeline=pipeline, issuer=issuer, issued_at=time.time())
-        )
-        return result.inserted_primary_key[0]
-
     # -- reads (pass ``conn`` to read inside an open transaction) ---------------------------
     def queries(self, pipeline: str | None = None, conn: Connection | None = None) -> list[QueryInfo]:
         stmt = select(s.queries).order_by(s.queries.c.seq)
         if pipeline is not None:
             stmt = stmt.where(s.queries.c.pipeline == pipeline)
-        with self._reading(conn) as conn:
+        with reading(self.engine, conn) as conn:
             return [QueryInfo.from_row(r) for r in conn.execute(stmt)]
 
     def query(self, query_id: str, conn: Connection | None = None) -> QueryInfo | None:
-        with self._reading(conn) as conn:
+        with reading(self.engine, conn) as conn:
             row = conn.execute(select(s.queries).where(s.queries.c.id == query_id)).first()
         return QueryInfo.from_row(row) if row else None
 
     def source(self, name: str, conn: Connection | None = None) -> SourceInfo | None:
-        with self._reading(conn) as conn:
+        with reading(self.engine, conn) as conn:
             row = conn.execute(select(s.sources).where(s.sources.c.name == name)).first()
         return SourceInfo.from_row(row) if row else None
 
     def sources(self, conn: Connection | None = None) -> dict[str, SourceInfo]:
         """Every stream and table by name, in one read."""
-        with self._reading(conn) as conn:
+        with reading(self.engine, conn) as conn:
             return {r.name: SourceInfo.from_row(r) for r in conn.execute(select(s.sources))}
-
-    def last_command(self) -> int:
-        """The sequence number of the newest statement logged (0 if none): it changes
-        whenever a statement changes desired state, which a runtime watches to act at once."""
-        with self._reading(None) as conn:
-            return conn.execute(select(func.max(s.commands.c.seq))).scalar() or 0
-
-    def commands(self, conn: Connection | None = None) -> list[dict[str, Any]]:
-        with self._reading(conn) as conn:
-            return [dict(r._mapping) for r in conn.execute(select(s.commands).order_by(s.commands.c.seq))]

@@ -1,4 +1,5 @@
-"""SELECT analysis: which sources a query reads, what it outputs, and type errors.
+"""SELECT analysis: which sources a query reads, what it outputs, and the errors that stop it
+(unknown names, clauses a streaming query cannot run, type errors: see :mod:`.typecheck`).
 
 Works on sqlglot's qualified, type-annotated tree; never needs Spark.
 """
@@ -19,47 +20,9 @@ from .names import reserved_name_problem
 from .outputs import check_quoted, joined_tables, output_names, output_projections
 from .pseudocolumns import resolve_pseudo_columns
 from .statements import Column, Statement
+from .typecheck import LOOSE, as_written, check_types
 from .types import SqlType, TypeName, TypeProblem
 
-T = exp.DataType.Type
-NUMERIC = exp.DataType.NUMERIC_TYPES
-TEXT = exp.DataType.TEXT_TYPES
-TEMPORAL = exp.DataType.TEMPORAL_TYPES | {T.INTERVAL}
-LOOSE = {T.UNKNOWN, T.NULL}
-
-
-def type_class(data_type: exp.DataType | None) -> str:
-    """Coarse class of a type: numeric, text, boolean, temporal, unknown or other."""
-    kind = data_type.this if data_type is not None else T.UNKNOWN
-    for name, members in TYPE_CLASSES:
-        if kind in members:
-            return name
-    return "other"
-
-
-TYPE_CLASSES = (
-    ("unknown", LOOSE),
-    ("numeric", NUMERIC),
-    ("text", TEXT),
-    ("boolean", {T.BOOLEAN}),
-    ("temporal", TEMPORAL),
-)
-
-# Operator -> the classes each operand may have (besides unknown).
-OPERAND_RULES: tuple[tuple[type[exp.Expr], frozenset[str], str], ...] = (
-    (exp.Add, frozenset({"numeric", "temporal"}), "+"),
-    (exp.Sub, frozenset({"numeric", "temporal"}), "-"),
-    (exp.Mul, frozenset({"numeric"}), "*"),
-    (exp.Div, frozenset({"numeric"}), "/"),
-    (exp.Mod, frozenset({"numeric"}), "%"),
-    (exp.Neg, frozenset({"numeric"}), "unary -"),
-    (exp.Sum, frozenset({"numeric"}), "SUM"),
-    (exp.Avg, frozenset({"numeric"}), "AVG"),
-    (exp.And, frozenset({"boolean"}), "AND"),
-    (exp.Or, frozenset({"boolean"}), "OR"),
-    (exp.Not, frozenset({"boolean"}), "NOT"),
-)
-COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
 # Clauses a persistent streaming query cannot have, and why.
 UNSUPPORTED_IN_PERSISTENT = (
     ("order", "ORDER BY is not supported in a persistent query (a stream has no end to sort)"),
@@ -202,7 +165,7 @@ def analyze_select(
             known = ", ".join(c.name for name in sources for c in schemas[name])
             raise where.error(f"unknown column {node.name!r} (known: {known})", node) from None
         raise where.error(str(e).split(". Line:")[0], node) from None
-    _check_types(tree, where)
+    check_types(tree, where.error)
     names = output_names(select, tree, schemas)
     group_by = _grouping_keys(tree, names, where, select)
     aggregate = bool(group_by) or any(isinstance(p, exp.AggFunc) for p in tree.find_all(exp.AggFunc))
@@ -260,7 +223,7 @@ def _grouping_keys(tree: exp.Select, names: list[str], where: _Locator, select: 
                 break
         else:
             raise where.error(
-                f"GROUP BY {_show(expression)!r} must also be in the SELECT list: "
+                f"GROUP BY {as_written(expression)!r} must also be in the SELECT list: "
                 f"the grouping expressions are the table's key",
                 expression,
             )
@@ -297,68 +260,6 @@ def _untyped(name: str, projection: exp.Expr) -> str:
     return f"cannot tell the type of column {name!r}; add a CAST"
 
 
-def _check_types(tree: exp.Expr, where: _Locator) -> None:
-    for node in tree.walk():
-        for op, allowed, shown in OPERAND_RULES:
-            if isinstance(node, op):
-                for operand in _operands(node):
-                    cls = type_class(operand.type)
-                    if cls != "unknown" and cls not in allowed:
-                        raise where.error(
-                            f"type error: {shown} cannot take {_show(operand)!r} of type {_type_sql(operand)}",
-                            operand,
-                        )
-        if isinstance(node, COMPARISONS):
-            left, right = node.left, node.right
-            if not _comparable(left, right):
-                raise where.error(
-                    f"type error: cannot compare {_show(left)!r} "
-                    f"({_type_sql(left)}) with {_show(right)!r} ({_type_sql(right)})",
-                    node,
-                )
-    for clause in ("where", "having"):
-        condition = tree.args.get(clause)
-        if condition is not None and type_class(condition.this.type) not in ("boolean", "unknown"):
-            raise where.error(
-                f"type error: {clause.upper()} needs a boolean condition, not {_show(condition.this)!r}", condition.this
-            )
-
-
-def _type_sql(node: exp.Expr) -> str:
-    """The type sqlglot gives ``node``, as Spark SQL spells it."""
-    return node.type.sql(dialect=DIALECT) if node.type is not None else "UNKNOWN"
-
-
-def _show(node: exp.Expr) -> str:
-    """SQL of a node as the user wrote it, without the qualifiers qualify() added."""
-    bare = node.copy().transform(lambda n: exp.column(n.name) if isinstance(n, exp.Column) else n)
-    return bare.sql(dialect=DIALECT)
-
-
-def _operands(node: exp.Expr) -> list[exp.Expr]:
-    if isinstance(node, exp.Binary):
-        return [node.left, node.right]
-    return [node.this] if isinstance(node.this, exp.Expr) else []
-
-
-def _comparable(left: exp.Expr, right: exp.Expr) -> bool:
-    classes = {type_class(left.type), type_class(right.type)}
-    if "unknown" in classes or len(classes) == 1:
-        return True
-    if classes == {"numeric", "text"}:
-        text_side = left if type_class(left.type) == "text" else right
-        return isinstance(text_side, exp.Literal) and _is_number(text_side.this)
-    return classes == {"temporal", "text"}
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-        return True
-    except ValueError:
-        return False
-
-
 def _node_named(select: exp.Expr, message: str) -> exp.Expr:
     """The column an optimizer message names, to point the error at it."""
     for column in select.find_all(exp.Column):
@@ -379,7 +280,7 @@ class _Locator:
         if meta:
             col = meta["col"] - (meta["end"] - meta["start"]) + (col - 1 if meta["line"] == 1 else 0)
             line = line + meta["line"] - 1
-        return ValidationError(message, line=line, col=col, text=_show(node)[:80])
+        return ValidationError(message, line=line, col=col, text=as_written(node)[:80])
 
 
 def _meta(node: exp.Expr) -> dict | None:

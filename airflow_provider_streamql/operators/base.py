@@ -201,7 +201,7 @@ def push_spark_ui(context: Context, engine: Engine) -> None:
     query_id = context["ti"].xcom_pull(task_ids=context["ti"].task_id, key="query_id")
     url = None
     if query_id and query_id != "ALL":
-        lease = engine.catalog.leases().get(query_id)
-        runtime = next((r for r in engine.catalog.runtimes() if lease and r["id"] == lease["runtime_id"]), None)
+        lease = engine.catalog.leases.holders().get(query_id)
+        runtime = next((r for r in engine.catalog.runtimes.all() if lease and r["id"] == lease["runtime_id"]), None)
         url = runtime.get("spark_ui_url") if runtime else None
     push(context, spark_ui_url=url)

@@ -3,11 +3,14 @@
 (:mod:`..views.describe`).
 
 The planner's modules: :mod:`.planner` (the :class:`Planner` and its handler table),
-:mod:`.base` (state, errors, lookups, the source builder, :class:`Step`), one module per
-statement family (:mod:`.sources`, :mod:`.queries`, :mod:`.control`, :mod:`.reads`) and
-:mod:`.feasibility` (what Structured Streaming can run, as a table of rules)."""
+:mod:`.planning` (the state a script is planned in, with the lookups and checks the families
+share), :mod:`.step` (what planning a statement returns, and its file effects), one module
+per statement family (:mod:`.sources`, :mod:`.queries`, :mod:`.shadows`, :mod:`.control`,
+:mod:`.reads`, :mod:`.snapshots`) and :mod:`.feasibility` (what Structured Streaming can
+run, as a table of rules)."""
 
-from .base import Step
 from .planner import Planner
+from .planning import Planning
+from .step import Step
 
-__all__ = ["Planner", "Step"]
+__all__ = ["Planner", "Planning", "Step"]

@@ -15,26 +15,32 @@ from ..catalog.states import BadRecordStatus, DesiredState
 from ..language import statements as st
 from ..results import Result
 from ..storage.deadletter import append_dead_letters, dead_letter_source
-from .base import PlannerBase, Step, remove_files
+from .planning import Planning, error_at, state_error_at
+from .step import Step, remove_files
 
 # SET 'key' -> allowed values.
 SESSION_PROPERTIES = {"auto.offset.reset": ("earliest", "latest")}
 CONTROL_TARGET = {"PAUSE": DesiredState.PAUSED, "RESUME": DesiredState.RUNNING, "TERMINATE": DesiredState.TERMINATED}
 
 
-class ControlStatements(PlannerBase):
-    def _query_control(self, stmt: st.QueryControl) -> Step:
+class ControlStatements:
+    """PAUSE, RESUME, TERMINATE and SET, planned in ``planning``."""
+
+    def __init__(self, planning: Planning):
+        self.planning = planning
+
+    def query_control(self, stmt: st.QueryControl) -> Step:
         target = CONTROL_TARGET[stmt.action]
         if stmt.query_id is None:
             chosen = [
                 q
-                for q in self.snapshot.queries.values()
-                if q.pipeline == self.pipeline and q.desired_state != DesiredState.TERMINATED
+                for q in self.planning.snapshot.queries.values()
+                if q.pipeline == self.planning.pipeline and q.desired_state != DesiredState.TERMINATED
             ]
         else:
-            query = self._query_named(stmt.query_id, stmt)
+            query = self.planning.query_named(stmt.query_id, stmt)
             if query.desired_state == DesiredState.TERMINATED and target != DesiredState.TERMINATED:
-                raise self._state_error(
+                raise state_error_at(
                     f"query {query.id} is terminated and cannot be "
                     f"{'resumed' if target == DesiredState.RUNNING else 'paused'}; "
                     f"create a new query instead",
@@ -43,47 +49,53 @@ class ControlStatements(PlannerBase):
             chosen = [query]
         # records holding paused queries: a RESUME retries their batch, or skips them
         held = (
-            {q.id: self.catalog.bad_records(q.id, BadRecordStatus.PENDING, self.conn) for q in chosen}
+            {
+                q.id: self.planning.catalog.bad_records.of(q.id, BadRecordStatus.PENDING, self.planning.conn)
+                for q in chosen
+            }
             if target == DesiredState.RUNNING
             else {}
         )
         held = {q: records for q, records in held.items() if records}
         if stmt.skip_bad_records and not held:
-            what = stmt.query_id or f"any query of pipeline {self.pipeline!r}"
-            raise self._state_error(
+            what = stmt.query_id or f"any query of pipeline {self.planning.pipeline!r}"
+            raise state_error_at(
                 f"no bad records are holding {what}; nothing to skip (RESUME without SKIP BAD RECORDS)", stmt
             )
         changed = [q for q in chosen if q.desired_state != target]
         for q in changed:
             q.desired_state = target
         dead_letters = (
-            {q: dead_letter_source(self.snapshot.queries[q], self.home) for q in held} if stmt.skip_bad_records else {}
+            {q: dead_letter_source(self.planning.snapshot.queries[q], self.planning.home) for q in held}
+            if stmt.skip_bad_records
+            else {}
         )
-        new_dead_letters = [d for d in dead_letters.values() if d.name not in self.snapshot.sources]
+        new_dead_letters = [d for d in dead_letters.values() if d.name not in self.planning.snapshot.sources]
         for d in new_dead_letters:
-            self.snapshot.sources[d.name] = d
+            self.planning.snapshot.sources[d.name] = d
 
         def write(conn: Connection) -> None:
             for q in changed:
-                self.catalog.set_desired(conn, q.id, target)
+                self.planning.catalog.set_desired(conn, q.id, target)
             for d in new_dead_letters:
-                self.catalog.insert_source(conn, d)
+                self.planning.catalog.insert_source(conn, d)
             for query_id in held:
-                self.catalog.mark_bad_records(
+                self.planning.catalog.bad_records.mark(
                     conn,
                     query_id,
                     BadRecordStatus.PENDING,
                     BadRecordStatus.SKIPPED if stmt.skip_bad_records else BadRecordStatus.RETRIED,
-                    handled_by=self.issuer,
+                    handled_by=self.planning.issuer,
                 )
 
         def files() -> Callable[[], None]:
             written = []
             for q, records in held.items():
                 skipped = [
-                    replace(r, status="SKIPPED", handled_by=self.issuer, handled_at=time.time()) for r in records
+                    replace(r, status=BadRecordStatus.SKIPPED, handled_by=self.planning.issuer, handled_at=time.time())
+                    for r in records
                 ]
-                letters = self.snapshot.sources.get(dead_letters[q].name, dead_letters[q])
+                letters = self.planning.snapshot.sources.get(dead_letters[q].name, dead_letters[q])
                 written.append(append_dead_letters(letters, skipped))
             return lambda: remove_files(written)
 
@@ -107,14 +119,14 @@ class ControlStatements(PlannerBase):
             files=files if stmt.skip_bad_records else None,
         )
 
-    def _set_property(self, stmt: st.SetProperty) -> Step:
+    def set_property(self, stmt: st.SetProperty) -> Step:
         allowed = SESSION_PROPERTIES.get(stmt.key)
         if allowed is None:
-            raise self._error(f"unknown property {stmt.key!r} (known: {', '.join(SESSION_PROPERTIES)})", stmt)
+            raise error_at(f"unknown property {stmt.key!r} (known: {', '.join(SESSION_PROPERTIES)})", stmt)
         if stmt.value is None:
-            self.settings.pop(stmt.key, None)
+            self.planning.settings.pop(stmt.key, None)
             return Step(Result(stmt.text, f"Unset {stmt.key}"))
         if stmt.value.lower() not in allowed:
-            raise self._error(f"{stmt.key} must be one of {', '.join(allowed)}, not {stmt.value!r}", stmt)
-        self.settings[stmt.key] = stmt.value.lower()
+            raise error_at(f"{stmt.key} must be one of {', '.join(allowed)}, not {stmt.value!r}", stmt)
+        self.planning.settings[stmt.key] = stmt.value.lower()
         return Step(Result(stmt.text, f"Set {stmt.key} = {stmt.value.lower()}"))

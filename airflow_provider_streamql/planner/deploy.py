@@ -115,7 +115,7 @@ def to_apply(statements: list[st.Statement], deploy_plan: DeployPlan) -> list[st
 
 
 def _plan_one(planner: Planner, stmt: st.Statement) -> PlanItem:
-    name = getattr(stmt, "name", None) or getattr(stmt, "target", "")
+    name = str(getattr(stmt, "name", None) or getattr(stmt, "target", ""))
     kind = getattr(stmt, "kind", "STREAM").lower()
     item = PlanItem("create", kind, name, statement=stmt.text.strip(), line=stmt.line)
     if isinstance(stmt, st.SetProperty):

@@ -21,7 +21,9 @@ import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from itertools import groupby
-from typing import NamedTuple
+from typing import NamedTuple, cast
+
+from sqlglot import exp
 
 from ..catalog import SourceInfo
 from ..language import statements as st
@@ -35,7 +37,7 @@ class Query:
     """A persistent query as the rules see it: its statement, its analysed SELECT, the
     sources of the catalog as planned so far and the session's settings."""
 
-    stmt: st.Statement
+    stmt: st.CreateAsSelect | st.InsertSelect
     analysis: SelectAnalysis
     sources: dict[str, SourceInfo]
     settings: dict[str, str]
@@ -134,7 +136,7 @@ def table_query_key(query: Query) -> Iterator[str]:
 def table_join_key(query: Query) -> Iterator[str]:
     if not _over_table(query):
         return
-    select = query.analysis.named if query.analysis.named is not None else query.stmt.select
+    select = query.analysis.named if query.analysis.named is not None else cast(exp.Select, query.stmt.select)
     for join, (_, name) in zip(select.args.get("joins") or [], query.analysis.joins, strict=False):
         keys = query.sources[name].key_columns
         missing = unmatched_keys(select, join, keys)

@@ -4,46 +4,61 @@
 to that snapshot, so the next statement of the script is checked against the catalog as it
 would be. Nothing touches the database until every statement of a script has been planned.
 
-The planner is its statement families put together (:mod:`.sources`, :mod:`.queries`,
-:mod:`.control`, :mod:`.reads`, :mod:`.snapshots`, :mod:`.shadows`, all on :mod:`.base`);
-:attr:`Planner.HANDLERS` says which handler plans which statement class.
+The planner is its statement families (:mod:`.sources`, :mod:`.queries`, :mod:`.control`,
+:mod:`.reads`, :mod:`.snapshots`, :mod:`.shadows`) put together: each holds the one
+:class:`~.planning.Planning` of the script and, by name, the families it uses (sources and
+shadows make new versions of queries through ``queries``); none inherits another.
+:attr:`Planner.HANDLERS` says which family's method plans which statement class.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import ClassVar
 
+from ..catalog import Snapshot
 from ..language import statements as st
-from .base import Step
 from .control import ControlStatements
-from .queries import PersistentQueries
+from .planning import Planning
+from .queries import PersistentQueries, Replacement
 from .reads import Reads
 from .shadows import ShadowStatements
 from .snapshots import SnapshotStatements
 from .sources import SourceStatements
+from .step import Step
 
 
-class Planner(SourceStatements, ShadowStatements, ControlStatements, Reads, SnapshotStatements):
-    #: statement class -> its handler, called as ``handler(planner, stmt)``
-    HANDLERS: ClassVar[dict[type[st.Statement], Callable[[Any, Any], Step]]] = {
-        st.CreateSource: SourceStatements._create_source,
-        st.AlterSource: SourceStatements._alter_source,
-        st.DropSource: SourceStatements._drop_source,
-        st.CreateAsSelect: ShadowStatements._create_as_select_or_shadow,
-        st.InsertSelect: PersistentQueries._insert_select,
-        st.QueryControl: ControlStatements._query_control,
-        st.SetProperty: ControlStatements._set_property,
-        st.InsertValues: Reads._insert_values,
-        st.PullQuery: Reads._pull_query,
-        st.Show: Reads._show,
-        st.Describe: Reads._describe,
-        st.Explain: Reads._explain,
-        st.TakeSnapshot: SnapshotStatements._take_snapshot,
-        st.RestoreQuery: SnapshotStatements._restore,
-        st.ShadowAction: ShadowStatements._shadow_action,
-        st.DiffShadow: ShadowStatements._diff,
+class Planner:
+    """The statement families of one script's :class:`Planning`, and :meth:`plan`, which
+    hands each statement to its family's handler."""
+
+    #: statement class -> (family, method): planned by ``planner.<family>.<method>(stmt)``
+    HANDLERS: ClassVar[dict[type[st.Statement], tuple[str, str]]] = {
+        st.CreateSource: ("sources", "create_source"),
+        st.AlterSource: ("sources", "alter_source"),
+        st.DropSource: ("sources", "drop_source"),
+        st.CreateAsSelect: ("shadows", "create_as_select_or_shadow"),
+        st.InsertSelect: ("queries", "insert_select"),
+        st.QueryControl: ("control", "query_control"),
+        st.SetProperty: ("control", "set_property"),
+        st.InsertValues: ("reads", "insert_values"),
+        st.PullQuery: ("reads", "pull_query"),
+        st.Show: ("reads", "show"),
+        st.Describe: ("reads", "describe"),
+        st.Explain: ("reads", "explain"),
+        st.TakeSnapshot: ("snapshots", "take_snapshot"),
+        st.RestoreQuery: ("snapshots", "restore"),
+        st.ShadowAction: ("shadows", "shadow_action"),
+        st.DiffShadow: ("shadows", "diff"),
     }
+
+    def __init__(self, planning: Planning):
+        self.planning = planning
+        self.queries = PersistentQueries(planning)
+        self.sources = SourceStatements(planning, self.queries)
+        self.shadows = ShadowStatements(planning, self.queries)
+        self.control = ControlStatements(planning)
+        self.reads = Reads(planning)
+        self.snapshots = SnapshotStatements(planning)
 
     def plan(self, stmt: st.Statement) -> Step:
         handler = self.HANDLERS.get(type(stmt))
@@ -52,6 +67,38 @@ class Planner(SourceStatements, ShadowStatements, ControlStatements, Reads, Snap
                 f"the planner has no handler for {type(stmt).__name__} statements "
                 f"(it plans {', '.join(t.__name__ for t in self.HANDLERS)})"
             )
-        step = handler(self, stmt)
+        family, method = handler
+        step: Step = getattr(getattr(self, family), method)(stmt)
         step.log = stmt.writes and step.result.action != "unchanged"
         return step
+
+    # -- what the engine and deploy plans ask of the planning and its families --------------
+    @property
+    def snapshot(self) -> Snapshot:
+        """The catalog as the statements planned so far leave it."""
+        return self.planning.snapshot
+
+    @property
+    def skip_unchanged(self) -> bool:
+        return self.planning.skip_unchanged
+
+    @skip_unchanged.setter
+    def skip_unchanged(self, value: bool) -> None:
+        self.planning.skip_unchanged = value
+
+    @property
+    def issuer(self) -> str:
+        return self.planning.issuer
+
+    @issuer.setter
+    def issuer(self, value: str) -> None:
+        self.planning.issuer = value
+
+    def check_replace(self, stmt: st.CreateAsSelect) -> Replacement:
+        """The validator's verdict on replacing a query (:meth:`.queries.PersistentQueries.check_replace`)."""
+        return self.queries.check_replace(stmt)
+
+    def check_replace_source(self, stmt: st.CreateSource):
+        """The validator's verdict on replacing a declared source
+        (:meth:`.sources.SourceStatements.check_replace_source`)."""
+        return self.sources.check_replace_source(stmt)

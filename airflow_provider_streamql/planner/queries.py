@@ -1,8 +1,10 @@
 """Persistent queries: ``CREATE STREAM|TABLE ... AS SELECT``, its ``CREATE OR REPLACE``
 (validated by :meth:`PersistentQueries.check_replace` against the query's last version) and
 ``INSERT INTO ... SELECT``. Each is compiled by the one compile step
-(:mod:`..language.compiler`); ``_sink`` decides the output it writes, ``_query`` makes the
-catalog record of a compiled query.
+(:mod:`..language.compiler`); :meth:`~PersistentQueries.sink` decides the output it writes,
+:meth:`~PersistentQueries.query_info` makes the catalog record of a compiled query. The
+families that make new versions of queries (sources widening a column their readers read,
+shadows) hold this one and call those.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from ..results import Result
 from ..storage import topics
 from ..storage.state import recorded_state
 from ..upgrades import Code, Finding, Report, UpgradeKind, Verdict, validate_upgrade
-from .base import PlannerBase, Step, column_tuples
+from .planning import Planning, column_tuples, error_at, unchanged
+from .step import Step
 
 QUERY_PREFIX = QUERY_KINDS
 
@@ -35,30 +38,35 @@ QUERY_PREFIX = QUERY_KINDS
 Replacement = tuple[QueryInfo, Report, QueryInfo, SourceInfo]
 
 
-class PersistentQueries(PlannerBase):
-    def _create_as_select(self, stmt: st.CreateAsSelect) -> Step:
-        existing = self.snapshot.sources.get(stmt.name)
-        if (exists := self._if_not_exists(stmt)) is not None:
+class PersistentQueries:
+    """The statements that create or change a persistent query, planned in ``planning``."""
+
+    def __init__(self, planning: Planning):
+        self.planning = planning
+
+    def create_as_select(self, stmt: st.CreateAsSelect) -> Step:
+        existing = self.planning.snapshot.sources.get(stmt.name)
+        if (exists := self.planning.if_not_exists(stmt)) is not None:
             return exists
         checked = None
-        if self.skip_unchanged and existing is not None and existing.writer_query:
+        if self.planning.skip_unchanged and existing is not None and existing.writer_query:
             checked = self.check_replace(stmt)
             current, _report, new, sink = checked
             if _same_query(current, existing, new, sink, stmt):
-                return self._unchanged(stmt, f"query {current.id}", current)
+                return unchanged(stmt, f"query {current.id}", current)
         if stmt.or_replace and existing is not None:
-            return self._replace(stmt, checked or self.check_replace(stmt))
-        self._check_new_name(stmt.name, stmt)
-        analysis = self._analyze_query(stmt)
-        seq = self.snapshot.next_seq
+            return self.replace_in_place(stmt, checked or self.check_replace(stmt))
+        self.planning.check_new_name(stmt.name, stmt)
+        analysis = self.planning.analyze_query(stmt)
+        seq = self.planning.snapshot.next_seq
         query_id = f"{QUERY_PREFIX[stmt.kind]}_{stmt.name}_{seq}"
-        sink = self._sink(stmt, analysis, query_id)
-        query = self._query(query_id, seq, sink, self._compile(stmt, analysis, sink, query_id), stmt)
-        self.snapshot.sources[sink.name] = sink
+        sink = self.sink(stmt, analysis, query_id)
+        query = self.query_info(query_id, seq, sink, self.compile(stmt, analysis, sink, query_id), stmt)
+        self.planning.snapshot.sources[sink.name] = sink
 
         def write(conn: Connection) -> None:
-            self.catalog.insert_source(conn, sink)
-            self.catalog.insert_query(conn, query, sink)
+            self.planning.catalog.insert_source(conn, sink)
+            self.planning.catalog.insert_query(conn, query, sink)
 
         return Step(
             Result(
@@ -75,22 +83,22 @@ class PersistentQueries(PlannerBase):
     def check_replace(self, stmt: st.CreateAsSelect) -> Replacement:
         """Validate ``CREATE OR REPLACE`` of an existing query's sink against the query's last
         recorded version. Returns (current query, report, new version, new sink); writes nothing."""
-        old_sink = self.snapshot.sources.get(stmt.name)
+        old_sink = self.planning.snapshot.sources.get(stmt.name)
         if old_sink is None:
-            raise self._unknown(stmt.name, stmt)
+            raise self.planning.unknown(stmt.name, stmt)
         if old_sink.writer_query is None:
-            raise self._error(
+            raise error_at(
                 f"{stmt.name} is a declared {old_sink.kind.lower()}, not the output of "
                 f"a query; replace it with CREATE OR REPLACE {old_sink.kind} "
                 f"{stmt.name} (columns ...)",
                 stmt,
             )
-        current = self.snapshot.queries[old_sink.writer_query]
-        analysis = self._analyze_query(stmt, spellings=old_sink.columns)  # its readers read these
-        sink = self._sink(stmt, analysis, current.id, replacing=old_sink)
-        version = max(self.catalog.next_version(self.conn, current.id), current.version + 1)
-        compiled = self._compile(stmt, analysis, sink, current.id, named=current.shape.named)
-        new = self._query(current.id, current.seq, sink, compiled, stmt, version=version, register=False)
+        current = self.planning.snapshot.queries[old_sink.writer_query]
+        analysis = self.planning.analyze_query(stmt, spellings=old_sink.columns)  # its readers read these
+        sink = self.sink(stmt, analysis, current.id, replacing=old_sink)
+        version = max(self.planning.catalog.next_version(self.planning.conn, current.id), current.version + 1)
+        compiled = self.compile(stmt, analysis, sink, current.id, named=current.shape.named)
+        new = self.query_info(current.id, current.seq, sink, compiled, stmt, version=version, register=False)
         if "on_error" not in stmt.properties and "on_error" in current.settings:
             new.settings["on_error"] = current.settings["on_error"]
         # a paused query stays paused (RESUME it when ready); a terminated one restarts
@@ -99,7 +107,7 @@ class PersistentQueries(PlannerBase):
         )
         readers = sorted(
             q.id
-            for q in self.snapshot.queries.values()
+            for q in self.planning.snapshot.queries.values()
             if sink.name in q.sources and q.desired_state != DesiredState.TERMINATED
         )
         report = validate_upgrade(
@@ -107,7 +115,7 @@ class PersistentQueries(PlannerBase):
         )
         writers = [
             q.id
-            for q in self.snapshot.queries.values()
+            for q in self.planning.snapshot.queries.values()
             if q.sink == sink.name and q.id != current.id and q.desired_state != DesiredState.TERMINATED
         ]
         if writers:
@@ -126,7 +134,7 @@ class PersistentQueries(PlannerBase):
             )
         return current, report, new, sink
 
-    def _replace(self, stmt: st.CreateAsSelect, checked: Replacement) -> Step:
+    def replace_in_place(self, stmt: st.CreateAsSelect, checked: Replacement) -> Step:
         """Apply a replacement ``check_replace`` validated, if it can be done in place."""
         current, report, new, sink = checked
         if report.verdict != "IN_PLACE":
@@ -146,8 +154,8 @@ class PersistentQueries(PlannerBase):
                 col=stmt.col,
                 text=stmt.text.strip()[:120],
             )
-        self.snapshot.queries[new.id] = new
-        self.snapshot.sources[sink.name] = sink
+        self.planning.snapshot.queries[new.id] = new
+        self.planning.snapshot.sources[sink.name] = sink
         return Step(
             Result(
                 stmt.text,
@@ -158,10 +166,10 @@ class PersistentQueries(PlannerBase):
                 version=new.version,
                 action="replaced",
             ),
-            write=lambda conn: self.catalog.add_version(conn, new, sink, report.to_dict()),
+            write=lambda conn: self.planning.catalog.add_version(conn, new, sink, report.to_dict()),
         )
 
-    def _sink(
+    def sink(
         self, stmt: st.CreateAsSelect, analysis: SelectAnalysis, query_id: str, replacing: SourceInfo | None = None
     ) -> SourceInfo:
         """The output a query writes. A replacement keeps the old sink's WITH properties unless
@@ -171,7 +179,7 @@ class PersistentQueries(PlannerBase):
             stmt = replace(stmt, properties={**kept, **stmt.properties})
         # on_error belongs to the query, not to its output
         stmt = replace(stmt, properties={k: v for k, v in stmt.properties.items() if k != "on_error"})
-        sink = self._source(stmt, analysis.columns, writer=query_id, replacing=replacing)
+        sink = self.planning.source(stmt, analysis.columns, writer=query_id, replacing=replacing)
         if replacing is not None and replacing.batch_files:
             sink.properties[BATCH_FILES] = True  # how an output is written never changes
         elif (
@@ -181,7 +189,7 @@ class PersistentQueries(PlannerBase):
             and not os.path.isdir(os.path.join(sink.path, topics.SINK_LOG))  # a dropped sink's log: Spark's sink
         ):
             sink.properties[BATCH_FILES] = True  # whole renamed files: INSERT INTO ... SELECT may write it too
-        inherited = self.snapshot.sources[analysis.sources[0]].timestamp_column
+        inherited = self.planning.snapshot.sources[analysis.sources[0]].timestamp_column
         if (
             "timestamp" not in sink.properties
             and stmt.window is None
@@ -190,34 +198,36 @@ class PersistentQueries(PlannerBase):
             sink.properties["timestamp"] = inherited  # the event time passes through unchanged
         return sink
 
-    def _insert_select(self, stmt: st.InsertSelect) -> Step:
-        written = self.snapshot.sources.get(stmt.target)
+    def insert_select(self, stmt: st.InsertSelect) -> Step:
+        written = self.planning.snapshot.sources.get(stmt.target)
         if written is not None and written.writer_query and written.kind == "STREAM" and written.batch_files:
             target = written  # a CREATE STREAM AS SELECT output written as whole files: several writers
         elif written is not None and written.writer_query and written.kind == "STREAM" and not written.kafka_topic:
-            raise self._error(_query_output_refusal(written), stmt)
+            raise error_at(_query_output_refusal(written), stmt)
         else:
-            target = self._declared(stmt.target, "STREAM", stmt, "INSERT INTO")
-        analysis = self._analyze_query(stmt)
+            target = self.planning.declared(stmt.target, "STREAM", stmt, "INSERT INTO")
+        analysis = self.planning.analyze_query(stmt)
         if analysis.aggregate:
-            raise self._error("INSERT INTO ... SELECT cannot aggregate; write a TABLE instead", stmt)
+            raise error_at("INSERT INTO ... SELECT cannot aggregate; write a TABLE instead", stmt)
         got = [(c.name.lower(), c.type) for c in analysis.columns]
         want = [(c.name.lower(), c.type) for c in target.columns]
         if got != want:
-            raise self._error(f"the SELECT's columns {got} do not match {target.name}'s {want}", stmt)
+            raise error_at(f"the SELECT's columns {got} do not match {target.name}'s {want}", stmt)
         analysis = analysis.respelled(target.columns)  # written as the target's readers read it
-        if self.skip_unchanged:
-            for q in self.snapshot.queries.values():
+        if self.planning.skip_unchanged:
+            for q in self.planning.snapshot.queries.values():
                 if (
                     q.kind == "INSERT"
                     and q.sink == target.name
                     and q.desired_state != DesiredState.TERMINATED
-                    and self._compile(stmt, analysis, target, q.id, kind="INSERT").plan.spark_sql == q.select_sql
+                    and self.compile(stmt, analysis, target, q.id, kind="INSERT").plan.spark_sql == q.select_sql
                 ):
-                    return self._unchanged(stmt, f"query {q.id}", q)
-        seq = self.snapshot.next_seq
+                    return unchanged(stmt, f"query {q.id}", q)
+        seq = self.planning.snapshot.next_seq
         query_id = f"INSERTQUERY_{seq}"
-        query = self._query(query_id, seq, target, self._compile(stmt, analysis, target, query_id, kind="INSERT"), stmt)
+        query = self.query_info(
+            query_id, seq, target, self.compile(stmt, analysis, target, query_id, kind="INSERT"), stmt
+        )
         return Step(
             Result(
                 stmt.text,
@@ -227,10 +237,10 @@ class PersistentQueries(PlannerBase):
                 version=1,
                 action="created",
             ),
-            write=lambda conn: self.catalog.insert_query(conn, query, target),
+            write=lambda conn: self.planning.catalog.insert_query(conn, query, target),
         )
 
-    def _compile(
+    def compile(
         self,
         stmt: st.CreateAsSelect | st.InsertSelect,
         analysis: SelectAnalysis,
@@ -246,15 +256,15 @@ class PersistentQueries(PlannerBase):
         return compile_query(
             stmt,
             analysis,
-            self._schemas(),
+            self.planning.schemas(),
             sink.as_sink,
             query_id=query_id,
             kind=kind or QUERY_PREFIX[getattr(stmt, "kind", "STREAM")],
             named=named,
-            offset_reset=self.settings.get("auto.offset.reset", "latest"),
+            offset_reset=self.planning.settings.get("auto.offset.reset", "latest"),
         )
 
-    def _query(
+    def query_info(
         self,
         query_id: str,
         seq: int,
@@ -267,16 +277,16 @@ class PersistentQueries(PlannerBase):
     ) -> QueryInfo:
         """The catalog record of a compiled query, new or a new version."""
         now = time.time()
-        settings = dict(self.settings)
+        settings = dict(self.planning.settings)
         policy = getattr(stmt, "properties", {}).get("on_error")
         if policy is not None:
             if str(policy).upper() not in ERROR_POLICIES:
-                raise self._error(f"on_error must be one of {', '.join(ERROR_POLICIES)}, not {policy!r}", stmt)
+                raise error_at(f"on_error must be one of {', '.join(ERROR_POLICIES)}, not {policy!r}", stmt)
             settings["on_error"] = str(policy).upper()
         query = QueryInfo(
             id=query_id,
             seq=seq,
-            pipeline=self.pipeline,
+            pipeline=self.planning.pipeline,
             kind=compiled.shape.kind,
             sink=sink.name,
             sources=list(compiled.sources),
@@ -286,15 +296,15 @@ class PersistentQueries(PlannerBase):
             plan=compiled.plan,
             shape=compiled.shape,
             version=version,
-            checkpoint=self.layout.checkpoint(query_id),
+            checkpoint=self.planning.layout.checkpoint(query_id),
             desired_state=DesiredState.RUNNING,
             observed_state=QueryState.PENDING,
             created_at=now,
             updated_at=now,
         )
         if register:
-            self.snapshot.queries[query_id] = query
-            self.snapshot.next_seq += 1
+            self.planning.snapshot.queries[query_id] = query
+            self.planning.snapshot.next_seq += 1
         return query
 
 

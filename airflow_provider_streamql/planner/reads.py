@@ -7,45 +7,53 @@ the read model, :mod:`..views.describe`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
+
+from sqlglot import exp
 
 from ..errors import NotFoundError, ValidationError
 from ..language import statements as st
 from ..results import Result
 from ..storage import topics
 from ..storage.values import ValueEvaluator, record_problem, stored
-from .base import PlannerBase, Step, remove_files
+from .planning import Planning, error_at
+from .step import Step, remove_files
 
 
-class Reads(PlannerBase):
-    def _insert_values(self, stmt: st.InsertValues) -> Step:
-        src = self.snapshot.sources.get(stmt.target)
+class Reads:
+    """INSERT VALUES, pull queries, SHOW, DESCRIBE and EXPLAIN, planned in ``planning``."""
+
+    def __init__(self, planning: Planning):
+        self.planning = planning
+
+    def insert_values(self, stmt: st.InsertValues) -> Step:
+        src = self.planning.snapshot.sources.get(stmt.target)
         if src is None:
-            raise self._unknown(stmt.target, stmt)
+            raise self.planning.unknown(stmt.target, stmt)
         if src.writer_query:
-            raise self._error(
+            raise error_at(
                 f"{src.name} is written by query {src.writer_query}; INSERT VALUES "
                 f"appends only to declared streams and tables",
                 stmt,
             )
         if src.kafka_topic:
-            raise self._error(
+            raise error_at(
                 f"{src.name} is the Kafka topic {src.kafka_topic!r}: produce to it with a Kafka producer", stmt
             )
         by_lower = {c.name.lower(): c for c in src.columns}
         names = stmt.columns or [c.name for c in src.columns]
         if len(names) != len(stmt.values):
-            raise self._error(f"{src.name} has {len(names)} columns but {len(stmt.values)} values were given", stmt)
+            raise error_at(f"{src.name} has {len(names)} columns but {len(stmt.values)} values were given", stmt)
         unknown = next((name for name in names if name.lower() not in by_lower), None)
         if unknown is not None:
-            raise self._error(
+            raise error_at(
                 f"{src.name} has no column {unknown!r} (columns: {', '.join(by_lower[k].name for k in by_lower)})",
                 stmt,
             )
         # every value is evaluated and checked against its column before anything is written;
         # columns left out of the column list are NULL (as in ksqlDB)
         record: dict[str, Any] = {c.name: None for c in src.columns}
-        with ValueEvaluator(self.limits) as evaluator:
+        with ValueEvaluator(self.planning.limits) as evaluator:
             for name, tree in zip(names, stmt.values, strict=True):
                 column = by_lower[name.lower()]
                 try:
@@ -57,13 +65,13 @@ class Reads(PlannerBase):
                         timestamp_format=src.properties.get("timestamp_format"),
                     )
                 except ValidationError as e:
-                    raise self._error(e.message, stmt) from None
-        problem = record_problem(record, src.format, self.limits)
+                    raise error_at(e.message, stmt) from None
+        problem = record_problem(record, src.format, self.planning.limits)
         if problem:
-            raise self._error(problem, stmt)
+            raise error_at(problem, stmt)
         for key in src.key_columns if src.kind == "TABLE" else []:
             if record[key] is None:
-                raise self._error(f"primary key column {key!r} of {src.name} cannot be NULL", stmt)
+                raise error_at(f"primary key column {key!r} of {src.name} cannot be NULL", stmt)
 
         def files() -> Callable[[], None]:
             written = topics.append(
@@ -73,12 +81,12 @@ class Reads(PlannerBase):
 
         return Step(Result(stmt.text, f"Inserted 1 record into {src.name}"), files=files)
 
-    def _pull_query(self, stmt: st.PullQuery) -> Step:
-        analysis = self._analyze_pull(stmt)
-        sources = {name: self.snapshot.sources[name] for name in analysis.sources}
+    def pull_query(self, stmt: st.PullQuery) -> Step:
+        analysis = self.planning.analyze_pull(stmt)
+        sources = {name: self.planning.snapshot.sources[name] for name in analysis.sources}
         on_kafka = [f"{s.name} (Kafka topic {s.kafka_topic!r})" for s in sources.values() if s.kafka_topic]
         if on_kafka:
-            raise self._error(
+            raise error_at(
                 f"pull queries read file topics; {', '.join(on_kafka)} is read by persistent queries only", stmt
             )
 
@@ -90,42 +98,53 @@ class Reads(PlannerBase):
             from ..storage.pull import run_pull_query
 
             notes: list[str] = []
-            select = analysis.named or stmt.select
-            result.columns, result.rows = run_pull_query(select, sources, analysis, self.limits, notes)
+            select = analysis.named or cast(exp.Select, stmt.select)  # one SELECT (parse_select)
+            result.columns, result.rows = run_pull_query(select, sources, analysis, self.planning.limits, notes)
             if notes:
                 result.message = "; ".join(notes)
                 result.details["notes"] = notes
 
         return Step(result, read=read)
 
-    def _show(self, stmt: st.Show) -> Step:
+    def show(self, stmt: st.Show) -> Step:
         from ..views.describe import show
         from .control import SESSION_PROPERTIES
 
-        return Step(show(self.catalog, self.conn, self.snapshot, stmt, self.settings, SESSION_PROPERTIES))
+        return Step(
+            show(
+                self.planning.catalog,
+                self.planning.conn,
+                self.planning.snapshot,
+                stmt,
+                self.planning.settings,
+                SESSION_PROPERTIES,
+            )
+        )
 
-    def _describe(self, stmt: st.Describe) -> Step:
+    def describe(self, stmt: st.Describe) -> Step:
         from ..views.describe import describe, describe_query, describe_state
 
         if stmt.state:
-            if stmt.name not in self.snapshot.queries:
+            if stmt.name not in self.planning.snapshot.queries:
                 raise NotFoundError(
                     f"no query {stmt.name!r}: DESCRIBE ... STATE takes a query ID",
                     line=stmt.line,
                     col=stmt.col,
                     text=stmt.text,
                 )
-            result, read_rows = describe_state(self.snapshot.queries[stmt.name], stmt, self.read_state)
+            result, read_rows = describe_state(
+                self.planning.snapshot.queries[stmt.name], stmt, self.planning.read_state
+            )
             return Step(result, after_commit=read_rows)
-        if stmt.name not in self.snapshot.sources and stmt.name in self.snapshot.queries:
-            return Step(describe_query(self.catalog, self.conn, self.snapshot, stmt))
-        if stmt.name not in self.snapshot.sources:
-            raise self._unknown(stmt.name, stmt)
-        return Step(describe(self.catalog, self.conn, self.snapshot, stmt))
+        if stmt.name not in self.planning.snapshot.sources and stmt.name in self.planning.snapshot.queries:
+            return Step(describe_query(self.planning.catalog, self.planning.conn, self.planning.snapshot, stmt))
+        if stmt.name not in self.planning.snapshot.sources:
+            raise self.planning.unknown(stmt.name, stmt)
+        return Step(describe(self.planning.catalog, self.planning.conn, self.planning.snapshot, stmt))
 
-    def _explain(self, stmt: st.Explain) -> Step:
+    def explain(self, stmt: st.Explain) -> Step:
         from ..views.describe import explain
 
-        if stmt.query_id not in self.snapshot.queries:
+        if stmt.query_id not in self.planning.snapshot.queries:
             raise NotFoundError(f"no query {stmt.query_id!r}", line=stmt.line, col=stmt.col, text=stmt.text)
-        return Step(explain(self.catalog, self.conn, self.snapshot, stmt))
+        return Step(explain(self.planning.catalog, self.planning.conn, self.planning.snapshot, stmt))

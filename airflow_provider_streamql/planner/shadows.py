@@ -29,8 +29,9 @@ from ..results import Result
 from ..storage.checkpoints import last_committed_batch
 from ..storage.diff import Side, compare
 from ..storage.snapshots import copy_committed, give_new_identity
-from .base import Step
+from .planning import Planning, error_at, state_error_at
 from .queries import QUERY_PREFIX, PersistentQueries
+from .step import Step
 
 SHADOW_SUFFIX = "_SHADOW"
 #: ``shadow = true`` in a WITH list, and the comma that joins it to the next property
@@ -78,8 +79,15 @@ def without_shadow(stmt: st.CreateAsSelect) -> st.CreateAsSelect:
     )
 
 
-class ShadowStatements(PersistentQueries):
-    def _create_as_select_or_shadow(self, stmt: st.CreateAsSelect) -> Step:
+class ShadowStatements:
+    """``CREATE ... AS SELECT`` (a shadow when it asks for one) and the statements on a
+    shadow, planned in ``planning``; ``queries`` checks, compiles and records the versions."""
+
+    def __init__(self, planning: Planning, queries: PersistentQueries):
+        self.planning = planning
+        self.queries = queries
+
+    def create_as_select_or_shadow(self, stmt: st.CreateAsSelect) -> Step:
         """``CREATE [OR REPLACE] ... AS SELECT``, or with ``WITH (shadow=true)`` a shadow."""
         if wants_shadow(stmt):
             return self._create_shadow(stmt)
@@ -87,24 +95,24 @@ class ShadowStatements(PersistentQueries):
             stmt = replace(stmt, properties={k: v for k, v in stmt.properties.items() if k != "shadow"})
         writer = self._writer_of(stmt.name)
         if stmt.or_replace and writer is not None and writer.settings.get("shadow_of"):
-            raise self._error(
+            raise error_at(
                 f"{stmt.name} is the output of {writer.id}, a shadow of {writer.settings['shadow_of']}: PROMOTE or "
                 f"DISCARD it, then replace {writer.settings['shadow_of']}",
                 stmt,
             )
-        return self._create_as_select(stmt)
+        return self.queries.create_as_select(stmt)
 
     def _writer_of(self, name: str) -> QueryInfo | None:
         """The query writing stream or table ``name``, if any."""
-        output = self.snapshot.sources.get(name)
-        return self.snapshot.queries.get(output.writer_query) if output and output.writer_query else None
+        output = self.planning.snapshot.sources.get(name)
+        return self.planning.snapshot.queries.get(output.writer_query) if output and output.writer_query else None
 
     def _shadow_of(self, query: QueryInfo) -> QueryInfo | None:
         """The query's live shadow (not terminated), if any."""
         return next(
             (
                 q
-                for q in self.snapshot.queries.values()
+                for q in self.planning.snapshot.queries.values()
                 if q.settings.get("shadow_of") == query.id and q.desired_state != DesiredState.TERMINATED
             ),
             None,
@@ -112,13 +120,13 @@ class ShadowStatements(PersistentQueries):
 
     def _pair(self, query_id: str, stmt: st.Statement) -> tuple[QueryInfo, QueryInfo]:
         """(live query, its shadow) from either's ID."""
-        query = self._query_named(query_id, stmt)
+        query = self.planning.query_named(query_id, stmt)
         live_id = query.settings.get("shadow_of")
-        live = self.snapshot.queries[live_id] if live_id in self.snapshot.queries else query
+        live = self.planning.snapshot.queries[live_id] if live_id in self.planning.snapshot.queries else query
         shadow = query if live_id else self._shadow_of(query)
         if shadow is None or shadow.desired_state == DesiredState.TERMINATED:
             ended = f" ({query.id} was promoted or discarded)" if live_id else ""
-            raise self._state_error(
+            raise state_error_at(
                 f"query {live.id} has no shadow{ended}: create one with CREATE OR REPLACE {live.sink} "
                 f"WITH (shadow=true) AS SELECT ...",
                 stmt,
@@ -127,14 +135,14 @@ class ShadowStatements(PersistentQueries):
 
     def _create_shadow(self, stmt: st.CreateAsSelect) -> Step:
         """Version N+1 as a query of its own, beside N, on a copy of N's checkpoint."""
-        existing = self.snapshot.sources.get(stmt.name)
+        existing = self.planning.snapshot.sources.get(stmt.name)
         writer = self._writer_of(stmt.name)
         if writer is not None and writer.settings.get("shadow_of"):
-            raise self._error(f"{stmt.name} is the output of {writer.id}, a shadow: PROMOTE or DISCARD it", stmt)
+            raise error_at(f"{stmt.name} is the output of {writer.id}, a shadow: PROMOTE or DISCARD it", stmt)
         if writer is not None and writer.desired_state != DesiredState.RUNNING:
-            raise self._error(f"{writer.id} is {writer.desired_state}: a shadow runs beside a RUNNING query", stmt)
+            raise error_at(f"{writer.id} is {writer.desired_state}: a shadow runs beside a RUNNING query", stmt)
         if not stmt.or_replace or existing is None or not existing.writer_query:
-            raise self._error(
+            raise error_at(
                 f"WITH (shadow=true) runs a new version beside a running query: it goes with CREATE OR REPLACE "
                 f"of a query's output, and {stmt.name} is "
                 + ("not one" if existing is None or not existing.writer_query else "not replaced here"),
@@ -144,31 +152,31 @@ class ShadowStatements(PersistentQueries):
         shadow_stmt = replace(
             proposed, name=existing.name + SHADOW_SUFFIX, or_replace=False, select=proposed.select.copy()
         )
-        current, report, new, _sink = self.check_replace(proposed)
+        current, report, new, _sink = self.queries.check_replace(proposed)
         if report.verdict != "IN_PLACE":
             reasons = "; ".join(f"{f.code}: {f.message}" for f in report.findings if f.verdict == report.verdict)
-            raise self._error(
+            raise error_at(
                 f"a shadow of {current.id} runs the new version on a copy of its checkpoint, which needs an "
                 f"IN_PLACE change; this one is {report.verdict}: {reasons}",
                 stmt,
             )
         running = self._shadow_of(current)
         if running is not None:
-            raise self._error(f"{current.id} already has a shadow, {running.id}: PROMOTE or DISCARD it first", stmt)
-        kafka = [n for n in [*current.sources, current.sink] if self.snapshot.sources[n].kafka_topic]
+            raise error_at(f"{current.id} already has a shadow, {running.id}: PROMOTE or DISCARD it first", stmt)
+        kafka = [n for n in [*current.sources, current.sink] if self.planning.snapshot.sources[n].kafka_topic]
         if kafka:
-            raise self._error(
+            raise error_at(
                 f"a shadow is compared with DIFF, which reads file topics; {current.id} reads or writes Kafka "
                 f"({', '.join(kafka)})",
                 stmt,
             )
-        if shadow_stmt.name in self.snapshot.sources:
-            raise self._error(
+        if shadow_stmt.name in self.planning.snapshot.sources:
+            raise error_at(
                 f"{shadow_stmt.name} exists (a shadow's output left behind?): DROP "
-                f"{self.snapshot.sources[shadow_stmt.name].kind} {shadow_stmt.name} DELETE TOPIC first",
+                f"{self.planning.snapshot.sources[shadow_stmt.name].kind} {shadow_stmt.name} DELETE TOPIC first",
                 stmt,
             )
-        self._check_new_name(shadow_stmt.name, stmt)
+        self.planning.check_new_name(shadow_stmt.name, stmt)
         # the shadow's output: the format of the live one, in a folder of its own
         kept = {
             "value_format": existing.format,
@@ -176,13 +184,13 @@ class ShadowStatements(PersistentQueries):
             "on_error": proposed.properties.get("on_error"),  # the new version's, as PROMOTE applies it
         }
         shadow_stmt = replace(shadow_stmt, properties={k: v for k, v in kept.items() if v is not None})
-        analysis = self._analyze_query(shadow_stmt, spellings=existing.columns)  # spelled as the live output
-        seq = self.snapshot.next_seq
+        analysis = self.planning.analyze_query(shadow_stmt, spellings=existing.columns)  # spelled as the live output
+        seq = self.planning.snapshot.next_seq
         shadow_id = f"{QUERY_PREFIX[stmt.kind]}_{shadow_stmt.name}_{seq}"
-        sink = self._sink(shadow_stmt, analysis, shadow_id)
+        sink = self.queries.sink(shadow_stmt, analysis, shadow_id)
         # on a copy of the live checkpoint: its streams are named as the live query's are
-        compiled = self._compile(shadow_stmt, analysis, sink, shadow_id, named=current.shape.named)
-        shadow = self._query(shadow_id, seq, sink, compiled, shadow_stmt)
+        compiled = self.queries.compile(shadow_stmt, analysis, sink, shadow_id, named=current.shape.named)
+        shadow = self.queries.query_info(shadow_id, seq, sink, compiled, shadow_stmt)
         batch = last_committed_batch(current.checkpoint)
         if "on_error" not in proposed.properties and "on_error" in current.settings:
             shadow.settings["on_error"] = current.settings["on_error"]
@@ -192,11 +200,11 @@ class ShadowStatements(PersistentQueries):
             shadow_from_batch=batch,
             promote_sql=proposed.text.strip(),
         )
-        self.snapshot.sources[sink.name] = sink
+        self.planning.snapshot.sources[sink.name] = sink
 
         def write(conn: Connection) -> None:
-            self.catalog.insert_source(conn, sink)
-            self.catalog.insert_query(conn, shadow, sink)
+            self.planning.catalog.insert_source(conn, sink)
+            self.planning.catalog.insert_query(conn, shadow, sink)
 
         def files() -> Callable[[], None]:
             copy_committed(current.checkpoint, shadow.checkpoint, batch=batch)  # nothing left if it fails
@@ -219,7 +227,7 @@ class ShadowStatements(PersistentQueries):
             files=files,
         )
 
-    def _shadow_action(self, stmt: st.ShadowAction) -> Step:
+    def shadow_action(self, stmt: st.ShadowAction) -> Step:
         live, shadow = self._pair(stmt.query_id, stmt)
         shadow.desired_state = DesiredState.TERMINATED
         drop = f"DROP {'TABLE' if shadow.kind == 'CTAS' else 'STREAM'} {shadow.sink} DELETE TOPIC"
@@ -232,29 +240,29 @@ class ShadowStatements(PersistentQueries):
                     query_id=live.id,
                     waits=[(shadow.id, QueryState.TERMINATED)],
                 ),
-                write=lambda conn: self.catalog.set_desired(conn, shadow.id, DesiredState.TERMINATED),
+                write=lambda conn: self.planning.catalog.set_desired(conn, shadow.id, DesiredState.TERMINATED),
             )
         recorded = shadow.settings.get("promote_sql", "")
         proposed = parse_one(recorded) if recorded else None
         if not isinstance(proposed, st.CreateAsSelect):
-            raise self._error(f"the shadow {shadow.id} records no statement to promote ({recorded[:80]!r})", stmt)
+            raise error_at(f"the shadow {shadow.id} records no statement to promote ({recorded[:80]!r})", stmt)
         proposed = without_shadow(proposed)
         if live.desired_state != DesiredState.RUNNING:
-            raise self._error(f"{live.id} is {live.desired_state}: RESUME it before PROMOTE, or DISCARD", stmt)
-        checked = self.check_replace(proposed)  # checked again: N may have changed since
+            raise error_at(f"{live.id} is {live.desired_state}: RESUME it before PROMOTE, or DISCARD", stmt)
+        checked = self.queries.check_replace(proposed)  # checked again: N may have changed since
         if checked[0].id != live.id:
-            raise self._error(
+            raise error_at(
                 f"{proposed.name} is now written by {checked[0].id}, not by {live.id}, which {shadow.id} "
                 f"shadowed: DISCARD it",
                 stmt,
             )
-        step = self._replace(proposed, checked)
+        step = self.queries.replace_in_place(proposed, checked)
         replaced = step.write
 
         def write(conn: Connection) -> None:
             if replaced is not None:
                 replaced(conn)
-            self.catalog.set_desired(conn, shadow.id, DesiredState.TERMINATED)
+            self.planning.catalog.set_desired(conn, shadow.id, DesiredState.TERMINATED)
 
         step.write = write
         step.result = replace(
@@ -266,11 +274,11 @@ class ShadowStatements(PersistentQueries):
         )
         return step
 
-    def _diff(self, stmt: st.DiffShadow) -> Step:
+    def diff(self, stmt: st.DiffShadow) -> Step:
         live, shadow = self._pair(stmt.query_id, stmt)
-        live_sink = self.snapshot.sources[live.sink]
+        live_sink = self.planning.snapshot.sources[live.sink]
         if live_sink.kind == "STREAM" and not live_sink.batch_files:
-            raise self._error(
+            raise error_at(
                 f"DIFF reads the output batch by batch; {live.sink} is written by Spark's file sink (an output "
                 f"created before per-batch files), whose files name no batch",
                 stmt,
@@ -278,7 +286,7 @@ class ShadowStatements(PersistentQueries):
         after = int(shadow.settings.get("shadow_from_batch", -1))
         diff = compare(
             Side(live.id, live.checkpoint, live_sink, after),
-            Side(shadow.id, shadow.checkpoint, self.snapshot.sources[shadow.sink], after),
+            Side(shadow.id, shadow.checkpoint, self.planning.snapshot.sources[shadow.sink], after),
         )
         rows = [[live.id, *r] for r in diff.only_live] + [[shadow.id, *r] for r in diff.only_shadow]
         behind = "; ".join(f"{q} has yet to read {n} file(s) the other read" for q, n in diff.behind.items() if n)

@@ -27,7 +27,8 @@ from ..storage.layout import MovedAside, Part, snapshot_folder, snapshot_output
 from ..storage.snapshots import copy_committed, later_output
 from ..storage.topics import SINK_LOG
 from ..views.rows import SNAPSHOT_COLUMNS, snapshot_row
-from .base import PlannerBase, Step
+from .planning import Planning, state_error_at
+from .step import Step
 
 #: the retention policy when a SNAPSHOT gives none (Flink's operator keeps savepoints by
 #: count and age in the same way)
@@ -49,32 +50,37 @@ def expired(snaps: list[CheckpointSnapshot], keep: int, max_age_hours: float, no
     ]
 
 
-class SnapshotStatements(PlannerBase):
+class SnapshotStatements:
+    """SNAPSHOT and RESTORE, planned in ``planning``."""
+
+    def __init__(self, planning: Planning):
+        self.planning = planning
+
     def _query_for(self, query_id: str, stmt: st.Statement) -> QueryInfo:
-        query = self._query_named(query_id, stmt)
+        query = self.planning.query_named(query_id, stmt)
         if query.desired_state == DesiredState.TERMINATED:
-            raise self._state_error(f"query {query.id} is terminated; its checkpoint is no longer kept", stmt)
+            raise state_error_at(f"query {query.id} is terminated; its checkpoint is no longer kept", stmt)
         return query
 
     def _once_per_script(self, query: QueryInfo, stmt: st.Statement) -> None:
         """A script takes one SNAPSHOT or RESTORE of a query: each is planned against the
         checkpoint as it is before the script, and applied after every check."""
-        if query.id in self.snapshotted:
-            raise self._state_error(
+        if query.id in self.planning.snapshotted:
+            raise state_error_at(
                 f"{query.id} is already snapshotted or restored by this script; run one at a time", stmt
             )
-        self.snapshotted.add(query.id)
+        self.planning.snapshotted.add(query.id)
 
-    def _take_snapshot(self, stmt: st.TakeSnapshot) -> Step:
+    def take_snapshot(self, stmt: st.TakeSnapshot) -> Step:
         query = self._query_for(stmt.query_id, stmt)
         self._once_per_script(query, stmt)
         if query.observed_state in (QueryState.UPGRADING, QueryState.ROLLING_BACK):
-            raise self._state_error(
+            raise state_error_at(
                 f"query {query.id} is {query.observed_state}: take the snapshot once it runs one version", stmt
             )
         batch = last_committed_batch(query.checkpoint)
         if batch < 0:
-            raise self._state_error(f"query {query.id} has committed no batch yet: there is nothing to snapshot", stmt)
+            raise state_error_at(f"query {query.id} has committed no batch yet: there is nothing to snapshot", stmt)
         keep = stmt.keep or DEFAULT_KEEP
         max_age = stmt.max_age_hours or DEFAULT_MAX_AGE_HOURS
         taken: list[CheckpointSnapshot] = []
@@ -82,11 +88,11 @@ class SnapshotStatements(PlannerBase):
         moved: list[MovedAside] = []
 
         def write(conn) -> None:
-            snap = self.catalog.add_snapshot(self._record(query, "MANUAL", batch), conn)
+            snap = self.planning.catalog.snapshots.add(self._record(query, "MANUAL", batch), conn)
             taken.append(snap)
-            dropped.extend(expired(self.catalog.snapshots(query.id, conn), keep, max_age, time.time()))
+            dropped.extend(expired(self.planning.catalog.snapshots.of(query.id, conn), keep, max_age, time.time()))
             if dropped:
-                self.catalog.remove_snapshots(query.id, [s.number for s in dropped], conn)
+                self.planning.catalog.snapshots.remove(query.id, [s.number for s in dropped], conn)
 
         def files() -> Callable[[], None]:
             target = snapshot_folder(query.checkpoint, taken[0].folder)
@@ -118,32 +124,32 @@ class SnapshotStatements(PlannerBase):
 
         return Step(result, write=write, files=files, after_commit=after_commit)
 
-    def _restore(self, stmt: st.RestoreQuery) -> Step:
+    def restore(self, stmt: st.RestoreQuery) -> Step:
         query = self._query_for(stmt.query_id, stmt)
         if query.desired_state != DesiredState.PAUSED or query.observed_state not in (
             QueryState.PAUSED,
             QueryState.PENDING,
             QueryState.UNASSIGNED,
         ):
-            raise self._state_error(
+            raise state_error_at(
                 f"query {query.id} is {query.observed_state} (desired {query.desired_state}): PAUSE it and wait "
                 f"until it is PAUSED before RESTORE; a running query keeps writing its checkpoint",
                 stmt,
             )
         self._once_per_script(query, stmt)
-        snaps = {s.number: s for s in self.catalog.snapshots(query.id, self.conn)}
+        snaps = {s.number: s for s in self.planning.catalog.snapshots.of(query.id, self.planning.conn)}
         snap = snaps.get(stmt.number)
         if snap is None:
             have = ", ".join(map(str, snaps)) or "none"
-            raise self._state_error(f"query {query.id} has no snapshot {stmt.number} (its snapshots: {have})", stmt)
+            raise state_error_at(f"query {query.id} has no snapshot {stmt.number} (its snapshots: {have})", stmt)
         source = snapshot_folder(query.checkpoint, snap.folder)
         if not os.path.isdir(source):
-            raise self._state_error(f"the files of snapshot {snap.number} of {query.id} are gone ({source!r})", stmt)
+            raise state_error_at(f"the files of snapshot {snap.number} of {query.id} are gone ({source!r})", stmt)
         self._check_versions(query, snap, stmt)
-        sink = self.snapshot.sources.get(query.sink)
+        sink = self.planning.snapshot.sources.get(query.sink)
         on_kafka = bool(sink and sink.kafka_topic)
         if sink is not None and not on_kafka and os.path.isdir(os.path.join(sink.path, SINK_LOG)):
-            raise self._state_error(
+            raise state_error_at(
                 f"{sink.name} is written by Spark's file sink, whose log would skip the batches a "
                 f"restore runs again: RESTORE needs an output created by this streamql",
                 stmt,
@@ -169,10 +175,10 @@ class SnapshotStatements(PlannerBase):
 
         def write(conn) -> None:
             record = replace(self._record(query, "RESTORE", current), output_after=cut)
-            saved.append(self.catalog.add_snapshot(record, conn))
+            saved.append(self.planning.catalog.snapshots.add(record, conn))
             if abandoned:
-                self.catalog.remove_snapshots(query.id, [s.number for s in abandoned], conn)
-            self.catalog.rewind_progress(query.id, snap.batch_id, conn)
+                self.planning.catalog.snapshots.remove(query.id, [s.number for s in abandoned], conn)
+            self.planning.catalog.observed.rewind_progress(query.id, snap.batch_id, conn)
 
         def files() -> Callable[[], None]:
             kept = snapshot_folder(query.checkpoint, saved[0].folder)
@@ -225,11 +231,12 @@ class SnapshotStatements(PlannerBase):
         """A version still in its readiness window may be rolled back to its UPGRADE snapshot:
         a restore must not drop that snapshot (restoring it, or one before it, is fine)."""
         undecided = any(
-            v["version"] == query.version and v["outcome"] is None for v in self.catalog.versions(query.id, self.conn)
+            v["version"] == query.version and v["outcome"] is None
+            for v in self.planning.catalog.versions(query.id, self.planning.conn)
         )
         needed = [s for s in abandoned if s.kind == "UPGRADE" and s.version == query.version - 1]
         if undecided and needed:
-            raise self._state_error(
+            raise state_error_at(
                 f"version {query.version} of {query.id} is still in its readiness window and its rollback needs "
                 f"snapshot {needed[0].number}, which this restore would drop: RESUME it until it is ready "
                 f"(it commits a batch), then RESTORE",
@@ -241,18 +248,18 @@ class SnapshotStatements(PlannerBase):
         place on the same checkpoint: the current version can run on that version's state."""
         if snap.version == query.version:
             return
-        versions = {v["version"]: v for v in self.catalog.versions(query.id, self.conn)}
+        versions = {v["version"]: v for v in self.planning.catalog.versions(query.id, self.planning.conn)}
         between = [versions.get(n) for n in range(snap.version + 1, query.version + 1)]
         numbers = range(snap.version + 1, query.version + 1)
         replacing = [n for n, v in zip(numbers, between, strict=True) if not v or v["verdict"] != "IN_PLACE"]
         if snap.version > query.version:
-            raise self._state_error(
+            raise state_error_at(
                 f"snapshot {snap.number} of {query.id} holds version {snap.version}'s checkpoint, newer than "
                 f"the query's version {query.version} (rolled back since): its state may not fit",
                 stmt,
             )
         if replacing:
-            raise self._state_error(
+            raise state_error_at(
                 f"snapshot {snap.number} of {query.id} holds version {snap.version}'s checkpoint and version(s) "
                 f"{', '.join(map(str, replacing))} did not replace it in place: its state may not fit version "
                 f"{query.version}",
@@ -269,7 +276,7 @@ class SnapshotStatements(PlannerBase):
             position=source_positions(query.checkpoint, batch),
             folder="",  # s<number>
             taken_at=time.time(),
-            taken_by=self.issuer or None,
+            taken_by=self.planning.issuer or None,
         )
 
 

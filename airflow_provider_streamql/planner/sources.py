@@ -1,9 +1,10 @@
 """Declared streams and tables: ``CREATE [OR REPLACE] STREAM|TABLE name (columns)``, ``ALTER
 ... ADD COLUMN`` and ``DROP``. A ``CREATE OR REPLACE`` may append columns and widen their types
 (:data:`~..upgrades.sources.WIDENINGS`); every query reading a widened source gets a new
-version, validated as a ``CREATE OR REPLACE`` of that query (hence built on
-:class:`.queries.PersistentQueries`). What may change is decided by the validator's source
-rules (:mod:`..upgrades.sources`), which also answer ``Engine.validate`` and ``plan``.
+version, validated as a ``CREATE OR REPLACE`` of that query by the
+:class:`.queries.PersistentQueries` this family holds. What may change is decided by the
+validator's source rules (:mod:`..upgrades.sources`), which also answer ``Engine.validate``
+and ``plan``.
 """
 
 from __future__ import annotations
@@ -21,31 +22,39 @@ from ..results import Result
 from ..storage.layout import MovedAside, query_folders
 from ..upgrades import Code, Finding, Report, UpgradeKind, Verdict
 from ..upgrades.sources import Change, source_findings, source_report, widenings, widens
-from .base import Step, column_tuples, make_folder
+from .planning import Planning, column_tuples, error_at, placed, unchanged
 from .queries import PersistentQueries
+from .step import Step, make_folder
 
 
-class SourceStatements(PersistentQueries):
-    def _create_source(self, stmt: st.CreateSource) -> Step:
-        existing = self.snapshot.sources.get(stmt.name)
-        if (exists := self._if_not_exists(stmt)) is not None:
+class SourceStatements:
+    """The statements that declare, change and drop streams and tables, planned in
+    ``planning``; ``queries`` validates the new versions of the queries reading a source."""
+
+    def __init__(self, planning: Planning, queries: PersistentQueries):
+        self.planning = planning
+        self.queries = queries
+
+    def create_source(self, stmt: st.CreateSource) -> Step:
+        existing = self.planning.snapshot.sources.get(stmt.name)
+        if (exists := self.planning.if_not_exists(stmt)) is not None:
             return exists
-        if self.skip_unchanged and existing is not None and self._same_source(existing, stmt):
-            return self._unchanged(stmt, f"{stmt.kind.lower()} {stmt.name}")
+        if self.planning.skip_unchanged and existing is not None and self._same_source(existing, stmt):
+            return unchanged(stmt, f"{stmt.kind.lower()} {stmt.name}")
         if stmt.or_replace and existing is not None:
             return self._replace_source(stmt)
-        self._check_new_name(stmt.name, stmt)
+        self.planning.check_new_name(stmt.name, stmt)
         names = [c.name.lower() for c in stmt.columns]
         dup = next((n for n in names if names.count(n) > 1), None)
         if dup:
-            raise self._error(declared_twice(dup, stmt.columns), stmt)
+            raise error_at(declared_twice(dup, stmt.columns), stmt)
         if stmt.kind == "TABLE" and not any(c.key for c in stmt.columns):
-            raise self._error(f"table {stmt.name} needs a PRIMARY KEY column", stmt)
-        src = self._source(stmt, stmt.columns, writer=None)
-        self.snapshot.sources[src.name] = src
+            raise error_at(f"table {stmt.name} needs a PRIMARY KEY column", stmt)
+        src = self.planning.source(stmt, stmt.columns, writer=None)
+        self.planning.snapshot.sources[src.name] = src
         return Step(
             Result(stmt.text, f"Created {stmt.kind.lower()} {src.name} at {src.path}", action="created"),
-            write=lambda conn: self.catalog.insert_source(conn, src),
+            write=lambda conn: self.planning.catalog.insert_source(conn, src),
             files=None if src.kafka_topic else lambda: make_folder(src.path),
         )
 
@@ -55,18 +64,18 @@ class SourceStatements(PersistentQueries):
         reading a widened column), with the new versions of those queries when every one can
         take the change in place. The planner's snapshot gets the new source and versions;
         the catalog is not touched."""
-        old = self._declared(stmt.name, stmt.kind, stmt, f"CREATE OR REPLACE {stmt.kind}")
+        old = self.planning.declared(stmt.name, stmt.kind, stmt, f"CREATE OR REPLACE {stmt.kind}")
         names = [c.name.lower() for c in stmt.columns]
         dup = next((n for n in names if names.count(n) > 1), None)
         if dup:
-            raise self._error(declared_twice(dup, stmt.columns), stmt)
-        readers = self._readers(old.name)
+            raise error_at(declared_twice(dup, stmt.columns), stmt)
+        readers = self.planning.readers(old.name)
         change = Change(old.name, old.columns, stmt.columns, old.properties, stmt.properties, [q.id for q in readers])
         report = source_report(change, source_findings(change))
         widened = [(was, now) for was, now in change.kept() if was.type != now.type and widens(was.type, now.type)]
         versions = []
         if report.verdict == "IN_PLACE" and widened:
-            self.snapshot.sources[old.name] = replace(old, columns=list(stmt.columns))
+            self.planning.snapshot.sources[old.name] = replace(old, columns=list(stmt.columns))
             for reader in readers:
                 outcome = self._reread(reader, stmt, widened)
                 if isinstance(outcome, Finding):
@@ -83,7 +92,7 @@ class SourceStatements(PersistentQueries):
                         f"{new.id} reads {old.name}: version {new.version} reads the wider type in place",
                     )
                 )
-            self.snapshot.sources[old.name] = old
+            self.planning.snapshot.sources[old.name] = old
         return old, report, versions
 
     def _replace_source(self, stmt: st.CreateSource) -> Step:
@@ -94,7 +103,7 @@ class SourceStatements(PersistentQueries):
         one cannot take it in place, nothing is replaced."""
         old, report, versions = self.check_replace_source(stmt)
         if report.verdict != "IN_PLACE":
-            raise self._error(
+            raise error_at(
                 f"CREATE OR REPLACE {stmt.kind} {stmt.name} may only append columns "
                 f"to ({', '.join(f'{c.name} {c.type}' for c in old.columns)}) and widen "
                 f"their types ({widenings()}): "
@@ -102,7 +111,7 @@ class SourceStatements(PersistentQueries):
                 stmt,
             )
         new = replace(old, columns=list(stmt.columns))
-        self.snapshot.sources[old.name] = new
+        self.planning.snapshot.sources[old.name] = new
         added = len(stmt.columns) - len(old.columns)
         widened = [(was, now) for was, now in zip(old.columns, stmt.columns, strict=False) if was.type != now.type]
         message = f"Replaced {stmt.kind.lower()} {old.name}: {added} column(s) appended" + (
@@ -113,9 +122,9 @@ class SourceStatements(PersistentQueries):
         )
 
         def write(conn: Connection) -> None:
-            self.catalog.update_source(conn, new)
+            self.planning.catalog.update_source(conn, new)
             for query, sink, reader_report in versions:
-                self.catalog.add_version(conn, query, sink, reader_report.to_dict())
+                self.planning.catalog.add_version(conn, query, sink, reader_report.to_dict())
 
         return Step(
             Result(
@@ -143,7 +152,7 @@ class SourceStatements(PersistentQueries):
                 Verdict.REJECTED,
                 f"cannot widen {what}: {reader.id} is an INSERT INTO query reading it; TERMINATE it first",
             )
-        _current, report, new, sink = self.check_replace(definition)
+        _current, report, new, sink = self.queries.check_replace(definition)
         if report.verdict != "IN_PLACE":
             reasons = "; ".join(f"{f.code}: {f.message}" for f in report.findings if f.verdict != "IN_PLACE")
             return Finding(
@@ -163,32 +172,32 @@ class SourceStatements(PersistentQueries):
                 f"{what}: records are read with the wider type",
             )
         )
-        self.snapshot.queries[new.id] = new
-        self.snapshot.sources[sink.name] = sink
+        self.planning.snapshot.queries[new.id] = new
+        self.planning.snapshot.sources[sink.name] = sink
         return new, sink, report
 
-    def _alter_source(self, stmt: st.AlterSource) -> Step:
-        src = self._declared(stmt.name, stmt.kind, stmt, "ALTER")
-        if self.skip_unchanged and set(column_tuples(stmt.add_columns)) <= set(column_tuples(src.columns)):
-            return self._unchanged(stmt, f"{src.kind.lower()} {src.name}")
+    def alter_source(self, stmt: st.AlterSource) -> Step:
+        src = self.planning.declared(stmt.name, stmt.kind, stmt, "ALTER")
+        if self.planning.skip_unchanged and set(column_tuples(stmt.add_columns)) <= set(column_tuples(src.columns)):
+            return unchanged(stmt, f"{src.kind.lower()} {src.name}")
         existing = {c.name.lower() for c in src.columns}
         for c in stmt.add_columns:
             if c.name.lower() in existing or c.key:
-                raise self._error(
+                raise error_at(
                     f"cannot add column {c.name!r}: "
                     + ("it exists" if c.name.lower() in existing else "keys cannot be added"),
                     stmt,
                 )
             existing.add(c.name.lower())
         new = replace(src, columns=src.columns + list(stmt.add_columns))
-        self.snapshot.sources[src.name] = new
+        self.planning.snapshot.sources[src.name] = new
         return Step(
             Result(stmt.text, f"Added {len(stmt.add_columns)} column(s) to {src.name}", action="altered"),
-            write=lambda conn: self.catalog.update_source(conn, new),
+            write=lambda conn: self.planning.catalog.update_source(conn, new),
         )
 
-    def _drop_source(self, stmt: st.DropSource) -> Step:
-        src = self.snapshot.sources.get(stmt.name)
+    def drop_source(self, stmt: st.DropSource) -> Step:
+        src = self.planning.snapshot.sources.get(stmt.name)
         if src is None:
             if stmt.if_exists:
                 return Step(Result(stmt.text, f"{stmt.name} does not exist; nothing dropped"))
@@ -196,10 +205,10 @@ class SourceStatements(PersistentQueries):
                 f"{stmt.kind.lower()} {stmt.name!r} does not exist", line=stmt.line, col=stmt.col, text=stmt.text
             )
         if src.kind != stmt.kind:
-            raise self._error(f"{stmt.name} is a {src.kind}, not a {stmt.kind}", stmt)
+            raise error_at(f"{stmt.name} is a {src.kind}, not a {stmt.kind}", stmt)
         users = [
             q.id
-            for q in self.snapshot.queries.values()
+            for q in self.planning.snapshot.queries.values()
             if q.desired_state != DesiredState.TERMINATED and (q.sink == src.name or src.name in q.sources)
         ]
         if users:
@@ -210,29 +219,29 @@ class SourceStatements(PersistentQueries):
                 text=stmt.text,
             )
         if stmt.delete_topic and src.kafka_topic:
-            raise self._error(
+            raise error_at(
                 f"DELETE TOPIC deletes file topics; streamql does not delete the "
                 f"Kafka topic {src.kafka_topic!r} (drop without it)",
                 stmt,
             )
         if stmt.delete_topic:
-            self._placed(src.path, stmt)  # checked again when it is moved aside
-        if stmt.delete_topic and not self.layout.may_delete(src.path):
-            raise self._error(
-                f"DELETE TOPIC deletes only topics under {self.layout.topics!r} or an "
+            placed(src.path, stmt)  # checked again when it is moved aside
+        if stmt.delete_topic and not self.planning.layout.may_delete(src.path):
+            raise error_at(
+                f"DELETE TOPIC deletes only topics under {self.planning.layout.topics!r} or an "
                 f"allowed root; {src.path!r} is outside them (drop without DELETE TOPIC)",
                 stmt,
             )
-        del self.snapshot.sources[src.name]
+        del self.planning.snapshot.sources[src.name]
         # with its data go the checkpoints and snapshots of the (terminated) queries that wrote it
         folders = [src.path] + [
             path
-            for q in self.snapshot.queries.values()
+            for q in self.planning.snapshot.queries.values()
             if q.sink == src.name
             for path in query_folders(q.checkpoint)
-            if self.layout.may_delete(path)
+            if self.planning.layout.may_delete(path)
         ]
-        writers = [q.id for q in self.snapshot.queries.values() if q.sink == src.name]
+        writers = [q.id for q in self.planning.snapshot.queries.values() if q.sink == src.name]
         moved: list[MovedAside] = []
 
         def move_aside() -> Callable[[], None]:
@@ -258,9 +267,11 @@ class SourceStatements(PersistentQueries):
 
     def _delete_source(self, conn, name: str, writers: list[str]) -> None:
         """The source's row, and the snapshot records of its writers whose folders go."""
-        self.catalog.delete_source(conn, name)
+        self.planning.catalog.delete_source(conn, name)
         for query_id in writers:
-            self.catalog.remove_snapshots(query_id, [s.number for s in self.catalog.snapshots(query_id, conn)], conn)
+            self.planning.catalog.snapshots.remove(
+                query_id, [s.number for s in self.planning.catalog.snapshots.of(query_id, conn)], conn
+            )
 
     def _same_source(self, existing: SourceInfo, stmt: st.CreateSource) -> bool:
         """``stmt`` declares ``existing``: same kind and properties, and its columns are the
@@ -268,7 +279,7 @@ class SourceStatements(PersistentQueries):
         same script, are kept: columns are never removed)."""
         if existing.writer_query or existing.kind != stmt.kind:
             return False
-        declared = self._source(stmt, stmt.columns, writer=None, replacing=existing)
+        declared = self.planning.source(stmt, stmt.columns, writer=None, replacing=existing)
         columns = column_tuples(existing.columns)
         other = lambda props: {k: v for k, v in props.items() if k != "value_format"}
         return (column_tuples(declared.columns), other(declared.properties), declared.path, declared.format) == (

@@ -24,8 +24,8 @@ def query_list(engine: Engine) -> list[dict[str, Any]]:
     rows = []
     queries = engine.catalog.queries()
     for row, query in zip(engine.query_rows(queries), queries, strict=True):
-        progress = engine.catalog.progress(query.id)
-        history = engine.catalog.progress_history(query.id)
+        progress = engine.catalog.observed.progress(query.id)
+        history = engine.catalog.observed.progress_history(query.id)
         rows.append(
             {
                 **{k: row[k] for k in ("query_id", "pipeline", "state", "desired", "version", "sink", "error")},
@@ -73,7 +73,7 @@ def query_details(engine: Engine, query_id: str) -> dict[str, Any]:
         )
     commands = [
         {"statement": c["statement"], "issuer": c["issuer"], "issued_at": c["issued_at"]}
-        for c in engine.catalog.commands()
+        for c in engine.catalog.commands.all()
         if c["pipeline"] == query.pipeline and _concerns(c["statement"], query)
     ]
     bad = [
@@ -87,7 +87,7 @@ def query_details(engine: Engine, query_id: str) -> dict[str, Any]:
             "recorded_at": r.recorded_at,
             "handled_by": r.handled_by,
         }
-        for r in engine.catalog.bad_records(query.id)
+        for r in engine.catalog.bad_records.of(query.id)
     ]
     return {
         **row,

@@ -362,4 +362,4 @@ class DeadLetterWriter:
         records = describe(rows, self.sources, query_id=self.query.id, batch_id=batch_id, status=BadRecordStatus.LOGGED)
         target = self.catalog.ensure_source(dead_letter_source(self.query))
         append_dead_letters(target, records, name=f"logged-b{batch_id:012d}")
-        self.catalog.record_bad_records(records)
+        self.catalog.bad_records.record(records)

@@ -1,30 +1,27 @@
-"""The file connector on the Spark side: read a topic as a stream or a table snapshot, and
-build a query's writer.
+"""The file connector on the Spark side: read a topic as a stream or a table snapshot, start a
+query, and build its writer.
 
 STREAM outputs created before several writers were possible go through Spark's file sink
 (exactly-once via its ``_spark_metadata`` log); newer ones (``SourceInfo.batch_files``),
-TABLE outputs, INSERT INTO ... SELECT and stream-table joins go through foreachBatch
-writers that are idempotent per batch id: each batch is written to a hidden directory and
-renamed into place, and a batch that already has its entry (re-run after a crash) is skipped.
+TABLE outputs, INSERT INTO ... SELECT and stream-table joins go through the foreachBatch
+writer of :mod:`.batch_writer`, idempotent per batch id.
 """
 
 from __future__ import annotations
 
-import glob
 import os
-import shutil
 from collections.abc import Callable
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from ..catalog import QueryInfo, SourceInfo
 from ..language.streaming import StreamingPlan
 from ..storage.layout import Part, dead_letter_checkpoint
-from ..storage.topics import FORMATS, TOMBSTONES, is_data_name
+from ..storage.topics import FORMATS
 from . import kafka
 from .badrecords import RecordGuard, dead_letters, read_whole_records
+from .batch_writer import BatchWriter
 from .evolution import source_evolution
 from .schemas import (
     CHECKED_FORMATS,
@@ -35,9 +32,8 @@ from .schemas import (
     format_options,
     parse_options,
     reader_options,
-    spark_type,
 )
-from .tables import Changes, HavingChanges, read_table_snapshot, table_query_frame
+from .tables import HavingChanges, read_table_snapshot, table_query_frame
 
 
 def source_stream(
@@ -251,130 +247,3 @@ class _JoinAsOfBatch:
         for name, src in self.tables.items():
             read_table_snapshot(spark, src).createOrReplaceTempView(self.plan.views[name])
         return spark.sql(self.plan.spark_sql)
-
-
-#: Hadoop committer settings for a batch's write into its own hidden directory, which is
-#: renamed into place afterwards (the atomic step): task output moved once, not twice, and
-#: no ``_SUCCESS`` marker. Each file or directory Hadoop's local file system creates costs a
-#: ``chmod`` process without Hadoop's native library.
-QUICK_COMMIT = {
-    "mapreduce.fileoutputcommitter.algorithm.version": "2",
-    "mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
-}
-
-
-class BatchWriter:
-    """foreachBatch function writing each batch once, atomically, under a name made of
-    ``prefix`` and the batch id.
-
-    ``as_directory``: the batch becomes a changelog entry directory (tables); otherwise its
-    data files (one per task) are moved into the stream directory, the one named after the
-    batch last. ``compute`` turns the micro-batch
-    into the rows to write (stream-table joins). ``before_commit`` runs just before the
-    rename; it raises if this runtime lost the query's lease, so a fenced-off runtime never
-    commits.
-    """
-
-    def __init__(
-        self,
-        sink: SourceInfo,
-        prefix: str,
-        before_commit: Callable[[], None],
-        *,
-        as_directory: bool,
-        compute: Callable[[DataFrame], DataFrame | Changes] | None = None,
-    ):
-        self.sink, self.prefix, self.before_commit = sink, prefix, before_commit
-        self.as_directory, self.compute = as_directory, compute
-
-    def __call__(self, df: DataFrame, batch_id: int) -> None:
-        try:
-            self._write(df, batch_id)
-        finally:
-            if df.is_cached:  # ``compute`` cached it
-                df.unpersist()
-
-    def _write(self, df: DataFrame, batch_id: int) -> None:
-        if self.sink.kafka_topic:  # a changelog topic: at least once per batch
-            out = self.compute(df) if self.compute is not None else df
-            if isinstance(out, Changes):
-                records = kafka.encode(out.rows, self.sink, deleted=out.deleted)
-            else:
-                records = kafka.encode(out, self.sink)
-            spec = kafka.writer_spec(self.sink, kafka.settings(records.sparkSession))
-            self.before_commit()
-            records.write.format(spec.format).options(**spec.options).save()
-            return
-        name = f"{self.prefix}-b{batch_id:012d}"
-        suffix = FORMATS[self.sink.format][1]
-        final = os.path.join(self.sink.path, name if self.as_directory else name + suffix)
-        tmp = os.path.join(self.sink.path, f".tmp-{name}")
-        sink = Part(self.sink.path)  # the sink's folder, and the names written in it, lead nowhere else
-        for path in (final, tmp, tmp + TOMBSTONES):
-            sink.resolve(path)
-        if os.path.exists(final) or self._written_by_another_version(batch_id, suffix):
-            return  # committed before a restart; the re-run batch has the same input
-        deleted: DataFrame | None = None
-        out = self.compute(df) if self.compute is not None else df
-        if isinstance(out, Changes):  # a query over tables: upserts and deleted keys
-            deleted = out.deleted
-            out = out.rows
-        self._save(out, tmp, one_file=self.as_directory)
-        if deleted is not None:
-            self._write_tombstones(deleted, tmp)
-        self.before_commit()
-        if self.as_directory:
-            os.rename(tmp, final)
-            return
-        # A stream's batch is written in parallel, one file per task. The first file is
-        # renamed last under the batch's own name: its presence says the batch is complete.
-        # (A crash before that re-runs the batch, whose files get the same names again.)
-        files = _data_files(tmp)
-        for i, part in enumerate(files[1:], start=1):
-            os.rename(os.path.join(tmp, part), os.path.join(self.sink.path, f"{name}-p{i:05d}{suffix}"))
-        if files:
-            os.rename(os.path.join(tmp, files[0]), final)
-        shutil.rmtree(tmp, ignore_errors=True)
-
-    def _save(self, df: DataFrame, directory: str, *, one_file: bool = True) -> None:
-        """``df`` in the sink's format in a fresh hidden ``directory``: as one data file, or
-        (``one_file=False``) one per partition, written in parallel."""
-        shutil.rmtree(directory, ignore_errors=True)
-        df = df.coalesce(1) if one_file else df
-        writer = df.write.format(FORMATS[self.sink.format][0]).options(**format_options(self.sink))
-        writer.options(**QUICK_COMMIT).mode("overwrite").save(directory)
-
-    def _written_by_another_version(self, batch_id: int, suffix: str) -> bool:
-        """A stream's batch file from an earlier version of the same query (its prefix is
-        ``<query>-v<version>``): a swap that stopped it between the rename and the checkpoint
-        commit; the new version re-runs that batch, which was written once already (as
-        Spark's file sink skips a batch its log has). A rolled-back version's files are gone
-        before the old version re-runs (runtime/rollout.py discard_output)."""
-        if self.as_directory:
-            return False
-        query = self.prefix.rpartition("-v")[0]
-        pattern = f"{glob.escape(query)}-v[0-9][0-9][0-9][0-9]-b{batch_id:012d}{glob.escape(suffix)}"
-        return bool(glob.glob(os.path.join(glob.escape(self.sink.path), pattern)))
-
-    def _write_tombstones(self, keys: DataFrame, entry: str) -> None:
-        """``keys`` as the tombstone file of the (hidden, not yet renamed) entry directory
-        ``entry`` (see ``storage.topics.TOMBSTONES``): the sink's columns, non-key ones NULL."""
-        key_columns = set(self.sink.key_columns)
-        rows = keys.select(
-            *[
-                F.col(f"`{c.name}`") if c.name in key_columns else F.lit(None).cast(spark_type(c.type)).alias(c.name)
-                for c in self.sink.columns
-            ]
-        )
-        staging = entry + TOMBSTONES
-        self._save(rows, staging)
-        parts = _data_files(staging)
-        if parts:
-            name = "deleted" + TOMBSTONES + FORMATS[self.sink.format][1]
-            os.rename(os.path.join(staging, parts[0]), os.path.join(entry, name))
-        shutil.rmtree(staging, ignore_errors=True)
-
-
-def _data_files(directory: str) -> list[str]:
-    """The non-empty data files Spark wrote into ``directory``, in name order."""
-    return sorted(n for n in os.listdir(directory) if is_data_name(n) and os.path.getsize(os.path.join(directory, n)))

@@ -150,7 +150,7 @@ class Runtime:
 
     def _last_command(self) -> int | None:
         try:
-            return self.catalog.last_command()
+            return self.catalog.commands.last()
         except Exception:  # the catalog is unreachable: the pass will say so
             return None
 
@@ -161,7 +161,7 @@ class Runtime:
         """One reconcile pass over the pipeline's queries: heartbeat and renew every lease
         held (one write each), then observe and reconcile the queries, up to ``workers`` at
         once."""
-        self.catalog.heartbeat(self.id, self.pipeline, self.host, self.pid, **self.spark_info)
+        self.catalog.runtimes.heartbeat(self.id, self.pipeline, self.host, self.pid, **self.spark_info)
         self.leases.renew()  # a lease found lost is acted on at its query's look
         self.queries.new_pass()
         self._each("reconciling", self._reconcile_one, self.catalog.queries(self.pipeline))
@@ -186,7 +186,7 @@ class Runtime:
         checkpoints are kept; the next runtime resumes them) and release all leases."""
         self._each("stopping", self._unassign, list(self.active))
         self.workers.shutdown()
-        self.catalog.runtime_stopped(self.id)
+        self.catalog.runtimes.stopped(self.id)
         if self.metrics is not None:
             self.metrics.close()
         try:

@@ -69,7 +69,7 @@ class Holds:
         """The query's error policy, and the skipped records its next batches must leave out
         (those of batches not committed yet)."""
         committed = last_committed_batch(query.checkpoint)
-        records = self.catalog.bad_records(query.id)
+        records = self.catalog.bad_records.of(query.id)
         skipped = frozenset(r.record_id for r in records if r.status == "SKIPPED" and r.batch_id > committed)
         retried = [r.batch_id for r in records if r.status == "RETRIED"]
         if retried:
@@ -100,7 +100,7 @@ class Holds:
         if batch is None:
             return
         with write_connection(self.catalog.engine) as conn:
-            self.catalog.mark_bad_records(conn, query.id, "RETRIED", "RESOLVED", upto_batch=batch)
+            self.catalog.bad_records.mark(conn, query.id, "RETRIED", "RESOLVED", upto_batch=batch)
         log.info("%s: the batch that held it committed; its bad records are resolved", query.id)
 
     @staticmethod
@@ -145,7 +145,7 @@ class Holds:
 
     def record(self, bad: BadBatch) -> None:
         """Under FAIL: record the bad records; the query fails on them."""
-        self.catalog.record_bad_records(list(bad.records))
+        self.catalog.bad_records.record(list(bad.records))
 
     def hold(self, query: QueryInfo, epoch: int, bad: BadBatch) -> None:
         """Under PAUSE: record the bad records and pause the query, with a reason saying how
@@ -154,7 +154,5 @@ class Holds:
             f"BAD_RECORD: {len(bad.records)} bad record(s) in batch {bad.batch}, {bad.where}; fix the "
             f"definition and RESUME, or RESUME {query.id} SKIP BAD RECORDS"
         )
-        if self.catalog.hold_on_bad_records(
-            query.id, list(bad.records), reason, runtime_id=self.runtime_id, epoch=epoch
-        ):
+        if self.catalog.bad_records.hold(query.id, list(bad.records), reason, runtime_id=self.runtime_id, epoch=epoch):
             query.desired_state, query.observed_state, query.error = DesiredState.PAUSED, QueryState.PAUSED, reason

@@ -45,7 +45,7 @@ class Leases:
 
     def renew(self) -> None:
         """Renew every lease held, in one write; remember the lost ones."""
-        self._lost.update(self.catalog.renew_leases(self.runtime_id, dict(self.epochs), self.ttl))
+        self._lost.update(self.catalog.leases.renew_all(self.runtime_id, dict(self.epochs), self.ttl))
 
     def keep(self, stopping: threading.Event) -> None:
         """Renew the leases every quarter TTL until ``stopping``, apart from the reconcile
@@ -59,14 +59,14 @@ class Leases:
 
     def acquire(self, query_id: str) -> int | None:
         """Take the query's lease: its epoch, or None if another runtime holds it."""
-        epoch = self.catalog.acquire_lease(query_id, self.runtime_id, self.ttl)
+        epoch = self.catalog.leases.acquire(query_id, self.runtime_id, self.ttl)
         if epoch is not None:
             self.epochs[query_id] = epoch
             self._lost.pop(query_id, None)
         return epoch
 
     def release(self, query_id: str) -> None:
-        self.catalog.release_lease(query_id, self.runtime_id)
+        self.catalog.leases.release(query_id, self.runtime_id)
         self.forget(query_id)
 
     def forget(self, query_id: str) -> None:
@@ -76,5 +76,5 @@ class Leases:
 
     def check(self, query_id: str, epoch: int) -> None:
         """The fence a batch passes before it commits: the lease is still held at ``epoch``."""
-        if not self.catalog.renew_lease(query_id, self.runtime_id, epoch, self.ttl):
+        if not self.catalog.leases.renew(query_id, self.runtime_id, epoch, self.ttl):
             raise StateError(f"runtime {self.runtime_id} lost the lease on {query_id} (epoch {epoch}); not committing")

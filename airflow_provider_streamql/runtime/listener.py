@@ -75,7 +75,7 @@ class ProgressListener(StreamingQueryListener):
             for op in p.get("stateOperators", [])
         ]
         try:
-            self.catalog.record_progress(
+            self.catalog.observed.record_progress(
                 Progress(
                     query_id=p["name"],
                     batch_id=p["batchId"],

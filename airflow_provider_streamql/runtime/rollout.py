@@ -65,7 +65,7 @@ class Rollout:
         self.queries.stop(query.id)
         snapshot = take_snapshot(query.checkpoint, previous)
         batch = last_committed_batch(snapshot)
-        self.catalog.add_snapshot(
+        self.catalog.snapshots.add(
             CheckpointSnapshot(
                 query.id,
                 0,

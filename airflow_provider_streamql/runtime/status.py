@@ -25,14 +25,14 @@ class Status:
         """Write an observed state (unless unchanged)."""
         if query.observed_state == state and (error is None or query.error == error):
             return  # unchanged (a note such as a rollback's stays until the state changes)
-        if self.catalog.set_observed(query.id, state, error, runtime_id=self.runtime_id, epoch=epoch):
+        if self.catalog.observed.set(query.id, state, error, runtime_id=self.runtime_id, epoch=epoch):
             query.observed_state, query.error = state, error
             log.info("%s %s%s", query.id, state, f": {error}" if error else "")
 
     def running(self, query: QueryInfo, epoch: int, run_id: str, note: str | None = None) -> None:
         """The query's current version started as Spark run ``run_id``; ``note`` is shown
         as its error until the state changes (why it runs this version)."""
-        if self.catalog.set_observed(
+        if self.catalog.observed.set(
             query.id,
             QueryState.RUNNING,
             note,
@@ -45,9 +45,9 @@ class Status:
 
     def failed(self, query: QueryInfo, epoch: int, message: str) -> None:
         """Spark stopped the query with ``message`` (written even if the same as before)."""
-        self.catalog.set_observed(query.id, QueryState.ERROR, message, runtime_id=self.runtime_id, epoch=epoch)
+        self.catalog.observed.set(query.id, QueryState.ERROR, message, runtime_id=self.runtime_id, epoch=epoch)
         query.observed_state, query.error = QueryState.ERROR, message
 
     def unassigned(self, query_id: str, epoch: int | None) -> None:
         """The runtime is stopping: the query waits for the next runtime."""
-        self.catalog.set_observed(query_id, QueryState.UNASSIGNED, runtime_id=self.runtime_id, epoch=epoch)
+        self.catalog.observed.set(query_id, QueryState.UNASSIGNED, runtime_id=self.runtime_id, epoch=epoch)

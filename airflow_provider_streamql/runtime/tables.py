@@ -4,8 +4,8 @@ A table's changelog is read as a stream: Spark's file source over the table's di
 (``recursiveFileLookup``) picks up each entry's files once they are renamed into place, with
 the file each row came from, so it knows which rows are tombstones and which change is the
 latest. Each micro-batch becomes :class:`Changes` (rows to upsert, keys to delete), written by
-the query's ``BatchWriter`` as one changelog entry per batch id: exactly once, restart-safe
-and fenced by the query's lease like every table writer.
+the query's ``BatchWriter`` (:mod:`.batch_writer`) as one changelog entry per batch id:
+exactly once, restart-safe and fenced by the query's lease like every table writer.
 
 - ``changes`` (filters and projections, ``plan.table_query``): the latest change of each key
   in the batch goes through the SELECT on its own; a key the SELECT drops (a tombstone, or a

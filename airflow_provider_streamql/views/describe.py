@@ -44,7 +44,7 @@ def show(
         return Result(stmt.text, columns=["name", "kind", "format", "topic"], rows=rows)
     if stmt.what == "SNAPSHOTS":
         queries = sorted(snapshot.queries.values(), key=lambda q: q.seq)
-        rows = [snapshot_row(snap) for q in queries for snap in catalog.snapshots(q.id, conn)]
+        rows = [snapshot_row(snap) for q in queries for snap in catalog.snapshots.of(q.id, conn)]
         return Result(stmt.text, columns=SNAPSHOT_COLUMNS, rows=rows)
     if stmt.what == "QUERIES":
         queries = sorted(snapshot.queries.values(), key=lambda q: q.seq)
@@ -94,7 +94,7 @@ def describe(catalog: Catalog, conn: Connection, snapshot: Snapshot, stmt: st.De
 def explain(catalog: Catalog, conn: Connection, snapshot: Snapshot, stmt: st.Explain) -> Result:
     q = snapshot.queries[stmt.query_id]
     row = query_rows(catalog, [q], conn)[0]
-    p = catalog.progress(q.id, conn)
+    p = catalog.observed.progress(q.id, conn)
     fields = [
         ("query_id", q.id),
         ("kind", q.kind),
@@ -219,7 +219,7 @@ def bad_record_lines(catalog: Catalog, query_id: str, conn: Connection | None = 
     return [
         f"{r.status} (batch {r.batch_id}) at {r.position}: {r.error}; raw: {r.raw[:200]}"
         + (f"; {r.status.lower()} by {r.handled_by}" if r.handled_by else "")
-        for r in catalog.bad_records(query_id, conn=conn)
+        for r in catalog.bad_records.of(query_id, conn=conn)
     ]
 
 

@@ -79,7 +79,7 @@ def current_events(reader: HasCatalog, query_id: str, kinds: tuple[str, ...] | l
     query = catalog.query(query_id.upper())
     if query is None:
         raise NotFoundError(f"no query {query_id!r}")
-    state = shown_state(query, catalog.leases().get(query.id))
+    state = shown_state(query, catalog.leases.holders().get(query.id))
     common: dict[str, Any] = {
         "query_id": query.id,
         "pipeline": query.pipeline,
@@ -92,9 +92,9 @@ def current_events(reader: HasCatalog, query_id: str, kinds: tuple[str, ...] | l
         key = hashlib.sha256((query.error or "").encode()).hexdigest()[:16]
         found["error"] = QueryEvent("error", key=key, message=query.error or "", **common)
     held = "held" in kinds and query.desired_state == DesiredState.PAUSED
-    pending = catalog.bad_records(query.id, status=BadRecordStatus.PENDING) if held else []
+    pending = catalog.bad_records.of(query.id, status=BadRecordStatus.PENDING) if held else []
     if pending:
-        hold = catalog.last_hold(query.id)
+        hold = catalog.commands.last_hold(query.id)
         if hold is not None:
             first = pending[0]
             details = {
@@ -108,7 +108,7 @@ def current_events(reader: HasCatalog, query_id: str, kinds: tuple[str, ...] | l
     if query.running_version == query.version > 1 and state == QueryState.RUNNING and "upgraded" in kinds:
         message = f"{query.id} runs version {query.version}"
         found["upgraded"] = QueryEvent("upgraded", key=f"v{query.version}", message=message, **common)
-    progress = catalog.progress(query.id) if "caught_up" in kinds and state == QueryState.RUNNING else None
+    progress = catalog.observed.progress(query.id) if "caught_up" in kinds and state == QueryState.RUNNING else None
     if progress is not None and not kafka_sources(catalog, query):  # caught up is measured on file topics
         wanted = input_files(catalog, query, time.time())
         if not wanted - processed_files(query.checkpoint):
@@ -142,13 +142,13 @@ class EventFeed:
         except NotFoundError:  # not created yet, or dropped: nothing to tell
             return []
         query_id = self.query_id.upper()
-        given = reader.catalog.event_cursors(self.consumer, query_id)
+        given = reader.catalog.event_cursors.of(self.consumer, query_id)
         if now.state == QueryState.RUNNING and given.get("error"):
-            reader.catalog.set_event_cursor(self.consumer, query_id, "error", REARMED)
+            reader.catalog.event_cursors.set(self.consumer, query_id, "error", REARMED)
         return [e for k, e in now.events.items() if k in self.kinds and _is_new(e, given.get(k))]
 
     def acknowledge(self, reader: HasCatalog, event: QueryEvent) -> None:
-        reader.catalog.set_event_cursor(self.consumer, event.query_id, event.kind, event.key)
+        reader.catalog.event_cursors.set(self.consumer, event.query_id, event.kind, event.key)
 
 
 #: the cursor of a kind whose next event is new whatever its key

@@ -37,7 +37,7 @@ class Reader:
     def state(self, query_id: str) -> str:
         """Observed state as SHOW QUERIES shows it (UNASSIGNED when its runtime is gone)."""
         query = self.query(query_id)
-        return shown_state(query, self.catalog.leases().get(query.id))
+        return shown_state(query, self.catalog.leases.holders().get(query.id))
 
     def queries(self, pipeline: str | None = None) -> list[dict[str, Any]]:
         """Every query (optionally of one pipeline) with state, progress and last error."""
@@ -51,10 +51,10 @@ class Reader:
     def bad_records(self, query_id: str, status: str | None = None) -> list[BadRecord]:
         """The records ``query_id`` could not read: where each sits, its text, the error,
         the batch, and what became of it (``status``: PENDING, SKIPPED, LOGGED, ...)."""
-        return self.catalog.bad_records(self.query(query_id).id, status.upper() if status else None)
+        return self.catalog.bad_records.of(self.query(query_id).id, status.upper() if status else None)
 
     def progress(self, query_id: str) -> Progress | None:
-        return self.catalog.progress(self.query(query_id).id)
+        return self.catalog.observed.progress(self.query(query_id).id)
 
     def runtimes(self, pipeline: str | None = None, *, live: bool = True) -> list[dict[str, Any]]:
         """Runtimes (of one pipeline); ``live``: not stopped and heartbeating within
@@ -62,7 +62,7 @@ class Reader:
         now = time.time()
         return [
             r
-            for r in self.catalog.runtimes()
+            for r in self.catalog.runtimes.all()
             if (pipeline is None or r["pipeline"] == pipeline)
             and (not live or (r["stopped_at"] is None and now - r["heartbeat_at"] <= RUNTIME_STALE_AFTER))
         ]

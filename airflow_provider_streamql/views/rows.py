@@ -43,11 +43,11 @@ def shown_state(query: QueryInfo, lease: dict[str, Any] | None, now: float | Non
 
 def query_rows(catalog: Catalog, queries: list[QueryInfo], conn: Connection | None = None) -> list[dict[str, Any]]:
     """One dict per query with state, progress and last error."""
-    leases = catalog.leases(conn)
-    bad = catalog.bad_record_counts(conn)
+    leases = catalog.leases.holders(conn)
+    bad = catalog.bad_records.counts(conn)
     rows = []
     for q in queries:
-        p = catalog.progress(q.id, conn)
+        p = catalog.observed.progress(q.id, conn)
         rows.append(
             {
                 "query_id": q.id,

@@ -1,36 +1,41 @@
-"""What every statement family of the planner stands on.
+"""The state a script is planned in, shared by every statement family of the planner.
 
-:class:`PlannerBase` holds the planner's state (catalog, connection, the :class:`Snapshot` a
-script is planned against, session settings) and the lookups and checks the families share:
-errors placed at a statement (``_error``, ``_unknown``), declared sources and names
-(``_declared``, ``_check_new_name``, ``_readers``), the source builder ``_source`` with the
-WITH-property table :data:`SOURCE_PROPERTIES`, and ``_analyze`` (a SELECT, checked against
-:mod:`.feasibility` when it runs as a persistent query). :class:`Step` is what planning a
-statement returns; the file-effect helpers at the end build a step's effects and undos.
+:class:`Planning` holds what planning reads and changes (the catalog and its connection, the
+:class:`Snapshot` a script is planned against, the session's settings, who issues the
+statements, the bounds) and the lookups and checks the families share: declared sources and
+names (:meth:`~Planning.declared`, :meth:`~Planning.check_new_name`,
+:meth:`~Planning.readers`), the source builder :meth:`~Planning.source` with the
+WITH-property table :data:`SOURCE_PROPERTIES`, and the analysis of a SELECT
+(:meth:`~Planning.analyze_query`, checked against :mod:`.feasibility` when it runs as a
+persistent query). Each family holds the one :class:`Planning` of its planner, so a
+statement sees what the statements before it in the script did. Errors placed at a
+statement (:func:`error_at`, :func:`state_error_at`) and the step of a statement that
+changes nothing (:func:`unchanged`) need no state and are plain functions.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import Connection
+from sqlglot import exp
 
 from ..catalog import Catalog, QueryInfo, Snapshot, SourceInfo
 from ..catalog.states import DesiredState
-from ..errors import NotFoundError, StateError, StreamQLError, ValidationError
+from ..errors import NotFoundError, StateError, ValidationError
 from ..language import statements as st
 from ..language.analyzer import SelectAnalysis, analyze_select
 from ..language.compiler import SourceSchema, analyze_query
 from ..language.limits import Limits
-from ..language.types import TypeName
+from ..language.types import SqlType, TypeName
 from ..results import Result
 from ..storage import topics
 from ..storage.layout import Layout, Part
 from ..views.describe import StateReader
 from . import feasibility
+from .step import Step
 
 # WITH (...) property -> check of its value (None: accepted as is).
 SOURCE_PROPERTIES: dict[str, Callable[[Any], str | None] | None] = {
@@ -49,55 +54,43 @@ SOURCE_PROPERTIES: dict[str, Callable[[Any], str | None] | None] = {
 KAFKA_CONNECTION_SETTINGS = ("kafka.", "bootstrap", "security", "sasl", "ssl")
 
 
-#: a file effect: done inside the catalog transaction, it returns how to undo it
-FileEffect = Callable[[], Callable[[], None] | None]
+# -- errors placed at a statement, and the step that changes nothing --------------------
+def error_at(message: str, stmt: st.Statement) -> ValidationError:
+    return ValidationError(message, line=stmt.line, col=stmt.col, text=stmt.text.strip()[:120])
+
+
+def state_error_at(message: str, stmt: st.Statement) -> StateError:
+    return StateError(message, line=stmt.line, col=stmt.col, text=stmt.text)
+
+
+def placed(folder: str, stmt: st.Statement) -> str:
+    """``folder`` where the layout placed it (:class:`Part`), or the statement's StateError."""
+    try:
+        return Part(folder).folder
+    except StateError as e:
+        raise state_error_at(e.message, stmt) from None
+
+
+def unchanged(stmt: st.Statement, what: str, query: QueryInfo | None = None) -> Step:
+    """The step of a statement whose object already exists exactly as it defines it."""
+    result = Result(
+        stmt.text,
+        f"Unchanged: {what} already exists as defined",
+        query_id=query.id if query else None,
+        version=query.version if query else None,
+        action="unchanged",
+    )
+    return Step(result)
+
+
+def column_tuples(columns: list[st.Column]) -> list[tuple[str, SqlType, bool]]:
+    return [(c.name.lower(), c.type, c.key) for c in columns]
 
 
 @dataclass
-class Step:
-    """A planned statement, in four phases: its catalog rows, then its file effects (still
-    inside the transaction, under the catalog's write lock, after every check passed; an
-    effect returns its undo in case the transaction fails), then work after the commit
-    (deleting what was moved aside), then its read (a pull query: outside any catalog
-    transaction, after the script's writes are committed; it fills in ``result``)."""
+class Planning:
+    """The state one script is planned in (see the module's docstring)."""
 
-    result: Result
-    write: Callable[[Connection], None] | None = None
-    files: FileEffect | None = None
-    after_commit: Callable[[Result], None] | None = None
-    log: bool = True
-    read: Callable[[], None] | None = None
-
-    def run_files(self) -> Callable[[], None]:
-        """Run the file effect; its undo. An OS failure is an error that names the statement
-        (the transaction is rolled back and earlier effects undone)."""
-        try:
-            return (self.files() if self.files else None) or (lambda: None)
-        except OSError as e:
-            raise StreamQLError(
-                f"{self.result.statement.strip()[:80]!r} could not change {e.filename!r}: {e.strerror}"
-            ) from None
-
-    def run_read(self, *, wrote: bool) -> None:
-        """Run the read (a pull query), outside any catalog transaction; in a script that
-        wrote, a read that fails says that the writes before it were applied."""
-        if self.read is None:
-            return
-        try:
-            self.read()
-        except OSError as e:
-            raise StreamQLError(
-                f"{self.result.statement.strip()[:80]!r} could not read {e.filename!r}: {e.strerror}"
-            ) from None
-        except StreamQLError as e:
-            if wrote:
-                e.message += " (the script's statements that change the catalog were applied before it ran)"
-                e.args = (str(e),)
-            raise
-
-
-@dataclass
-class PlannerBase:
     catalog: Catalog
     conn: Connection
     snapshot: Snapshot
@@ -119,23 +112,8 @@ class PlannerBase:
     #: runtime's Spark reader; the planner never starts Spark itself)
     read_state: StateReader | None = None
 
-    # -- errors ----------------------------------------------------------------------
-    @staticmethod
-    def _error(message: str, stmt: st.Statement) -> ValidationError:
-        return ValidationError(message, line=stmt.line, col=stmt.col, text=stmt.text.strip()[:120])
-
-    @staticmethod
-    def _state_error(message: str, stmt: st.Statement) -> StateError:
-        return StateError(message, line=stmt.line, col=stmt.col, text=stmt.text)
-
-    def _placed(self, folder: str, stmt: st.Statement) -> str:
-        """``folder`` where the layout placed it (:class:`Part`), or the statement's StateError."""
-        try:
-            return Part(folder).folder
-        except StateError as e:
-            raise self._state_error(e.message, stmt) from None
-
-    def _query_named(self, query_id: str, stmt: st.Statement) -> QueryInfo:
+    # -- lookups -------------------------------------------------------------------------
+    def query_named(self, query_id: str, stmt: st.Statement) -> QueryInfo:
         """The query ``query_id``, or NotFoundError listing the known ones."""
         query = self.snapshot.queries.get(query_id)
         if query is None:
@@ -145,56 +123,45 @@ class PlannerBase:
             )
         return query
 
-    def _unknown(self, name: str, stmt) -> NotFoundError:
+    def unknown(self, name: str, stmt: st.Statement) -> NotFoundError:
         known = ", ".join(sorted(self.snapshot.sources)) or "none"
         return NotFoundError(
             f"unknown stream or table {name!r} (known: {known})", line=stmt.line, col=stmt.col, text=stmt.text
         )
 
-    @staticmethod
-    def _unchanged(stmt: st.Statement, what: str, query: QueryInfo | None = None) -> Step:
-        result = Result(
-            stmt.text,
-            f"Unchanged: {what} already exists as defined",
-            query_id=query.id if query else None,
-            version=query.version if query else None,
-            action="unchanged",
-        )
-        return Step(result)
-
-    def _if_not_exists(self, stmt: st.CreateSource | st.CreateAsSelect) -> Step | None:
+    def if_not_exists(self, stmt: st.CreateSource | st.CreateAsSelect) -> Step | None:
         """``CREATE ... IF NOT EXISTS`` of a name that exists: nothing to do (as in ksqlDB),
         unless the name is the other kind of source."""
         existing = self.snapshot.sources.get(stmt.name) if stmt.if_not_exists else None
         if existing is None:
             return None
         if existing.kind != stmt.kind:
-            raise self._error(f"a {existing.kind.lower()} named {stmt.name} already exists", stmt)
+            raise error_at(f"a {existing.kind.lower()} named {stmt.name} already exists", stmt)
         return Step(
             Result(stmt.text, f"{stmt.kind.capitalize()} {stmt.name} exists; nothing created", action="unchanged")
         )
 
     # -- sources and queries of the snapshot -----------------------------------------
-    def _check_new_name(self, name: str, stmt) -> None:
+    def check_new_name(self, name: str, stmt: st.Statement) -> None:
         if name in self.snapshot.sources:
             existing = self.snapshot.sources[name]
-            raise self._error(f"a {existing.kind.lower()} named {name} already exists", stmt)
+            raise error_at(f"a {existing.kind.lower()} named {name} already exists", stmt)
 
-    def _declared(self, name: str, kind: str, stmt, verb: str) -> SourceInfo:
+    def declared(self, name: str, kind: str, stmt: st.Statement, verb: str) -> SourceInfo:
         src = self.snapshot.sources.get(name)
         if src is None:
-            raise self._unknown(name, stmt)
+            raise self.unknown(name, stmt)
         if src.kind != kind:
-            raise self._error(f"{name} is a {src.kind}, not a {kind}", stmt)
+            raise error_at(f"{name} is a {src.kind}, not a {kind}", stmt)
         if src.writer_query:
-            raise self._error(
+            raise error_at(
                 f"{verb} {name}: it is written by query {src.writer_query}; only "
                 f"declared streams and tables accept this",
                 stmt,
             )
         return src
 
-    def _readers(self, source: str) -> list[QueryInfo]:
+    def readers(self, source: str) -> list[QueryInfo]:
         return sorted(
             (
                 q
@@ -204,18 +171,19 @@ class PlannerBase:
             key=lambda q: q.seq,
         )
 
-    def _schemas(self) -> dict[str, SourceSchema]:
+    def schemas(self) -> dict[str, SourceSchema]:
         return {name: src.schema for name, src in self.snapshot.sources.items()}
 
-    def _analyze_pull(self, stmt: st.PullQuery) -> SelectAnalysis:
+    def analyze_pull(self, stmt: st.PullQuery) -> SelectAnalysis:
         """A pull query's SELECT, checked against the catalog (it never runs on Spark)."""
         if stmt.window or stmt.within:
-            raise self._error("WINDOW and WITHIN belong in persistent queries, not pull queries", stmt)
+            raise error_at("WINDOW and WITHIN belong in persistent queries, not pull queries", stmt)
         schemas = {name: src.columns for name, src in self.snapshot.sources.items()}
         timestamps = {name: src.timestamp_column for name, src in self.snapshot.sources.items()}
-        return analyze_select(stmt.select, schemas, stmt, persistent=False, timestamps=timestamps)
+        select = cast(exp.Select, stmt.select)  # the parser reads one SELECT (parse_select)
+        return analyze_select(select, schemas, stmt, persistent=False, timestamps=timestamps)
 
-    def _analyze_query(self, stmt: st.CreateAsSelect | st.InsertSelect, spellings=()) -> SelectAnalysis:
+    def analyze_query(self, stmt: st.CreateAsSelect | st.InsertSelect, spellings=()) -> SelectAnalysis:
         """A persistent query's SELECT (:func:`analyze_query`), checked against what Structured
         Streaming can run (:mod:`.feasibility`)."""
 
@@ -226,32 +194,32 @@ class PlannerBase:
                 rule, problem = found
                 at = stmt.window_at if rule.clause == "WINDOW" else None
                 if at is None:
-                    raise self._error(problem, stmt)
+                    raise error_at(problem, stmt)
                 raise ValidationError(problem, line=at[0], col=at[1], text=stmt.text.strip()[:120])
 
-        return analyze_query(stmt, self._schemas(), spellings=spellings, check=feasible)
+        return analyze_query(stmt, self.schemas(), spellings=spellings, check=feasible)
 
     # -- the source a CREATE declares (or a query writes) ----------------------------
-    def _source(self, stmt, columns, writer: str | None, replacing: SourceInfo | None = None) -> SourceInfo:
+    def source(self, stmt, columns, writer: str | None, replacing: SourceInfo | None = None) -> SourceInfo:
         props = dict(stmt.properties)
         for key, value in props.items():
             if key.startswith(KAFKA_CONNECTION_SETTINGS):
-                raise self._error(
+                raise error_at(
                     f"property {key!r}: Kafka connection settings come from the "
                     f"runtime's configuration (spark.streamql.kafka.*), never from SQL",
                     stmt,
                 )
             if key not in SOURCE_PROPERTIES:
-                raise self._error(f"unknown property {key!r} (known: {', '.join(SOURCE_PROPERTIES)})", stmt)
+                raise error_at(f"unknown property {key!r} (known: {', '.join(SOURCE_PROPERTIES)})", stmt)
             check = SOURCE_PROPERTIES[key]
             problem = check(value) if check else None
             if problem:
-                raise self._error(f"property {key} = {value!r}: {problem}", stmt)
+                raise error_at(f"property {key} = {value!r}: {problem}", stmt)
         if "kafka_topic" in props:
             if "path" in props:
-                raise self._error("give either kafka_topic or path, not both", stmt)
+                raise error_at("give either kafka_topic or path, not both", stmt)
             if str(props.get("value_format", "JSON")).upper() != "JSON":
-                raise self._error("Kafka topics hold JSON values: value_format must be JSON", stmt)
+                raise error_at("Kafka topics hold JSON values: value_format must be JSON", stmt)
             path = f"kafka:{props['kafka_topic']}"
         else:
             others = {
@@ -262,52 +230,25 @@ class PlannerBase:
             try:
                 path = self.layout.source_path(props.get("path", stmt.name), others)
             except ValidationError as e:
-                raise self._error(f"{stmt.name}: {e.message}", stmt) from None
+                raise error_at(f"{stmt.name}: {e.message}", stmt) from None
         if "timestamp" in props:
             ts = next((c for c in columns if c.name.lower() == props["timestamp"].lower()), None)
             if ts is None or ts.type.name is not TypeName.TIMESTAMP:
-                raise self._error(
+                raise error_at(
                     f"timestamp = {props['timestamp']!r} must name a TIMESTAMP column "
                     f"of {stmt.name}" + ("" if ts is None else f" ({ts.name} is {ts.type})"),
                     stmt,
                 )
             props["timestamp"] = ts.name
         elif "timestamp_format" in props:
-            raise self._error("timestamp_format needs timestamp = '<column>'", stmt)
+            raise error_at("timestamp_format needs timestamp = '<column>'", stmt)
         clash = next((s.name for s in self.snapshot.sources.values() if s.path == path and s is not replacing), None)
         if clash:
-            raise self._error(f"path {path!r} is already used by {clash}", stmt)
+            raise error_at(f"path {path!r} is already used by {clash}", stmt)
         fmt = str(props.get("value_format", "JSON")).upper()
         if "value_delimiter" in props and fmt != "DELIMITED":
-            raise self._error(f"value_delimiter is for value_format='DELIMITED', not {fmt}", stmt)
+            raise error_at(f"value_delimiter is for value_format='DELIMITED', not {fmt}", stmt)
         problem = topics.format_problem(fmt, columns)
         if problem:
-            raise self._error(f"{stmt.name}: {problem}", stmt)
+            raise error_at(f"{stmt.name}: {problem}", stmt)
         return SourceInfo(stmt.name, stmt.kind, list(columns), props, fmt, path, writer)
-
-
-def column_tuples(columns: list[st.Column]) -> list[tuple[str, str, bool]]:
-    return [(c.name.lower(), c.type, c.key) for c in columns]
-
-
-# -- file effects and their undos ------------------------------------------------------
-def make_folder(path: str) -> Callable[[], None]:
-    """Create a source's folder; the undo removes it again if it was created here (empty).
-    A link at its name (or above it) is refused, never created through."""
-    path = Part(path).folder
-    existed = os.path.isdir(path)
-    os.makedirs(path, exist_ok=True)
-    return (lambda: None) if existed else (lambda: remove_empty(path))
-
-
-def remove_empty(path: str) -> None:
-    try:
-        os.rmdir(path)
-    except OSError:
-        pass
-
-
-def remove_files(paths) -> None:
-    for path in paths:
-        if path and os.path.isfile(path):
-            os.remove(path)

@@ -1,0 +1,50 @@
+"""The command log: every statement that changed desired state, in order, with the pipeline
+and who issued it (the role ksqlDB gives its command topic). A runtime watches its newest
+number to act at once; a runtime's own pause of a query at a bad record is logged as a PAUSE
+it issued (:data:`~.model.HOLD_ISSUER`)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from sqlalchemy import Connection, Engine, func, insert, select
+
+from . import schema as s
+from .connections import reading
+from .model import HOLD_ISSUER
+
+
+class CommandLog:
+    """The ordered log of applied statements. Pass ``conn`` to read inside an open transaction."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+
+    def log(self, conn: Connection, statement: str, pipeline: str, issuer: str) -> int:
+        """Append ``statement`` in the transaction of ``conn``; its number in the log."""
+        result = conn.execute(
+            insert(s.commands).values(statement=statement, pipeline=pipeline, issuer=issuer, issued_at=time.time())
+        )
+        key = result.inserted_primary_key
+        assert key is not None  # one row inserted: its key
+        return key[0]
+
+    def all(self, conn: Connection | None = None) -> list[dict[str, Any]]:
+        """Every logged statement, oldest first."""
+        with reading(self.engine, conn) as conn:
+            return [dict(r._mapping) for r in conn.execute(select(s.commands).order_by(s.commands.c.seq))]
+
+    def last(self) -> int:
+        """The number of the newest statement logged (0 if none): it changes whenever a
+        statement changes desired state, which a runtime watches to act at once."""
+        with reading(self.engine, None) as conn:
+            return conn.execute(select(func.max(s.commands.c.seq))).scalar() or 0
+
+    def last_hold(self, query_id: str) -> int | None:
+        """The number of the runtime's last PAUSE of ``query_id`` at a bad record (policy
+        PAUSE), None if it never held it: one per hold."""
+        c = s.commands
+        holds = c.c.issuer.like(HOLD_ISSUER.format(runtime_id="%"))
+        with reading(self.engine, None) as conn:
+            return conn.execute(select(func.max(c.c.seq)).where(c.c.statement == f"PAUSE {query_id}", holds)).scalar()
