@@ -31,8 +31,6 @@ from ..upgrades import Code, Finding, Report, UpgradeKind, Verdict, validate_upg
 from .planning import Planning, column_tuples, error_at, unchanged
 from .step import Step
 
-QUERY_PREFIX = QUERY_KINDS
-
 #: what :meth:`PersistentQueries.check_replace` returns: (current query, report, new version,
 #: new sink)
 Replacement = tuple[QueryInfo, Report, QueryInfo, SourceInfo]
@@ -67,7 +65,7 @@ class PersistentQueries:
         self.planning.check_new_name(stmt.name, stmt)
         analysis = self.planning.analyze_query(stmt)
         seq = self.planning.snapshot.next_seq
-        query_id = f"{QUERY_PREFIX[stmt.kind]}_{stmt.name}_{seq}"
+        query_id = f"{QUERY_KINDS[stmt.kind]}_{stmt.name}_{seq}"
         sink = self.sink(stmt, analysis, query_id)
         query = self.query_info(query_id, seq, sink, self.compile(stmt, analysis, sink, query_id), stmt)
         self.planning.snapshot.sources[sink.name] = sink
@@ -272,7 +270,7 @@ class PersistentQueries:
             self.planning.schemas(),
             sink.as_sink,
             query_id=query_id,
-            kind=kind or QUERY_PREFIX[getattr(stmt, "kind", "STREAM")],
+            kind=kind or QUERY_KINDS[getattr(stmt, "kind", "STREAM")],
             named=named,
             offset_reset=self.planning.settings.get("auto.offset.reset", "latest"),
         )
