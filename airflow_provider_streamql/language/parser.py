@@ -971,8 +971,14 @@ def parse_select(sql: str, first: Token) -> exp.Select:
         raise ParseError(
             f"invalid SELECT: {description}", line=first.line + line - 1, col=col, text=near or None
         ) from None
+    if isinstance(tree, exp.SetOperation):
+        # a top-level UNION ALL is the SELECT of all its rows: the same query as the union in
+        # a subquery, which the analyzer checks (UNION, INTERSECT, EXCEPT are refused there, with why)
+        tree = exp.select("*").from_(exp.Subquery(this=tree))
     if not isinstance(tree, exp.Select):
-        raise ParseError("expected a single SELECT", line=first.line, col=start_col(first), text=sql[:60])
+        raise ParseError(
+            "expected a single SELECT (or a UNION ALL of SELECTs)", line=first.line, col=start_col(first), text=sql[:60]
+        )
     mark_subscripts(tree)  # ksqlDB's a[1], m['k'] and s->f (see .shapes)
     name_fields(tree)
     for data_type in list(tree.find_all(exp.DataType)):
