@@ -61,6 +61,11 @@ STORED = [
 
 # INSERT -> (error class, fragment of its message)
 REFUSED = [
+    # one bad row of several: none is written, and the error says which row
+    ("INSERT INTO t VALUES ('c', 1), (NULL, 2)", ValidationError, "row 2: primary key column 'k' of T cannot be NULL"),
+    ("INSERT INTO t (k, v) VALUES ('c', 1), ('d', 'x')", ValidationError, "row 2: value 'x' does not fit column 'v'"),
+    ("INSERT INTO t VALUES ('c', 1), ('d')", ParseError, "2 values in the first row but 1 values"),
+    ("INSERT INTO t (k, v) VALUES ('c', 1), ('d', 2, 3)", ParseError, "2 columns but 3 values"),
     ("INSERT INTO s (ts) VALUES ('not a timestamp')", ValidationError,
      "value 'not a timestamp' does not fit column 'ts' of type TIMESTAMP"),
     ("INSERT INTO s (ts) VALUES (TIMESTAMP 'garbage')", ValidationError, "cannot evaluate TIMESTAMP 'garbage' for column 'ts'"),
@@ -125,6 +130,21 @@ def test_insert_values_stores(insert_engine, sql, expected):
     insert_engine.execute(sql)
     (row,) = written(insert_engine, target)
     assert {k: row[k] for k in expected} == expected
+
+
+# several rows in one INSERT (issue 31): (INSERT, every record written, in order)
+ROWS = [
+    ("INSERT INTO t VALUES ('a', 1), ('b', 2)", "t", [{"k": "a", "v": 1}, {"k": "b", "v": 2}]),
+    ("INSERT INTO s (id) VALUES (1), (2 + 1), (NULL)", "s", [{"id": 1}, {"id": 3}, {"id": None}]),
+    ("INSERT INTO s (id, name) VALUES\n  (1, 'ann'),\n  (2, 'bob')", "s", [{"id": 1, "name": "ann"}, {"id": 2, "name": "bob"}]),
+]
+
+
+@pytest.mark.parametrize("sql, target, expected", ROWS)
+def test_insert_values_stores_every_row(insert_engine, sql, target, expected):
+    [result] = insert_engine.execute(sql)
+    assert result.message == f"Inserted {len(expected)} records into {target.upper()}"
+    assert [{k: row[k] for k in want} for row, want in zip(written(insert_engine, target), expected, strict=True)] == expected
 
 
 @pytest.mark.parametrize("sql, error, fragment", REFUSED)
