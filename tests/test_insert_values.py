@@ -13,6 +13,7 @@ SETUP = """
 CREATE STREAM s (id INT, name STRING, ts TIMESTAMP, d DATE, amount DOUBLE, price DECIMAL(6, 2), ok BOOLEAN, n BIGINT);
 CREATE STREAM minutes (id INT, ts TIMESTAMP) WITH (timestamp='ts', timestamp_format='yyyy-MM-dd HH:mm');
 CREATE TABLE t (k STRING PRIMARY KEY, v INT);
+CREATE STREAM nested (id INT, a ARRAY<INT>, m MAP<STRING, INT>, s STRUCT<x: INT, y: STRING>, l ARRAY<STRUCT<d: DATE>>);
 """
 
 # INSERT (into s unless it names another source) -> {column: what the file stores}
@@ -66,6 +67,14 @@ REFUSED = [
     ("INSERT INTO t (k, v) VALUES ('c', 1), ('d', 'x')", ValidationError, "row 2: value 'x' does not fit column 'v'"),
     ("INSERT INTO t VALUES ('c', 1), ('d')", ParseError, "2 values in the first row but 1 values"),
     ("INSERT INTO t (k, v) VALUES ('c', 1), ('d', 2, 3)", ParseError, "2 columns but 3 values"),
+    ("INSERT INTO nested (a) VALUES (ARRAY['x'])", ValidationError, "does not fit column 'a[1]' of type INT"),
+    ("INSERT INTO nested (a) VALUES (ARRAY[9999999999])", ValidationError, "does not fit column 'a[1]' of type INT"),
+    ("INSERT INTO nested (a) VALUES (MAP('a', 1))", ValidationError, "it is a MAP; write a value of type ARRAY"),
+    ("INSERT INTO nested (m) VALUES (MAP('a', 'x'))", ValidationError, "does not fit column \"m['a']\" of type INT"),
+    ("INSERT INTO nested (s) VALUES (STRUCT(1 AS z))", ValidationError, "it has a field 'z'; its fields are x, y"),
+    ("INSERT INTO nested (l) VALUES (ARRAY[STRUCT('soon' AS d)])", ValidationError, "column 'l[1].d' of type DATE"),
+    ("INSERT INTO s (id) VALUES (ARRAY[1])", ValidationError, "it is an ARRAY; write a value of type INT"),
+    ("INSERT INTO nested (a) VALUES (ARRAY[id])", ParseError, "'id' is a column reference"),
     ("INSERT INTO s (ts) VALUES ('not a timestamp')", ValidationError,
      "value 'not a timestamp' does not fit column 'ts' of type TIMESTAMP"),
     ("INSERT INTO s (ts) VALUES (TIMESTAMP 'garbage')", ValidationError, "cannot evaluate TIMESTAMP 'garbage' for column 'ts'"),
@@ -153,6 +162,7 @@ def test_insert_values_refuses_and_writes_nothing(insert_engine, sql, error, fra
         insert_engine.execute(sql)
     assert fragment in info.value.message
     assert written(insert_engine, "s") == written(insert_engine, "minutes") == written(insert_engine, "t") == []
+    assert written(insert_engine, "nested") == []
 
 
 def test_one_bad_value_writes_nothing_of_the_script(insert_engine):
