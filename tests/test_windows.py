@@ -3,6 +3,8 @@ hand from the input, with Spark's rules: a window closes when the watermark (the
 event time seen, minus the grace period) reaches its end; a record for a closed window is
 late and dropped. The cases that test late records and closed windows state GRACE PERIOD 0
 SECONDS (the default is ksqlDB's 24 hours)."""
+import os
+
 import pytest
 
 from airflow_provider_streamql.conditions import ProgressSince
@@ -161,6 +163,46 @@ def test_timestamp_format_reads_text_times(sqlite_engine, runtimes):
     engine.wait_caught_up("CTAS_PER_MINUTE_1", timeout=60)
     rows = engine.execute("SELECT k, c, WINDOWSTART FROM per_minute")[0].rows
     assert sorted((k, c, hhmmss(w)) for k, c, w in rows) == [("x", 1, "00:01:00"), ("x", 2, "00:00:00")]
+
+
+#: ksqlDB's tumbling-window recipe as users paste it: the event time is a VARCHAR column with
+#: TIMESTAMP_FORMAT (the column stays text; the window is on the time it holds)
+RATINGS = """
+CREATE STREAM ratings (title VARCHAR, release_year INT, rating DOUBLE, ts VARCHAR)
+  WITH (timestamp='ts', timestamp_format='yyyy-MM-dd HH:mm:ss', partitions=1, value_format='JSON');
+"""
+
+
+def test_a_varchar_event_time_with_timestamp_format_drives_windows(sqlite_engine, runtimes):
+    """A record whose text its timestamp_format does not read is a bad record of the query
+    (here LOG_AND_CONTINUE: left out and logged), never a NULL window."""
+    engine = sqlite_engine
+    engine.execute(RATINGS + """
+        CREATE TABLE rating_count WITH (on_error='LOG_AND_CONTINUE') AS
+          SELECT title, COUNT(*) AS rating_count, WINDOWSTART AS window_start, WINDOWEND AS window_end
+          FROM ratings WINDOW TUMBLING (SIZE 6 HOURS) GROUP BY title EMIT CHANGES;
+        CREATE STREAM stamped WITH (on_error='LOG_AND_CONTINUE') AS SELECT title, ROWTIME AS rt, ts FROM ratings;
+        CREATE STREAM strict AS SELECT title FROM ratings;
+        INSERT INTO ratings VALUES ('Die Hard', 1998, 8.2, '2019-07-09 01:00:00'), ('Die Hard', 1998, 4.5, '2019-07-09 05:00:00'),
+          ('Die Hard', 1998, 5.1, '2019-07-09 09:00:00'), ('Tree of Life', 2011, 4.9, '2019-07-09 00:00:00'),
+          ('A Walk in the Clouds', 1995, 3.6, '2019-07-09 12:00:00'), ('A Walk in the Clouds', 1995, 6.0, '2019-07-09 15:00:00');
+    """)
+    with open(os.path.join(engine.catalog.source("RATINGS").path, "producer.json"), "w") as f:
+        f.write('{"title": "Tree of Life", "release_year": 2011, "rating": 5.6, "ts": "09/07/2019 08:00"}\n')
+    runtimes.start(engine)
+    for query_id in ("CTAS_RATING_COUNT_1", "CSAS_STAMPED_2"):
+        engine.wait_caught_up(query_id, timeout=90)
+    rows = engine.execute("SELECT title, rating_count, window_start, window_end FROM rating_count")[0].rows
+    day = "2019-07-09 "
+    assert sorted((t, n, hhmmss(s), hhmmss(e)) for t, n, s, e in rows) == [
+        ("A Walk in the Clouds", 2, day + "12:00:00", day + "18:00:00"), ("Die Hard", 1, day + "06:00:00", day + "12:00:00"),
+        ("Die Hard", 2, day + "00:00:00", day + "06:00:00"), ("Tree of Life", 1, day + "00:00:00", day + "06:00:00")]
+    stamped = engine.execute("SELECT title, rt, ts FROM stamped WHERE title = 'Tree of Life'")[0].rows
+    assert stamped == [["Tree of Life", 1562630400000, "2019-07-09 00:00:00"]]  # the text is kept as written
+    wait_until(lambda: engine.query("CSAS_STRICT_3").error, 60, "the default policy (FAIL) stops at the record")
+    assert "cannot read a record of RATINGS in" in engine.query("CSAS_STRICT_3").error
+    assert [r.raw for r in engine.bad_records("CTAS_RATING_COUNT_1")] == \
+        ['{"title": "Tree of Life", "release_year": 2011, "rating": 5.6, "ts": "09/07/2019 08:00"}']
 
 
 @pytest.mark.parametrize("sql, fragment", [

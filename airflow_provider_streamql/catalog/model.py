@@ -73,7 +73,17 @@ class SourceInfo:
     @property
     def schema(self) -> SourceSchema:
         """What the compile step knows of it: typed values, not this row."""
-        return SourceSchema(self.name, self.kind, tuple(self.columns), self.timestamp_column, bool(self.kafka_topic))
+        return SourceSchema(
+            self.name, self.kind, tuple(self.columns), self.timestamp_column, bool(self.kafka_topic), self.text_time
+        )
+
+    @property
+    def text_time(self) -> str | None:
+        """The ``timestamp_format`` of an event-time column declared as text (ksqlDB's VARCHAR
+        timestamp); None when the event-time column is a TIMESTAMP (the format is then the
+        reader's, for its TIMESTAMP columns) or there is none."""
+        ts = next((c for c in self.columns if c.name == self.timestamp_column), None)
+        return self.properties.get("timestamp_format") if ts is not None and ts.type.is_text else None
 
     @property
     def as_sink(self) -> SinkSchema:

@@ -18,7 +18,7 @@ from . import functions
 from .dialect import DIALECT
 from .names import reserved_name_problem
 from .outputs import check_quoted, joined_tables, output_names, output_projections
-from .pseudocolumns import resolve_pseudo_columns
+from .pseudocolumns import EventTime, resolve_pseudo_columns
 from .statements import Column, Statement
 from .typecheck import LOOSE, as_written, check_types
 from .types import SqlType, TypeName, TypeProblem
@@ -69,7 +69,7 @@ def analyze_select(
     stmt: Statement,
     *,
     persistent: bool,
-    timestamps: dict[str, str | None] | None = None,
+    timestamps: dict[str, EventTime] | None = None,
 ) -> SelectAnalysis:
     """Check ``select`` against ``schemas`` (upper-case source name -> columns).
 

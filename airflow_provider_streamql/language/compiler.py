@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from ..errors import ValidationError
 from .analyzer import SelectAnalysis, analyze_select
 from .partition import keyed_select, rekey_problem
+from .pseudocolumns import EventTime, TextTime
 from .query_shape import QueryShape, SinkShape, Writer, query_shape, select_shape
 from .statements import Column, CreateAsSelect, InsertSelect, Statement
 from .streaming import StreamingPlan, plan_streaming
@@ -35,6 +36,16 @@ class SourceSchema:
     columns: tuple[Column, ...]
     timestamp: str | None = None  # its event-time column
     on_kafka: bool = False
+    #: the pattern of an event-time column declared as text (ksqlDB's TIMESTAMP_FORMAT on a
+    #: VARCHAR); None when the column is a TIMESTAMP
+    text_time: str | None = None
+
+    @property
+    def event_time(self) -> EventTime:
+        """Its event time as the analyzer and the plan take it."""
+        if self.timestamp is not None and self.text_time is not None:
+            return TextTime(self.timestamp, self.text_time)
+        return self.timestamp
 
     @property
     def keys(self) -> list[str]:
@@ -83,7 +94,7 @@ def analyze_query(
         schemas,
         stmt,
         persistent=True,
-        timestamps={name: src.timestamp for name, src in sources.items()},
+        timestamps={name: src.event_time for name, src in sources.items()},
     )
     if check is not None:
         check(analysis)
@@ -135,7 +146,7 @@ def compile_query(
         analysis,
         query_id,
         kind=kind,
-        timestamps={n: sources[n].timestamp for n in analysis.sources},
+        timestamps={n: sources[n].event_time for n in analysis.sources},
         tables=static,
         schemas={n: list(sources[n].columns) for n in analysis.sources},
         over_tables=over_tables,

@@ -17,10 +17,35 @@ table it writes.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
 
+from .dialect import DIALECT
 from .statements import Column
+
+#: the column a source whose event time is text gets, holding that time parsed (the plan's
+#: watermark and windows use it; the declared column stays text, as in ksqlDB)
+EVENT_TIME = "__sq_event_time"
+
+
+@dataclass(frozen=True)
+class TextTime:
+    """An event-time column declared as text (ksqlDB's VARCHAR with ``timestamp_format``),
+    with the Spark datetime pattern its values are written in."""
+
+    column: str
+    pattern: str
+
+    def parsed(self, qualifier: str | None = None) -> exp.Expr:
+        """The column's value as a TIMESTAMP (Spark's ``to_timestamp(column, pattern)``)."""
+        fmt = Dialect.get_or_raise(DIALECT).format_time(exp.Literal.string(self.pattern))
+        return exp.StrToTime(this=exp.column(self.column, table=qualifier, quoted=True), format=fmt)
+
+
+#: a source's event time: its TIMESTAMP column's name, a column of text, or none
+EventTime = str | TextTime | None
 
 PSEUDO_COLUMNS = ("ROWTIME", "ROWKEY")
 WINDOW_BOUNDS = ("WINDOWSTART", "WINDOWEND")
@@ -29,7 +54,7 @@ WINDOW_BOUNDS = ("WINDOWSTART", "WINDOWEND")
 def resolve_pseudo_columns(
     select: exp.Select,
     schemas: dict[str, list[Column]],
-    timestamps: dict[str, str | None],
+    timestamps: dict[str, EventTime],
     error: Callable[[str, exp.Expr], Exception],
 ) -> None:
     """Replace ROWTIME and ROWKEY in ``select`` (in place) with what they stand for.
@@ -60,7 +85,8 @@ def resolve_pseudo_columns(
                     f"WITH (timestamp='<column>'); the ingestion time of a record is not kept",
                     column,
                 )
-            value: exp.Expr = exp.UnixMillis(this=exp.column(ts, table=qualifier, quoted=True))
+            time = ts.parsed(qualifier) if isinstance(ts, TextTime) else exp.column(ts, table=qualifier, quoted=True)
+            value: exp.Expr = exp.UnixMillis(this=time)
         else:
             keys = [c.name for c in schemas[source] if c.key and c.name.upper() not in WINDOW_BOUNDS]
             if len(keys) != 1:

@@ -13,6 +13,7 @@ from ..errors import ValidationError
 from .analyzer import WINDOW_BOUNDS, SelectAnalysis
 from .dialect import DIALECT
 from .outputs import from_item, output_projections
+from .pseudocolumns import EVENT_TIME, EventTime, TextTime
 from .statements import Column, Statement
 
 # WINDOW kind -> (Spark function building the window column, the spec's durations it takes)
@@ -81,7 +82,7 @@ def plan_streaming(
     query_id: str,
     *,
     kind: str,
-    timestamps: dict[str, str | None],
+    timestamps: dict[str, EventTime],
     tables: set[str],
     schemas: dict[str, list[Column]],
     over_tables: bool = False,
@@ -131,7 +132,7 @@ def plan_streaming(
             grace = _grace(within.grace, default_grace)
             if name in watermarks:  # a stream in two stateful operators: the longer grace
                 grace = max(watermarks[name][1], grace)
-            watermarks[name] = [timestamps[name], grace]
+            watermarks[name] = [_event_time(timestamps, name), grace]
     if kind == "CTAS":
         mode = "append" if stmt.window is not None and getattr(stmt, "emit", None) == "FINAL" else "update"
     else:
@@ -253,13 +254,14 @@ def _bound_interval(seconds: float) -> exp.Interval:
     return exp.Interval(this=exp.Literal.string(str(int(round(seconds * 1000)))), unit=exp.var("MILLISECONDS"))
 
 
-def _event_time(timestamps: dict[str, str | None], source: str) -> str:
-    """``source``'s event-time column (the feasibility rules refuse a WINDOW or WITHIN over a
+def _event_time(timestamps: dict[str, EventTime], source: str) -> str:
+    """``source``'s event-time column in the plan: its TIMESTAMP column, or the column the
+    runtime parses a text one into (the feasibility rules refuse a WINDOW or WITHIN over a
     stream without one before a plan is made)."""
     column = timestamps.get(source)
     if column is None:
         raise ValidationError(f"{source} has no timestamp column: declare WITH (timestamp='<column>')")
-    return column
+    return EVENT_TIME if isinstance(column, TextTime) else column
 
 
 def _time_column(table: exp.Expr, column: str) -> exp.Column:

@@ -167,7 +167,7 @@ class Planning:
         if stmt.window or stmt.within:
             raise error_at("WINDOW and WITHIN belong in persistent queries, not pull queries", stmt)
         schemas = {name: src.columns for name, src in self.snapshot.sources.items()}
-        timestamps = {name: src.timestamp_column for name, src in self.snapshot.sources.items()}
+        timestamps = {name: src.schema.event_time for name, src in self.snapshot.sources.items()}
         select = cast(exp.Select, stmt.select)  # the parser reads one SELECT (parse_select)
         return analyze_select(select, schemas, stmt, persistent=False, timestamps=timestamps)
 
@@ -224,11 +224,13 @@ class Planning:
                 raise error_at(f"{stmt.name}: {e.message}", stmt) from None
         if "timestamp" in props:
             ts = next((c for c in columns if c.name.lower() == props["timestamp"].lower()), None)
-            if ts is None or ts.type.name is not TypeName.TIMESTAMP:
+            text = ts is not None and ts.type.is_text and "timestamp_format" in props  # ksqlDB's VARCHAR time
+            if ts is None or (ts.type.name is not TypeName.TIMESTAMP and not text):
                 raise error_at(
-                    f"timestamp = {props['timestamp']!r} must name a TIMESTAMP column "
-                    f"of {stmt.name}" + ("" if ts is None else f" ({ts.name} is {ts.type})"),
+                    f"timestamp = {props['timestamp']!r} must name a TIMESTAMP column of {stmt.name}, or a "
+                    f"STRING one with timestamp_format" + ("" if ts is None else f" ({ts.name} is {ts.type})"),
                     stmt,
+                    at=stmt.property_at.get("timestamp"),
                 )
             props["timestamp"] = ts.name
         elif "timestamp_format" in props:

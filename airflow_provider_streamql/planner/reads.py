@@ -70,6 +70,10 @@ class Reads:
                         )
                     except ValidationError as e:
                         raise error_at(where + e.message, stmt) from None
+                    if column.name == src.timestamp_column and (
+                        problem := _text_time_problem(src, record[column.name])
+                    ):
+                        raise error_at(where + problem, stmt)
                 problem = record_problem(record, src.format, self.planning.limits)
                 if problem:
                     raise error_at(where + problem, stmt)
@@ -154,3 +158,20 @@ class Reads:
         if stmt.query_id not in self.planning.snapshot.queries:
             raise NotFoundError(f"no query {stmt.query_id!r}", line=stmt.line, col=stmt.col, text=stmt.text)
         return Step(explain(self.planning.catalog, self.planning.conn, self.planning.snapshot, stmt))
+
+
+def _text_time_problem(src, value: Any) -> str | None:
+    """Why ``value`` of ``src``'s event-time column, declared as text, is not one its
+    ``timestamp_format`` reads (a runtime would hold it as a bad record); None when it is, or
+    when the pattern uses letters this check does not know (Spark judges it then)."""
+    if src.text_time is None or value is None:
+        return None
+    try:
+        if topics.spark_pattern(src.text_time).matches(value):
+            return None
+    except ValidationError:
+        return None
+    return (
+        f"value {value!r} of column {src.timestamp_column!r} is {src.name}'s event time, and its "
+        f"timestamp_format {src.text_time!r} does not read it"
+    )

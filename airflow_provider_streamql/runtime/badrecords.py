@@ -42,7 +42,7 @@ from pyspark.sql import functions as F
 from ..catalog import BadRecord, BadRecordStatus, SourceInfo
 from ..language.types import TypeName
 from ..storage.topics import FORMATS, uri_path, value_delimiter
-from .schemas import CORRUPT, FILE, checked, ddl_schema, parse_options, reader_options
+from .schemas import CORRUPT, FILE, checked, ddl_schema, event_time, parse_options, reader_options
 
 MARKER = "STREAMQL_BAD_RECORD"
 #: the error class of a record Spark could not parse in FAILFAST mode (in the error's causes)
@@ -74,11 +74,15 @@ def _required_keys(src: SourceInfo) -> list[str]:
 
 
 def _bad(src: SourceInfo, df: DataFrame | None = None) -> SparkColumn:
-    """A bad record of ``src``: not parsed, or a required key null (``df``: a fail-fast read,
-    without the corrupt-record column, whose unparsed records fail the read instead)."""
+    """A bad record of ``src``: not parsed, a required key null, or an event time written as
+    text that its ``timestamp_format`` does not read (``df``: a fail-fast read, without the
+    corrupt-record column, whose unparsed records fail the read instead)."""
     condition = F.lit(False) if df is not None and CORRUPT not in df.columns else F.col(CORRUPT).isNotNull()
     for key in _required_keys(src):
         condition = condition | F.col(f"`{key}`").isNull()
+    if src.text_time is not None:
+        text = F.col(f"`{src.timestamp_column}`")
+        condition = condition | (text.isNotNull() & event_time(src, lenient=True).isNull())
     return condition
 
 
@@ -122,7 +126,7 @@ def guard(df: DataFrame, src: SourceInfo, query_id: str, policy: str, skipped: I
     so plans and state schemas are the same as without checking."""
     if not checked(src):
         return df
-    if CORRUPT not in df.columns and not _required_keys(src):  # a fail-fast read: Spark checks
+    if CORRUPT not in df.columns and not _required_keys(src) and src.text_time is None:  # Spark checks
         return df.select(*_declared(src))
     skipped = sorted(skipped)
     if policy not in ("FAIL", "PAUSE"):

@@ -16,6 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from ..catalog import QueryInfo, SourceInfo
+from ..language.pseudocolumns import EVENT_TIME
 from ..language.streaming import StreamingPlan
 from ..storage.layout import Part, dead_letter_checkpoint
 from ..storage.topics import FORMATS
@@ -29,6 +30,7 @@ from .schemas import (
     FILE,
     checked,
     ddl_schema,
+    event_time,
     format_options,
     parse_options,
     reader_options,
@@ -78,6 +80,8 @@ def read_stream(
     df = source_stream(spark, src, checked=checked, fail_fast=fail_fast, starting=starting, name=name)
     if record_guard is not None:
         df = record_guard.apply(df, src)
+    if src.text_time is not None:  # ksqlDB's VARCHAR event time: parsed once, the column stays text
+        df = df.withColumn(EVENT_TIME, event_time(src))
     if watermark:
         column, seconds = watermark
         df = df.withWatermark(column, f"{int(round(seconds * 1000))} milliseconds")

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from pyspark.sql import Column as SparkColumn
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..catalog import SourceInfo
@@ -67,6 +69,14 @@ def spark_type(t: SqlType) -> T.DataType:
     return SPARK_TYPES[t.name]
 
 
+def event_time(src: SourceInfo, *, lenient: bool = False) -> SparkColumn:
+    """The event time of a source whose timestamp column is text: that column read with its
+    ``timestamp_format`` (``lenient``: NULL where the text does not match, to tell such a
+    record apart; else Spark's ANSI ``to_timestamp``, which fails on it)."""
+    text, pattern = F.col(f"`{src.timestamp_column}`"), src.text_time or ""
+    return F.try_to_timestamp(text, F.lit(pattern)) if lenient else F.to_timestamp(text, pattern)
+
+
 def ddl_schema(columns: Iterable[Column], *, corrupt: bool = False) -> T.StructType:
     """``columns`` as a Spark schema under their canonical names; ``corrupt``: with the
     corrupt-record column last."""
@@ -86,7 +96,7 @@ def format_options(src: SourceInfo) -> dict[str, str]:
 def reader_options(src: SourceInfo) -> dict[str, str]:
     """The options reading ``src``'s files takes (a CSV header, a timestamp format)."""
     options = format_options(src)
-    if src.properties.get("timestamp_format"):
+    if src.properties.get("timestamp_format") and src.text_time is None:  # else it is the text column's
         options["timestampFormat"] = src.properties["timestamp_format"]
     return options
 
