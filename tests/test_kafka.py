@@ -262,6 +262,92 @@ def test_a_pipeline_on_kafka_topics_through_a_runtime_process(sqlite_engine, env
 
 
 
+# (the stream's columns, records produced to its topic (key, value), the CSAS's SELECT over it,
+# the records its topic gets (key, value) with JSON compared as values): keys from the record
+# key as ksqlDB reads them (one KEY column: its text; several: a JSON object; none: no key)
+ON_TOPICS = [
+    ("id INT KEY, item STRING, qty INT", [("1", {"item": "tea", "qty": 2}), ("2", {"item": "mug", "qty": 1})],
+     "SELECT id, item, qty * 10 AS total FROM {src} WHERE qty > 1 PARTITION BY id",
+     [("1", {"item": "tea", "total": 20})]),
+    ("name STRING KEY, n BIGINT", [("ann", {"n": 5}), ("bob", {"n": 9})],
+     "SELECT name, n + 1 AS n FROM {src} PARTITION BY name", [("ann", {"n": 6}), ("bob", {"n": 10})]),
+    ("region STRING KEY, id INT KEY, cost DOUBLE", [('{"region": "eu", "id": 7}', {"cost": 2.5})],
+     "SELECT * FROM {src} PARTITION BY region, id", [({"region": "eu", "id": 7}, {"cost": 2.5})]),
+    ("id INT KEY, item STRING", [(None, {"item": "pot"})],
+     "SELECT id, item FROM {src}", [(None, {"id": None, "item": "pot"})]),
+    ("item STRING, qty INT", [("ignored", {"item": "cup", "qty": 4})],
+     "SELECT UPPER(item) AS item, qty FROM {src}", [(None, {"item": "CUP", "qty": 4})]),
+]
+
+
+def as_json(text: str | None):
+    """A JSON object's text as its value (so spacing and order do not matter); other text as it is."""
+    return json.loads(text) if text is not None and text.startswith("{") else text
+
+
+def test_streams_over_topics_and_queries_into_topics(kafka_spark, kafka_topics, sqlite_engine, runtimes):
+    """Each case through one runtime and the broker: a stream declared over a topic a producer
+    wrote, a CREATE STREAM ... AS SELECT into another topic, what a consumer reads there; and
+    records produced while the queries run come out too."""
+    engine = sqlite_engine
+    topics = []
+    for n, (columns, records, select, _) in enumerate(ON_TOPICS):
+        source, sink = kafka_topics.new(f"in{n}"), kafka_topics.new(f"out{n}")
+        kafka_topics.produce(source, records)
+        engine.execute(f"CREATE STREAM in{n} ({columns}) WITH (kafka_topic='{source}');"
+                       "SET 'auto.offset.reset' = 'earliest';"  # a SET holds for the rest of its script
+                       f"CREATE STREAM out{n} WITH (kafka_topic='{sink}') AS {select.format(src=f'in{n}')}")
+        topics.append((source, sink))
+    runtimes.start(engine)
+    for n, (_, _, _, expected) in enumerate(ON_TOPICS):
+        out = kafka_topics.consume(topics[n][1], len(expected), timeout=120)
+        assert [(as_json(key), as_json(value)) for key, value, _, _ in out] == expected, ON_TOPICS[n]
+    source, sink = topics[0]
+    kafka_topics.produce(source, [("3", {"item": "pot", "qty": 3})])
+    assert [(k, as_json(v)) for k, v, _, _ in kafka_topics.consume(sink, 2, timeout=120)] == [
+        ("1", {"item": "tea", "total": 20}), ("3", {"item": "pot", "total": 30})]
+
+
+MALFORMED = '{"item": "pot", "qty": 3'
+
+
+def test_a_poison_pill_on_a_topic_holds_the_query_until_it_is_skipped(kafka_spark, kafka_topics, sqlite_engine,
+                                                                      runtimes):
+    """ksqlDB's PAUSE on a deserialization error, on Kafka: the query holds at the malformed
+    record, naming its topic, partition and offset; RESUME ... SKIP BAD RECORDS moves past
+    exactly it, and every good record reaches the output topic once."""
+    engine = sqlite_engine
+    source, sink = kafka_topics.new("orders"), kafka_topics.new("copy")
+    engine.execute(f"CREATE STREAM orders (id INT KEY, item STRING, qty INT) WITH (kafka_topic='{source}');"
+                   "SET 'auto.offset.reset' = 'earliest';"
+                   f"CREATE STREAM copy WITH (kafka_topic='{sink}', on_error='PAUSE') AS "
+                   "SELECT id, item, qty FROM orders PARTITION BY id")
+    good = lambda i: (str(i), {"item": f"item{i}", "qty": i})  # noqa: E731
+    kafka_topics.produce(source, [good(i) for i in range(3)])
+    runtimes.start(engine)
+    assert len(kafka_topics.consume(sink, 3, timeout=120)) == 3
+    # once those are out, the next batch starts at the malformed record (offset 3): nothing
+    # of that batch was produced before it failed
+    kafka_topics.produce(source, [("3", MALFORMED)] + [good(i) for i in range(4, 6)])
+    engine.wait_for_state("CSAS_COPY_1", "PAUSED", timeout=120)
+    query = engine.query("CSAS_COPY_1")
+    assert query.desired_state == "PAUSED"
+    assert query.error.startswith("BAD_RECORD: 1 bad record(s) in batch ")
+    assert f"first at kafka:{source}/0@3: " in query.error
+    (record,) = engine.bad_records("CSAS_COPY_1")
+    assert (record.status, record.position, record.raw, record.source) == (
+        "PENDING", f"kafka:{source}/0@3", MALFORMED, "ORDERS")
+
+    engine.execute("RESUME CSAS_COPY_1 SKIP BAD RECORDS", issuer="user:ops")
+    engine.wait_for_state("CSAS_COPY_1", "RUNNING", timeout=60)
+    kafka_topics.produce(source, [good(6)])
+    wanted = [(str(i), {"item": f"item{i}", "qty": i}) for i in (0, 1, 2, 4, 5, 6)]
+    out = kafka_topics.consume(sink, len(wanted), timeout=120)
+    assert [(k, json.loads(v)) for k, v, _, _ in out] == wanted
+    assert kafka_topics.records_in(sink) == len(wanted)  # nothing twice
+    assert [(r.status, r.handled_by) for r in engine.bad_records("CSAS_COPY_1")] == [("SKIPPED", "user:ops")]
+
+
 # -- Kafka secrets: read at start from the environment or a file, never from argv --------
 
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" '

@@ -184,7 +184,8 @@ def decode(df: DataFrame, src: SourceInfo) -> DataFrame:
 def encode(df: DataFrame, sink: SourceInfo, *, deleted: DataFrame | None = None) -> DataFrame:
     """The declared columns as Kafka records: key from the KEY columns, value as JSON; then
     the keys a table ``deleted`` as tombstones (the key and a null value, as in ksqlDB)."""
-    value = F.to_json(F.struct(*[F.col(f"`{c.name}`") for c in _value_columns(sink)]))
+    # a null column is written as null, as ksqlDB's JSON does (Spark would leave it out)
+    value = F.to_json(F.struct(*[F.col(f"`{c.name}`") for c in _value_columns(sink)]), {"ignoreNullFields": "false"})
     records = df.select(_key(sink).alias("key"), value.alias("value"))
     if deleted is None:
         return records
