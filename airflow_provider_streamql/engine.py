@@ -37,6 +37,7 @@ from .language.limits import Limits
 from .language.statements import CreateAsSelect, CreateSource, DropSource, QueryControl, SetProperty, Statement
 from .planner import Planner, Planning, deploy
 from .planner.deploy import DeployPlan
+from .planner.step import reads_last
 from .results import Result
 from .storage import kafka_properties
 from .storage.layout import Layout, Part
@@ -115,7 +116,9 @@ class Engine(Reader):
         and the file effects before it undone. Reads never hold the write lock: a script of
         reads only (SELECT, SHOW, DESCRIBE, EXPLAIN, DIFF) is planned in a read transaction,
         and pull queries run after it (in a script that writes, after its commit, so they
-        see what it wrote; one that fails then raises with the writes applied). With
+        see what it wrote; one that fails then raises with the writes applied): a read
+        before a statement that changes what it reads is refused, as it would show what
+        came after it. With
         ``skip_unchanged``, a CREATE, ALTER or INSERT INTO ... SELECT whose object already
         exists exactly as defined changes nothing (its result's ``action`` is
         ``"unchanged"``): applying a script twice is applying it once.
@@ -131,6 +134,7 @@ class Engine(Reader):
                 planner = self._planner(conn, pipeline)
                 planner.skip_unchanged, planner.issuer = skip_unchanged, issuer
                 steps = [planner.plan(stmt) for stmt in statements]
+                reads_last(statements, steps)
                 for stmt, step in zip(statements, steps, strict=True):
                     if step.write:
                         step.write(conn)
@@ -368,6 +372,13 @@ class Engine(Reader):
     url_without_password = staticmethod(catalog_urls.without_password)
     error_line = staticmethod(catalog_urls.error_line)
     render_kafka_properties = staticmethod(kafka_properties.render)
+
+    @property
+    def catalog_url(self) -> str:
+        """The URL of the catalog this engine opened, its password included (hand it only
+        to what runs as this process does: the runtime it submits)."""
+        return self.catalog.url
+
     kafka_secret_in_argv = staticmethod(kafka_properties.secret_in_argv)
     check_events = staticmethod(check_events)
 

@@ -1,5 +1,6 @@
 """The catalog itself: migrations forward, leases with epochs, heartbeats (both backends)."""
 import json
+import os
 import time
 from pathlib import Path
 
@@ -314,3 +315,41 @@ def test_statements_are_synced_to_disk_and_reports_are_not(sqlite_url, exclusive
     with write_connection(catalog.engine, exclusive=exclusive) as conn:
         assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == synchronous
     catalog.close()
+
+
+#: what fixtures/catalog_v10 was made by (fixtures/make_catalog_fixtures.py, PREVIOUS_SCRIPT)
+PREVIOUS_SCRIPT = """
+CREATE STREAM U (ID INT KEY, NAME STRING, AMT DECIMAL, AT TIMESTAMP_LTZ);
+CREATE STREAM UO AS SELECT id, name FROM U;
+INSERT INTO UO SELECT ID, NAME FROM U;
+CREATE STREAM TYPED AS SELECT ID, AMT, AT, named_struct('a', ID) AS S FROM U WHERE ID > 0;
+CREATE TABLE TOTALS AS SELECT NAME, SUM(AMT) AS TOTAL FROM U GROUP BY NAME;
+"""
+
+
+def test_the_previous_release_catalog_migrates_and_keeps_reading_its_outputs(catalog_url, home):
+    """The catalog of the release before typed shapes and one spelling per column (frozen:
+    fixtures/catalog_v10, written by commit 8d9f4ee) opens: every output reads back what its
+    files hold, in every spelling they hold it, and an upgrade that release ran in place still
+    runs in place (its shapes' type text is today's, its INSERT INTO is not created twice)."""
+    _load_old_catalog(catalog_url, ("catalog_v10",), home)
+    os.makedirs(f"{home}/topics/UO")
+    with open(f"{home}/topics/UO/CSAS_UO_1-v0001-b000000000000.json", "w") as f:
+        f.write('{"id":7,"name":"bob"}\n')  # as that release's plan wrote it: SELECT id, name
+    with open(f"{home}/topics/UO/INSERTQUERY_2-v0001-b000000000000.json", "w") as f:
+        f.write('{"ID":8,"NAME":"al"}\n')  # and its second writer: SELECT ID, NAME
+    engine = Engine(catalog_url, home=home)
+    assert [c.name for c in engine.catalog.source("UO").columns] == ["id", "name"]
+    assert sorted(engine.execute("SELECT * FROM UO")[0].rows) == [[7, "bob"], [8, "al"]]
+    assert engine.query("INSERTQUERY_2").plan.spark_sql == \
+        "SELECT ID AS `id`, NAME AS `name` FROM sq_insertquery_2_u AS U"  # writes the adopted spelling now
+    assert {i.action for i in engine.plan(PREVIOUS_SCRIPT).items} == {"unchanged"}  # a redeploy changes nothing
+    for replaced in (  # a filter changed: in place, as that release said
+        "CREATE OR REPLACE STREAM TYPED AS SELECT ID, AMT, AT, named_struct('a', ID) AS S FROM U WHERE ID > 1",
+        "CREATE OR REPLACE TABLE TOTALS AS SELECT NAME, SUM(AMT) AS TOTAL FROM U WHERE ID > 0 GROUP BY NAME",
+    ):
+        report = engine.validate(replaced)
+        assert report.verdict == "IN_PLACE", report.render()
+    typed = engine.catalog.source("TYPED")
+    assert [c.type.spark() for c in typed.columns] == ["INT", "DECIMAL(10, 0)", "TIMESTAMP", "STRUCT<a: INT>"]
+    engine.close()

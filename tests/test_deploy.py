@@ -1,11 +1,16 @@
 """Headless deploys: plan and apply a SQL file against the catalog and a real runtime."""
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
+from sqlalchemy import update
 
+from airflow_provider_streamql.catalog import schema
+from airflow_provider_streamql.engine import Engine
 from airflow_provider_streamql.errors import StateError, ValidationError
+from airflow_provider_streamql.language.limits import Limits
 
 from .support import cli, insert, stream_rows
 from .test_statements import dump
@@ -162,3 +167,33 @@ def test_a_trait_added_to_the_shape_leaves_applied_queries_unchanged(sqlite_engi
     # ... while a changed setting is a change
     changed = engine.plan(V1.replace("valid_purchases AS", "valid_purchases WITH (on_error='PAUSE') AS"))
     assert [i.action for i in changed.items] == ["unchanged", "replace in place", "unchanged", "unchanged"]
+
+
+WINDOWED = ("CREATE STREAM s (id INT, ts TIMESTAMP) WITH (timestamp='ts');"
+            "CREATE TABLE w AS SELECT id, COUNT(*) AS n FROM s WINDOW HOPPING (SIZE 1 DAY, ADVANCE BY 10 SECONDS) GROUP BY id;")
+INSERTED = ("CREATE STREAM u (ID INT, NAME STRING); CREATE STREAM t (ID INT, NAME STRING);"
+            "INSERT INTO t SELECT ID + 1 AS ID, NAME FROM u;")
+
+
+@pytest.mark.parametrize("script, created_with, recorded_sql", [
+    # running as written, though the statement is over today's bound (8,640 windows per record)
+    (WINDOWED, {"windows_per_record": 10000}, None),
+    # an INSERT INTO whose plan an earlier release wrote with unquoted aliases
+    (INSERTED, {}, "SELECT ID + 1 AS ID, NAME FROM sq_insertquery_3_u AS U"),
+])
+def test_a_redeploy_of_an_unchanged_script_changes_nothing(catalog_url, home, script, created_with, recorded_sql):
+    first = Engine(catalog_url, home=home, limits=Limits(**created_with))
+    first.apply(script)
+    [query] = first.catalog.queries()
+    if recorded_sql is not None:
+        plan = {**query.plan.to_dict(), "spark_sql": recorded_sql}
+        with first.catalog.engine.begin() as conn:
+            conn.execute(update(schema.queries).where(schema.queries.c.id == query.id)
+                         .values(select_sql=recorded_sql, plan=json.dumps(plan)))
+    first.close()
+    again = Engine(catalog_url, home=home)
+    assert {i.action for i in again.plan(script).items} == {"unchanged"}
+    again.apply(script)
+    assert [q.id for q in again.catalog.queries()] == [query.id]  # no second writer, no new version
+    assert again.catalog.query(query.id).version == 1
+    again.close()

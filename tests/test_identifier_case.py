@@ -78,6 +78,7 @@ def test_a_catalog_holding_a_type_streamql_no_longer_reads_is_refused_by_name(ca
     ("SELECT `id` FROM U", "`id` names no column"),
     ("CREATE STREAM O AS SELECT `ID`, `NAME` FROM U", None),
     ("CREATE STREAM O AS SELECT id, name AS `Who` FROM U", None),
+    ("CREATE STREAM O AS SELECT * FROM (SELECT id FROM U)", None),
 ])
 def test_quoted_names_are_case_sensitive_as_in_ksqldb(engine, sql, error):
     engine.execute("CREATE STREAM U (ID INT KEY, NAME STRING)")

@@ -163,3 +163,25 @@ def test_a_pull_query_that_fails_after_the_scripts_writes_says_they_were_applied
     with pytest.raises(ValidationError, match="line 2 of file .* were applied before it ran"):
         engine.execute("INSERT INTO s VALUES (2); SELECT * FROM s")
     assert [c["statement"] for c in engine.catalog.commands.all()[commands:]] == ["INSERT INTO s VALUES (2)"]
+
+
+@pytest.mark.parametrize("script, refused", [
+    # reads run once the script's writes are applied: one before a change of what it reads
+    # would show the later state
+    ("INSERT INTO s VALUES (1); SELECT * FROM s; INSERT INTO s VALUES (2); SELECT * FROM s",
+     "'SELECT \\* FROM s' reads S before 'INSERT INTO s VALUES \\(2\\)' changes it"),
+    ("SELECT * FROM s; DROP STREAM s", "'SELECT \\* FROM s' reads S before 'DROP STREAM s' changes it"),
+    ("SELECT * FROM s; CREATE OR REPLACE STREAM s (id INT, n INT)", "reads S before 'CREATE OR REPLACE"),
+    ("INSERT INTO s VALUES (1); INSERT INTO s VALUES (2); SELECT * FROM s", None),
+    ("SELECT * FROM s; INSERT INTO t VALUES (2); CREATE STREAM u (id INT)", None),  # changes nothing it read
+    ("SELECT * FROM s; SHOW STREAMS", None),
+])
+def test_a_read_before_a_change_of_what_it_reads_is_refused_and_changes_nothing(engine, home, script, refused):
+    engine.execute("CREATE STREAM s (id INT); CREATE STREAM t (id INT)")
+    before, files = dump(engine), topic_files(home)
+    if refused is None:
+        engine.execute(script)
+        return
+    with pytest.raises(ValidationError, match=refused):
+        engine.execute(script)
+    assert dump(engine) == before and topic_files(home) == files

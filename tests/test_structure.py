@@ -204,6 +204,33 @@ def test_the_airflow_half_comes_in_through_the_door(name):
     assert past == [], f"{short(name)} reaches past the facade: make what it needs a method of Engine"
 
 
+#: what is behind the engine: its attributes the Airflow half may not reach through
+BEHIND_THE_ENGINE = {"catalog"}
+
+
+def reaches_behind(source: str) -> list[str]:
+    """The attributes behind the engine that ``source`` names (``engine.catalog.queries()``
+    reaches into the catalog without importing it)."""
+    return sorted({n.attr for n in ast.walk(ast.parse(source))
+                   if isinstance(n, ast.Attribute) and n.attr in BEHIND_THE_ENGINE})
+
+
+@pytest.mark.parametrize("source, behind", [
+    ("engine.catalog.queries()", ["catalog"]),
+    ("e.catalog.leases.holders().get(q)", ["catalog"]),
+    ("settings['catalog'] = engine.catalog_url", []),
+    ("engine.query_infos()", []),
+])
+def test_the_behind_rule_sees_a_reach_into_the_catalog(source, behind):
+    assert reaches_behind(source) == behind
+
+
+@pytest.mark.parametrize("name", [n for n in MODULES if part(n) in AIRFLOW_HALF])
+def test_the_airflow_half_never_reaches_behind_the_engine(name):
+    behind = reaches_behind(MODULES[name].read_text())
+    assert behind == [], f"{short(name)} reaches {behind} behind the engine: make what it needs a method of Engine"
+
+
 def test_no_import_circle_inside_the_package():
     assert cycles({name: imports(name) for name in MODULES}) == []
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 
 from sqlalchemy import (
     Connection,
@@ -148,15 +149,18 @@ def _complete_old_catalog(conn: Connection) -> None:
 
 
 def _plan(query, known: dict[str, SourceInfo]) -> tuple[str, dict, dict]:
-    """(select_sql, plan, shape) of a recorded query, compiled by the one compile step, with
-    the grace period such a query ran with where it states none (0: the default until 24 hours
-    became it, long after plans were stored), its streams unnamed (they were, then), and the
-    shape in the layout of its time (the step that types shapes brings it on)."""
+    """(select_sql, plan, shape) of a recorded query, compiled by the one compile step, as it
+    ran then: the grace period of its time where it states none (0: the default until 24 hours
+    became it, long after plans were stored), its streams unnamed, and each output written
+    under the SELECT's own spelling (so step 11 sees what its files hold)."""
     stmt = parse_one(query.sql)
     if not isinstance(stmt, (CreateAsSelect, InsertSelect)):
         raise CatalogError(f"query {query.id} was recorded with a statement that makes no query: {query.sql[:80]!r}")
     schemas = {n: s.schema for n, s in known.items()}
     analysis = analyze_query(stmt, schemas)
+    if analysis.named is not None:  # as the runtime of its time wrote them: as the SELECT spells them
+        written = [p.alias_or_name for p in analysis.named.expressions]
+        analysis = analysis.respelled([replace(c, name=w) for c, w in zip(analysis.columns, written, strict=False)])
     compiled = compile_query(
         stmt,
         analysis,

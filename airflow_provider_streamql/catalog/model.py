@@ -26,6 +26,12 @@ ERROR_POLICIES = tuple(OnError)
 #: commits each batch as one whole renamed file, so readers see every writer's files. An
 #: output without it keeps Spark's file sink and its ``_spark_metadata`` log (one writer).
 BATCH_FILES = "batch_files"
+#: Internal property migration 11 sets on an output whose files hold its columns under two
+#: spellings (two writers of an earlier release spelled them differently): pull queries read
+#: its JSON keys case-insensitively. Never accepted in a WITH clause.
+MIXED_SPELLINGS = "mixed_spellings"
+#: the properties the planner keeps on an output, never restated by a statement
+INTERNAL_PROPERTIES = (BATCH_FILES, MIXED_SPELLINGS)
 
 
 @dataclass
@@ -54,6 +60,11 @@ class SourceInfo:
     def batch_files(self) -> bool:
         """Written as whole renamed files, one per batch and writer (see :data:`BATCH_FILES`)."""
         return self.properties.get(BATCH_FILES) is True
+
+    @property
+    def mixed_spellings(self) -> bool:
+        """Its files hold its columns under two spellings (see :data:`MIXED_SPELLINGS`)."""
+        return self.properties.get(MIXED_SPELLINGS) is True
 
     @property
     def key_columns(self) -> list[str]:

@@ -6,7 +6,10 @@ a column declared ``ID`` wrote ``{"id": ...}``) while the catalog recorded anoth
 NULL. The files are what they are, so the catalog adopts what they hold: a query's output
 columns are recorded under the spelling its plan writes them (the records on disk read back
 whole, by Spark and by pull queries alike), and a second writer of the same output (INSERT
-INTO ... SELECT) writes that spelling from now on. Each change is logged.
+INTO ... SELECT) writes that spelling from now on. Where the second writer spelled them
+otherwise, its earlier records hold the other spelling: the output is marked
+(``MIXED_SPELLINGS``) so that pull queries read both, while Spark's JSON reader, which matches
+keys exactly, reads those earlier records as NULL. Each change is logged.
 
 A column type the closed table (:mod:`..language.types`) does not hold cannot be read any
 more: the migration stops and names it rather than pass it on.
@@ -26,6 +29,7 @@ from sqlglot.errors import SqlglotError
 from ..errors import CatalogError, ParseError
 from ..language.dialect import DIALECT
 from ..language.statements import Column
+from .model import MIXED_SPELLINGS
 from .schema import queries, query_versions, sources
 
 log = logging.getLogger(__name__)
@@ -53,7 +57,19 @@ def one_spelling(conn: Connection) -> None:
             )
             _rename_in_versions(conn, writer.id, adopted)
         spelled = {c["name"].lower(): c["name"] for c in _renamed(columns, adopted)}
-        for other in (p for p in plans.values() if p.sink == name and p.id != row.writer_query):
+        others = [p for p in plans.values() if p.sink == name and p.id != row.writer_query]
+        if any(_spelled_otherwise(_written_names(p.plan), spelled) for p in others):
+            # its files hold both spellings: pull queries read its keys in any case from now on
+            properties = {**json.loads(row.properties), MIXED_SPELLINGS: True}
+            conn.execute(update(sources).where(sources.c.name == name).values(properties=json.dumps(properties)))
+            log.warning(
+                "catalog migration: %s holds records written under two spellings of its columns (%s); pull "
+                "queries read both, a query reading it with Spark reads the earlier ones of the other spelling "
+                "as NULL",
+                name,
+                ", ".join(spelled.values()),
+            )
+        for other in others:
             _respell_plan(conn, other.id, spelled)
 
 
@@ -79,6 +95,11 @@ def _written_names(plan_json: str | None) -> list[str] | None:
     if not isinstance(tree, exp.Select):
         return None
     return [p.alias_or_name for p in tree.expressions]
+
+
+def _spelled_otherwise(written: list[str] | None, spelled: dict[str, str]) -> bool:
+    """A writer wrote some column under another spelling than ``spelled`` (lower -> one)."""
+    return any(spelled.get(w.lower(), w) != w for w in written or [])
 
 
 def _adopt(columns: list[dict[str, Any]], written: list[str]) -> dict[str, str]:

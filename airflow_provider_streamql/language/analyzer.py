@@ -127,6 +127,9 @@ def analyze_select(
     if timestamps is not None:
         resolve_pseudo_columns(select, schemas, timestamps, where.error)
     _check_functions(select, where)
+    # quoted names as the user wrote them (what * expands to below is quoted by streamql)
+    bounds = [[Column(b, TIMESTAMP) for b in WINDOW_BOUNDS]] if stmt.window is not None else []
+    check_quoted(select, [schemas[s] for s in sources] + bounds, where.error)
     select = select.copy()
     select.set("expressions", output_projections(select, schemas))
     if stmt.window is not None:  # window bounds are columns of the windowed source
@@ -140,7 +143,6 @@ def analyze_select(
     for column in select.find_all(exp.Column):
         if reserved := reserved_name_problem(column.name):
             raise where.error(f"no column {column.name!r}: {reserved}", column)
-    check_quoted(select, [schemas[s] for s in sources], where.error)
     sql_schema: dict[str, object] = {
         name: {c.name: c.type.to_sqlglot() for c in cols} for name, cols in schemas.items()
     }

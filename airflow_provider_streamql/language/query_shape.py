@@ -18,6 +18,7 @@ from sqlglot import exp
 from .dialect import DIALECT
 from .outputs import from_item
 from .statements import Column, Statement, WindowSpec, Within
+from .types import SqlType, TypeProblem, parse_type
 
 #: the layout of a recorded shape; 1: the untyped dicts streamql recorded before
 SHAPE_VERSION = 2
@@ -160,8 +161,8 @@ class QueryShape:
             {
                 **data,
                 "version": SHAPE_VERSION,
-                "columns": [list(c) for c in data["columns"]],
-                "aggregate_types": aggregate_types,
+                "columns": [[c[0], _spelled(c[1]), c[2]] for c in data["columns"]],
+                "aggregate_types": {a: _spelled(t) for a, t in aggregate_types.items()},
                 "withins": list(withins),
                 "branches": branches,
                 "sink": sink,
@@ -271,7 +272,26 @@ def query_shape(
 
 
 def _type_of(node: exp.Expr) -> str | None:
-    return None if node.type is None else node.type.sql(dialect=DIALECT)
+    """The type sqlglot gives ``node``: its one spelling when it is a column type, else as
+    sqlglot writes it."""
+    if node.type is None:
+        return None
+    try:
+        return SqlType.from_sqlglot(node.type).spark()
+    except TypeProblem:
+        return node.type.sql(dialect=DIALECT)
+
+
+def _spelled(text: str | None) -> str | None:
+    """A type an older streamql recorded as text, in today's one spelling (``DECIMAL`` is
+    ``DECIMAL(10, 0)``, ``TIMESTAMP_LTZ`` is ``TIMESTAMP``, ``STRUCT<`a`: INT>`` is
+    ``STRUCT<a: INT>``); text that is no column type stays as it was."""
+    if text is None:
+        return None
+    try:
+        return parse_type(text).spark()
+    except TypeProblem:
+        return text
 
 
 #: clauses a UNION ALL branch may not have: it reads one stream, row by row

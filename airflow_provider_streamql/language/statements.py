@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlglot import exp
 
@@ -90,6 +90,14 @@ class Statement:
 
     #: True for statements that change the catalog (as opposed to SHOW, DESCRIBE, ...).
     writes = True
+    #: the fields naming the stream, table or query the statement changes
+    changed_fields: ClassVar[tuple[str, ...]] = ()
+
+    @property
+    def changes(self) -> frozenset[str]:
+        """The streams, tables and queries the statement changes, by name (a read of one of
+        them in the same script must come after it)."""
+        return frozenset(name for f in self.changed_fields if (name := getattr(self, f)))
 
     @property
     def within(self) -> Within | None:
@@ -100,6 +108,8 @@ class Statement:
 @dataclass
 class CreateSource(Statement):
     """``CREATE [OR REPLACE] STREAM|TABLE [IF NOT EXISTS] name (cols) WITH (...)``"""
+
+    changed_fields = ("name",)
 
     kind: str
     name: str
@@ -112,6 +122,8 @@ class CreateSource(Statement):
 @dataclass
 class CreateAsSelect(Statement):
     """``CREATE [OR REPLACE] STREAM|TABLE [IF NOT EXISTS] name [WITH (...)] AS SELECT ... [EMIT ...]``"""
+
+    changed_fields = ("name",)
 
     kind: str
     name: str
@@ -126,6 +138,8 @@ class CreateAsSelect(Statement):
 class AlterSource(Statement):
     """``ALTER STREAM|TABLE name ADD COLUMN c T [, ADD COLUMN ...]``"""
 
+    changed_fields = ("name",)
+
     kind: str
     name: str
     add_columns: list[Column]
@@ -134,6 +148,8 @@ class AlterSource(Statement):
 @dataclass
 class InsertSelect(Statement):
     """``INSERT INTO target SELECT ...``: a second persistent writer."""
+
+    changed_fields = ("target",)
 
     target: str
     select: exp.Select
@@ -144,6 +160,8 @@ class InsertSelect(Statement):
 class InsertValues(Statement):
     """``INSERT INTO target [(cols)] VALUES (...)``: append one record. Each value is a
     checked expression over literals (:mod:`.values`), evaluated by the planner."""
+
+    changed_fields = ("target",)
 
     target: str
     columns: list[str] | None
@@ -169,6 +187,8 @@ class PullQuery(Statement):
 class QueryControl(Statement):
     """``PAUSE|RESUME|TERMINATE <query_id>|ALL``, ``RESUME <query_id>|ALL SKIP BAD RECORDS``"""
 
+    changed_fields = ("query_id",)
+
     action: str
     query_id: str | None  # None means ALL
     skip_bad_records: bool = False
@@ -191,6 +211,8 @@ class QueryControl(Statement):
 @dataclass
 class DropSource(Statement):
     """``DROP STREAM|TABLE [IF EXISTS] name [DELETE TOPIC]``"""
+
+    changed_fields = ("name",)
 
     kind: str
     name: str
@@ -254,6 +276,8 @@ class TakeSnapshot(Statement):
     checkpoint as of its last committed batch; then keep the newest ``keep`` snapshots
     younger than ``max_age_hours`` (None: the defaults)."""
 
+    changed_fields = ("query_id",)
+
     query_id: str
     keep: int | None = None
     max_age_hours: float | None = None
@@ -273,6 +297,8 @@ class TakeSnapshot(Statement):
 @dataclass
 class RestoreQuery(Statement):
     """``RESTORE <query_id> TO SNAPSHOT <n>``: rewind a paused query to snapshot ``n``."""
+
+    changed_fields = ("query_id",)
 
     query_id: str
     number: int
@@ -295,6 +321,8 @@ class ShadowAction(Statement):
     """``PROMOTE <query_id>``: the shadow's version replaces the query's in place, and the
     shadow stops; ``DISCARD <query_id>``: the shadow stops. ``query_id`` names the query or
     its shadow."""
+
+    changed_fields = ("query_id",)
 
     action: str
     query_id: str

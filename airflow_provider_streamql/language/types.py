@@ -228,10 +228,6 @@ class SqlType:
         return self.name in TIMESTAMPS
 
     @property
-    def is_nested(self) -> bool:
-        return self.name in (N.ARRAY, N.MAP, N.STRUCT)
-
-    @property
     def precision(self) -> int:
         return self.params[0]
 

@@ -199,9 +199,5 @@ def push_spark_ui(context: Context, engine: Engine) -> None:
     """The Spark UI of the runtime that holds the task's query, for :class:`SparkUILink`
     (None when unknown, so the link finds its XCom)."""
     query_id = context["ti"].xcom_pull(task_ids=context["ti"].task_id, key="query_id")
-    url = None
-    if query_id and query_id != "ALL":
-        lease = engine.catalog.leases.holders().get(query_id)
-        runtime = next((r for r in engine.catalog.runtimes.all() if lease and r["id"] == lease["runtime_id"]), None)
-        url = runtime.get("spark_ui_url") if runtime else None
+    url = engine.spark_ui_url(query_id) if query_id and query_id != "ALL" else None
     push(context, spark_ui_url=url)

@@ -39,10 +39,10 @@ class QueryLineageMixin:
         version); empty when it changed nothing."""
         raise NotImplementedError
 
-    def replaced_versions(self, task_instance, catalog, deployed: Mapping[str, int | None]) -> dict[str, int]:
+    def replaced_versions(self, task_instance, engine, deployed: Mapping[str, int | None]) -> dict[str, int]:
         """Query ID -> the version this task ended: by default the one before each of the
         ``deployed`` versions, a rolled-back one left out (its run ended then)."""
-        before = {q: version_before(catalog, q, v) for q, v in deployed.items() if v}
+        before = {q: version_before(engine, q, v) for q, v in deployed.items() if v}
         return {q: v for q, v in before.items() if v is not None}
 
     def get_openlineage_facets_on_complete(self, task_instance):
@@ -57,7 +57,7 @@ class QueryLineageMixin:
         try:
             deployed = self.deployed_versions(task_instance)
             lineages = self._lineages(engine, deployed, kafka)
-            ended = self._lineages(engine, self.replaced_versions(task_instance, engine.catalog, deployed), kafka)
+            ended = self._lineages(engine, self.replaced_versions(task_instance, engine, deployed), kafka)
         finally:
             engine.close()
         if lineages or ended:
@@ -74,7 +74,7 @@ class QueryLineageMixin:
         return found
 
 
-def version_before(catalog, query_id: str, version: int) -> int | None:
+def version_before(engine, query_id: str, version: int) -> int | None:
     """The latest version of ``query_id`` before ``version`` that was not rolled back."""
-    earlier = [v for v in catalog.versions(query_id) if v["version"] < version]
+    earlier = [v for v in engine.versions(query_id) if v["version"] < version]
     return max((v["version"] for v in earlier if v["outcome"] != "ROLLED_BACK"), default=None)

@@ -303,7 +303,7 @@ class ReplaceQueryOperator(QueryLineageMixin, StreamQLOperator):
         query_id = pulled(task_instance, "query_id")
         return {query_id: pulled(task_instance, "version")} if query_id else {}
 
-    def replaced_versions(self, task_instance, catalog, deployed) -> dict[str, int]:
+    def replaced_versions(self, task_instance, engine, deployed) -> dict[str, int]:
         """The version upgraded in place, or the query rebuilt (a shadow ends nothing)."""
         previous = pulled(task_instance, "previous_query_id")
         if pulled(task_instance, "shadow_query_id") or not previous:

@@ -175,7 +175,7 @@ class SubmitRuntimeOperator(StreamQLOperator):
         settings = StreamQLHook.settings(BaseHook.get_connection(self.streamql_conn_id))
         # the catalog as this worker opened it (the connection's, else $STREAMQL_CATALOG or
         # SQLite under the home; its password from the connection or the environment)
-        settings["catalog"] = engine.catalog.url
+        settings["catalog"] = engine.catalog_url
         spark_conn_id = self.spark_conn_id or settings["spark_conn_id"] or "spark_default"
         hook, _ = self._hook(spark_conn_id, pipeline, settings, context)
         master, mode = hook._connection["master"], hook._connection["deploy_mode"] or "client"

@@ -66,7 +66,7 @@ class ShadowActionOperator(QueryLineageMixin, StreamQLOperator):
         """A retry after the statement committed (the task failed later, e.g. while waiting):
         ``query_id`` names a shadow that was already stopped this way. Then the task only
         waits and drops, as the first try would have."""
-        shadow = engine.catalog.query(query_id)
+        shadow = engine.find_query(query_id)
         if shadow is None or not shadow.settings.get("shadow_of") or shadow.desired_state != DesiredState.TERMINATED:
             return None
         live = engine.query(shadow.settings["shadow_of"])
@@ -88,11 +88,11 @@ class ShadowActionOperator(QueryLineageMixin, StreamQLOperator):
         version = pulled(task_instance, "version")  # None unless promoted
         return {pulled(task_instance, "query_id"): version} if version else {}
 
-    def replaced_versions(self, task_instance, catalog, deployed) -> dict[str, int]:
+    def replaced_versions(self, task_instance, engine, deployed) -> dict[str, int]:
         """The shadow's version, and for a promote the live query's version before it."""
-        shadow = catalog.query(pulled(task_instance, "shadow_query_id") or "")
+        shadow = engine.find_query(pulled(task_instance, "shadow_query_id") or "")
         ended = {shadow.id: shadow.version} if shadow is not None else {}
-        return {**ended, **super().replaced_versions(task_instance, catalog, deployed)}
+        return {**ended, **super().replaced_versions(task_instance, engine, deployed)}
 
     def finish(self, context: Context, event: dict[str, Any]) -> Any:
         returned = super().finish(context, event)

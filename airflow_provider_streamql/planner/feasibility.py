@@ -401,12 +401,6 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def problems(query: Query) -> Iterator[str]:
-    """Every problem the rules find, in the table's order."""
-    for _rule, problem in findings(query):
-        yield problem
-
-
 def findings(query: Query) -> Iterator[tuple[Rule, str]]:
     """Every problem the rules find with the rule that found it, in the table's order."""
     for each_join, run in groupby(RULES, key=lambda rule: rule.each_join):
@@ -429,11 +423,6 @@ def _withins(query: Query) -> list[st.Within | None]:
     """The WITHIN of each join (the parser gives one per JOIN outside subqueries)."""
     withins = list(query.stmt.withins)
     return (withins + [None] * len(query.analysis.joins))[: len(query.analysis.joins)]
-
-
-def first_problem(query: Query) -> str | None:
-    """The problem to report (the first), or None when Structured Streaming can run it."""
-    return next(problems(query), None)
 
 
 def first_finding(query: Query) -> tuple[Rule, str] | None:

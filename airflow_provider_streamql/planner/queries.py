@@ -16,7 +16,7 @@ from dataclasses import replace
 from sqlalchemy import Connection
 
 from ..catalog import ERROR_POLICIES, QueryInfo, SourceInfo
-from ..catalog.model import BATCH_FILES
+from ..catalog.model import BATCH_FILES, INTERNAL_PROPERTIES, MIXED_SPELLINGS
 from ..catalog.states import DesiredState, QueryState
 from ..errors import StateError, StreamQLError, ValidationError
 from ..language import statements as st
@@ -30,8 +30,6 @@ from ..storage.state import recorded_state
 from ..upgrades import Code, Finding, Report, UpgradeKind, Verdict, validate_upgrade
 from .planning import Planning, column_tuples, error_at, unchanged
 from .step import Step
-
-QUERY_PREFIX = QUERY_KINDS
 
 #: what :meth:`PersistentQueries.check_replace` returns: (current query, report, new version,
 #: new sink)
@@ -50,7 +48,15 @@ class PersistentQueries:
             return exists
         checked = None
         if self.planning.skip_unchanged and existing is not None and existing.writer_query:
-            checked = self.check_replace(stmt)
+            current = self.planning.snapshot.queries[existing.writer_query]
+            try:
+                checked = self.check_replace(stmt)
+            except ValidationError:
+                # a query running as written is left as it is, even where today's rules (a
+                # bound, a feasibility rule) would refuse the statement if it were new
+                if _written_alike(current, stmt, self.planning.settings):
+                    return unchanged(stmt, f"query {current.id}", current)
+                raise
             current, _report, new, sink = checked
             if _same_query(current, existing, new, sink, stmt):
                 return unchanged(stmt, f"query {current.id}", current)
@@ -59,7 +65,7 @@ class PersistentQueries:
         self.planning.check_new_name(stmt.name, stmt)
         analysis = self.planning.analyze_query(stmt)
         seq = self.planning.snapshot.next_seq
-        query_id = f"{QUERY_PREFIX[stmt.kind]}_{stmt.name}_{seq}"
+        query_id = f"{QUERY_KINDS[stmt.kind]}_{stmt.name}_{seq}"
         sink = self.sink(stmt, analysis, query_id)
         query = self.query_info(query_id, seq, sink, self.compile(stmt, analysis, sink, query_id), stmt)
         self.planning.snapshot.sources[sink.name] = sink
@@ -174,14 +180,16 @@ class PersistentQueries:
     ) -> SourceInfo:
         """The output a query writes. A replacement keeps the old sink's WITH properties unless
         it restates them."""
-        if replacing is not None:  # BATCH_FILES is the planner's: kept below, never restated
-            kept = {k: v for k, v in replacing.properties.items() if k != BATCH_FILES}
+        if replacing is not None:  # the planner's own properties: kept below, never restated
+            kept = {k: v for k, v in replacing.properties.items() if k not in INTERNAL_PROPERTIES}
             stmt = replace(stmt, properties={**kept, **stmt.properties})
         # on_error belongs to the query, not to its output
         stmt = replace(stmt, properties={k: v for k, v in stmt.properties.items() if k != "on_error"})
         sink = self.planning.source(stmt, analysis.columns, writer=query_id, replacing=replacing)
         if replacing is not None and replacing.batch_files:
             sink.properties[BATCH_FILES] = True  # how an output is written never changes
+        if replacing is not None and replacing.mixed_spellings:
+            sink.properties[MIXED_SPELLINGS] = True  # what its files hold stays as it is
         elif (
             replacing is None
             and sink.kind == "STREAM"
@@ -220,7 +228,10 @@ class PersistentQueries:
                     q.kind == "INSERT"
                     and q.sink == target.name
                     and q.desired_state != DesiredState.TERMINATED
-                    and self.compile(stmt, analysis, target, q.id, kind="INSERT").plan.spark_sql == q.select_sql
+                    and (
+                        self.compile(stmt, analysis, target, q.id, kind="INSERT").plan.spark_sql == q.select_sql
+                        or _written_alike(q, stmt, self.planning.settings)
+                    )
                 ):
                     return unchanged(stmt, f"query {q.id}", q)
         seq = self.planning.snapshot.next_seq
@@ -259,7 +270,7 @@ class PersistentQueries:
             self.planning.schemas(),
             sink.as_sink,
             query_id=query_id,
-            kind=kind or QUERY_PREFIX[getattr(stmt, "kind", "STREAM")],
+            kind=kind or QUERY_KINDS[getattr(stmt, "kind", "STREAM")],
             named=named,
             offset_reset=self.planning.settings.get("auto.offset.reset", "latest"),
         )
@@ -348,15 +359,27 @@ def _same_query(
     return isinstance(old, st.CreateAsSelect) and _as_written(old) == _as_written(stmt)
 
 
-def _as_written(stmt: st.CreateAsSelect) -> tuple:
-    """What a CREATE ... AS SELECT says, whatever its spelling (case, spaces, OR REPLACE)."""
-    select = stmt.select.sql(dialect=DIALECT, normalize=True).lower()
+def _written_alike(current: QueryInfo, stmt: st.CreateAsSelect | st.InsertSelect, settings: dict[str, str]) -> bool:
+    """``current`` was created by the statement ``stmt`` is, as written, in the session
+    settings the script has now (a redeploy of an unchanged script)."""
+    try:
+        old = current.statement()
+    except StreamQLError:  # a statement this release no longer reads is no match
+        return False
+    given = {k: v for k, v in current.settings.items() if k != "on_error"}
+    return type(old) is type(stmt) and _as_written(old) == _as_written(stmt) and given == dict(settings)
+
+
+def _as_written(stmt: st.Statement) -> tuple:
+    """What a CREATE ... AS SELECT or INSERT INTO ... SELECT says, whatever its spelling
+    (case, spaces, OR REPLACE)."""
+    select = stmt.select.sql(dialect=DIALECT, normalize=True).lower() if hasattr(stmt, "select") else None
     return (
-        stmt.kind,
-        stmt.name,
-        stmt.properties,
+        getattr(stmt, "kind", None),
+        getattr(stmt, "name", None) or getattr(stmt, "target", None),
+        getattr(stmt, "properties", {}),
         select,
-        stmt.emit or "CHANGES",
+        getattr(stmt, "emit", None) or "CHANGES",
         stmt.window,
         stmt.withins,
         stmt.partition_by,

@@ -104,7 +104,7 @@ class Reads:
                 result.message = "; ".join(notes)
                 result.details["notes"] = notes
 
-        return Step(result, read=read)
+        return Step(result, read=read, reads=frozenset(sources))
 
     def show(self, stmt: st.Show) -> Step:
         from ..views.describe import show
@@ -132,10 +132,9 @@ class Reads:
                     col=stmt.col,
                     text=stmt.text,
                 )
-            result, read_rows = describe_state(
-                self.planning.snapshot.queries[stmt.name], stmt, self.planning.read_state
-            )
-            return Step(result, after_commit=read_rows)
+            query = self.planning.snapshot.queries[stmt.name]
+            result, read_rows = describe_state(query, stmt, self.planning.read_state)
+            return Step(result, read=read_rows, reads=frozenset({query.id, query.sink}))
         if stmt.name not in self.planning.snapshot.sources and stmt.name in self.planning.snapshot.queries:
             return Step(describe_query(self.planning.catalog, self.planning.conn, self.planning.snapshot, stmt))
         if stmt.name not in self.planning.snapshot.sources:

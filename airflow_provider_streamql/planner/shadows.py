@@ -25,12 +25,13 @@ from ..catalog.states import DesiredState, QueryState
 from ..errors import StreamQLError, ValidationError
 from ..language import parse_one
 from ..language import statements as st
+from ..language.compiler import QUERY_KINDS
 from ..results import Result
 from ..storage.checkpoints import last_committed_batch
 from ..storage.diff import Side, compare
 from ..storage.snapshots import copy_committed, give_new_identity
 from .planning import Planning, error_at, state_error_at
-from .queries import QUERY_PREFIX, PersistentQueries
+from .queries import PersistentQueries
 from .step import Step
 
 SHADOW_SUFFIX = "_SHADOW"
@@ -186,7 +187,7 @@ class ShadowStatements:
         shadow_stmt = replace(shadow_stmt, properties={k: v for k, v in kept.items() if v is not None})
         analysis = self.planning.analyze_query(shadow_stmt, spellings=existing.columns)  # spelled as the live output
         seq = self.planning.snapshot.next_seq
-        shadow_id = f"{QUERY_PREFIX[stmt.kind]}_{shadow_stmt.name}_{seq}"
+        shadow_id = f"{QUERY_KINDS[stmt.kind]}_{shadow_stmt.name}_{seq}"
         sink = self.queries.sink(shadow_stmt, analysis, shadow_id)
         # on a copy of the live checkpoint: its streams are named as the live query's are
         compiled = self.queries.compile(shadow_stmt, analysis, sink, shadow_id, named=current.shape.named)

@@ -270,7 +270,7 @@ def change_all(action: str, user: GetUserDep) -> dict[str, Any]:
     """Pause or resume every query of every pipeline (ALL is per pipeline in StreamQL)."""
     verb = _verb(action)
     e = engine()
-    pipelines = sorted({q.pipeline for q in e.catalog.queries() if q.desired_state != DesiredState.TERMINATED})
+    pipelines = sorted({q.pipeline for q in e.query_infos() if q.desired_state != DesiredState.TERMINATED})
     results = [_call(e.control, verb, None, pipeline=p, issuer=_issuer(user)) for p in pipelines]
     return {
         "message": "; ".join(r.message for r in results) or "no queries",

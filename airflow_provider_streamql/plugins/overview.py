@@ -22,10 +22,10 @@ if TYPE_CHECKING:
 def query_list(engine: Engine) -> list[dict[str, Any]]:
     """One row per query of every pipeline, oldest first."""
     rows = []
-    queries = engine.catalog.queries()
+    queries = engine.query_infos()
     for row, query in zip(engine.query_rows(queries), queries, strict=True):
-        progress = engine.catalog.observed.progress(query.id)
-        history = engine.catalog.observed.progress_history(query.id)
+        progress = engine.progress(query.id)
+        history = engine.progress_history(query.id)
         rows.append(
             {
                 **{k: row[k] for k in ("query_id", "pipeline", "state", "desired", "version", "sink", "error")},
@@ -56,7 +56,7 @@ def query_details(engine: Engine, query_id: str) -> dict[str, Any]:
     query = engine.query(query_id)
     row = next(r for r in query_list(engine) if r["query_id"] == query.id)
     versions = []
-    for v in engine.catalog.versions(query.id):
+    for v in engine.versions(query.id):
         report = json.loads(v["report"]) if v["report"] else None
         versions.append(
             {
@@ -73,7 +73,7 @@ def query_details(engine: Engine, query_id: str) -> dict[str, Any]:
         )
     commands = [
         {"statement": c["statement"], "issuer": c["issuer"], "issued_at": c["issued_at"]}
-        for c in engine.catalog.commands.all()
+        for c in engine.commands()
         if c["pipeline"] == query.pipeline and _concerns(c["statement"], query)
     ]
     bad = [
@@ -87,7 +87,7 @@ def query_details(engine: Engine, query_id: str) -> dict[str, Any]:
             "recorded_at": r.recorded_at,
             "handled_by": r.handled_by,
         }
-        for r in engine.catalog.bad_records.of(query.id)
+        for r in engine.bad_records(query.id)
     ]
     return {
         **row,

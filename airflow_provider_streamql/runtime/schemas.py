@@ -54,10 +54,10 @@ def spark_type(t: SqlType) -> T.DataType:
     """The Spark type of a column type, built from the typed value (never from text)."""
     if t.name is TypeName.DECIMAL:
         return T.DecimalType(t.precision, t.scale)
-    if t.name is TypeName.VARCHAR:
-        return T.VarcharType(t.params[0])
-    if t.name is TypeName.CHAR:
-        return T.CharType(t.params[0])
+    if t.name in (TypeName.VARCHAR, TypeName.CHAR):
+        # a record schema: Spark refuses char/varchar outside a table's (ksqlDB's VARCHAR is
+        # STRING; pull queries on DuckDB read both as VARCHAR alike)
+        return T.StringType()
     if t.name is TypeName.ARRAY:
         return T.ArrayType(spark_type(t.elements[0]))
     if t.name is TypeName.MAP:

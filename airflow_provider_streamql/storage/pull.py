@@ -215,7 +215,8 @@ class PullQuery:
             by_lower = {n.lower(): n for n in reversed(found)}  # the first spelling wins
             return reader, [files], self._values(src, by_lower) + extra
         by_lower = {c.name.lower(): c.name for c in src.columns}
-        if src.format == "JSON" and src.writer_query is None and self._other_spellings(src, files):
+        may_differ = src.writer_query is None or src.mixed_spellings  # a producer's, or two spellings
+        if src.format == "JSON" and may_differ and self._other_spellings(src, files):
             self.con.register(self.ROWS, self._text_rows(src, files, with_file=with_file))
             return _ident(self.ROWS), [], self._values(src, by_lower) + extra
         types = {
@@ -274,8 +275,9 @@ class PullQuery:
 
     def _other_spellings(self, src: SourceInfo, files: list[str]) -> bool:
         """Whether a JSON key names a declared column in other letter case ('ID' for ``id``):
-        DuckDB matches keys exactly, a declared column matches them in any case. (Queries'
-        outputs are written by Spark with the declared names: no need to look there.)"""
+        DuckDB matches keys exactly, a declared column matches them in any case. (A query
+        writes its output under the names the catalog records, so only a producer's files and
+        an output an earlier release wrote under two spellings need the look.)"""
         declared = {c.name.lower(): c.name for c in src.columns}
         keys = self.con.execute(
             "SELECT DISTINCT unnest(json_keys(json)) FROM read_ndjson_objects(?) WHERE json_type(json) = 'OBJECT'",

@@ -151,7 +151,7 @@ def state_lines(checkpoint: str) -> list[str]:
 
 def describe_state(
     q: QueryInfo, stmt: st.Describe, read_state: StateReader | None
-) -> tuple[Result, Callable[[Result], None] | None]:
+) -> tuple[Result, Callable[[], None] | None]:
     """``DESCRIBE <query_id> STATE [LIMIT n]``: what the checkpoint records of each stateful
     operator, and how to read up to ``n`` rows per operator with ``read_state`` (after the
     catalog transaction: Spark may take seconds to start)."""
@@ -163,7 +163,7 @@ def describe_state(
     if read_state is None:
         raise StateError(f"DESCRIBE {q.id} STATE needs a reader of Spark state; this planner was given none")
 
-    def read_rows(result: Result) -> None:
+    def read_rows() -> None:
         result.columns, result.rows = read_state(q.checkpoint, operators, stmt.state_limit)
 
     return result, read_rows

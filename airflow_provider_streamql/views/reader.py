@@ -34,6 +34,23 @@ class Reader:
             raise NotFoundError(f"no query {query_id!r}")
         return query
 
+    def find_query(self, query_id: str) -> QueryInfo | None:
+        """The query ``query_id``, or None if the catalog has none of that ID."""
+        return self.catalog.query(query_id.upper())
+
+    def query_infos(self, pipeline: str | None = None) -> list[QueryInfo]:
+        """Every query (optionally of one pipeline) as the catalog records it, oldest first."""
+        return self.catalog.queries(pipeline)
+
+    def versions(self, query_id: str) -> list[dict[str, Any]]:
+        """Each version of ``query_id``: its SQL, the validator's verdict and report, what
+        became of it (outcome, started, ended, error)."""
+        return self.catalog.versions(self.query(query_id).id)
+
+    def commands(self) -> list[dict[str, Any]]:
+        """The command log: every statement that changed the catalog, who issued it and when."""
+        return self.catalog.commands.all()
+
     def state(self, query_id: str) -> str:
         """Observed state as SHOW QUERIES shows it (UNASSIGNED when its runtime is gone)."""
         query = self.query(query_id)
@@ -55,6 +72,16 @@ class Reader:
 
     def progress(self, query_id: str) -> Progress | None:
         return self.catalog.observed.progress(self.query(query_id).id)
+
+    def progress_history(self, query_id: str) -> list[dict[str, Any]]:
+        """The progress of ``query_id``'s last batches, oldest first."""
+        return self.catalog.observed.progress_history(self.query(query_id).id)
+
+    def spark_ui_url(self, query_id: str) -> str | None:
+        """The Spark UI of the runtime that holds ``query_id`` now; None when none does."""
+        lease = self.catalog.leases.holders().get(query_id.upper())
+        runtime = next((r for r in self.catalog.runtimes.all() if lease and r["id"] == lease["runtime_id"]), None)
+        return runtime.get("spark_ui_url") if runtime else None
 
     def runtimes(self, pipeline: str | None = None, *, live: bool = True) -> list[dict[str, Any]]:
         """Runtimes (of one pipeline); ``live``: not stopped and heartbeating within
