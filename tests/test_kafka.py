@@ -412,6 +412,33 @@ def test_a_paused_query_on_a_topic_keeps_its_position_and_state_across_a_restart
     assert kafka_topics.records_in(valid) == 5  # once each, across the restart
 
 
+
+def test_an_in_place_upgrade_on_a_topic_continues_from_the_committed_offsets(kafka_spark, kafka_topics,
+                                                                            sqlite_engine, runtimes):
+    """CREATE OR REPLACE of a query over a topic, in place: the new version starts where the old
+    one committed, so each record comes out once, through the version that read it."""
+    engine = sqlite_engine
+    orders, big = kafka_topics.new("orders"), kafka_topics.new("big")
+    select = "SELECT id, item, qty FROM orders WHERE qty > {n} PARTITION BY id"
+    engine.execute(f"CREATE STREAM orders (id INT KEY, item STRING, qty INT) WITH (kafka_topic='{orders}');"
+                   "SET 'auto.offset.reset' = 'earliest';"
+                   f"CREATE STREAM big WITH (kafka_topic='{big}') AS {select.format(n=1)}")
+    order = lambda i: (str(i), {"item": f"item{i}", "qty": i % 5})  # noqa: E731
+    kafka_topics.produce(orders, [order(i) for i in range(5)])
+    runtimes.start(engine)
+    assert [k for k, _, _, _ in kafka_topics.consume(big, 3, timeout=120)] == ["2", "3", "4"]
+    checkpoint = engine.query("CSAS_BIG_1").checkpoint
+    wait_until(lambda: last_committed_batch(checkpoint) == last_planned_batch(checkpoint), 60, "the batch committed")
+
+    result = engine.execute(f"CREATE OR REPLACE STREAM big WITH (kafka_topic='{big}') AS {select.format(n=3)}")[0]
+    assert (result.report["verdict"], result.version) == ("IN_PLACE", 2)
+    engine.wait_for_version("CSAS_BIG_1", 2, timeout=60)
+    kafka_topics.produce(orders, [order(i) for i in range(5, 10)])  # qty 0 to 4: only 9's passes qty > 3
+    assert [k for k, _, _, _ in kafka_topics.consume(big, 4, timeout=120)] == ["2", "3", "4", "9"]
+    wait_until(lambda: last_committed_batch(checkpoint) == last_planned_batch(checkpoint), 60, "the batch committed")
+    assert kafka_topics.records_in(big) == 4  # none read twice, none of the first read again
+
+
 # -- Kafka secrets: read at start from the environment or a file, never from argv --------
 
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" '
