@@ -52,6 +52,11 @@ def codes(result) -> list[str]:
     ("SELECT user FROM (SELECT user FROM web INTERSECT SELECT user FROM shop)", "INTERSECT is not supported on streams"),
     ("SELECT user FROM (SELECT user FROM web EXCEPT SELECT user FROM shop)", "EXCEPT is not supported on streams"),
     ("SELECT user FROM (SELECT user FROM web UNION ALL SELECT user FROM shop ORDER BY user)", "ORDER BY and LIMIT"),
+    # the same at the top level (ksqlDB users write it so): the same reasons
+    ("SELECT user FROM web UNION ALL SELECT user, amount FROM shop", "the branches of a UNION ALL select 1 and 2 columns"),
+    ("SELECT user FROM web UNION SELECT user FROM shop", "UNION without ALL drops duplicates"),
+    ("SELECT user FROM web EXCEPT SELECT user FROM shop", "EXCEPT is not supported on streams"),
+    ("SELECT user FROM web UNION ALL SELECT id FROM users", "TABLE USERS is read in a subquery or a UNION ALL branch"),
 ])
 def test_a_merge_that_cannot_run_is_refused_and_changes_nothing(tmp_path, select, fragment):
     engine = Engine(f"sqlite:///{tmp_path}/c.db", home=str(tmp_path))
@@ -106,12 +111,12 @@ def test_a_stream_gains_a_union_branch_and_each_record_is_written_once(sqlite_en
     insert(engine, "web", [("ann", 50), ("bob", 1)])
     insert(engine, "shop", [("cy", 20)])
     engine.wait_caught_up("CSAS_BIG_1", timeout=90)
-    result = upgrade(
+    result = upgrade(  # as ksqlDB users write it: a top-level UNION ALL, each branch filtered
         engine,
-        "CREATE OR REPLACE STREAM big AS SELECT user, amount FROM "
-        "(SELECT user, amount FROM web UNION ALL SELECT user, amount FROM shop) WHERE amount > 10",
+        "CREATE OR REPLACE STREAM big AS SELECT user, amount FROM web WHERE amount > 10 "
+        "UNION ALL SELECT user, amount FROM shop WHERE amount > 10",
     )
-    assert codes(result) == ["SOURCE_ADDED", "BRANCH_CHANGED"]
+    assert codes(result) == ["SOURCE_ADDED", "BRANCH_CHANGED", "FILTER_CHANGED"]  # the filter is in each branch now
     insert(engine, "web", [("dan", 30)])
     insert(engine, "shop", [("eve", 5), ("fay", 40)])
     shop = engine.catalog.source("SHOP").path

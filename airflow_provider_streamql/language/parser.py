@@ -289,6 +289,8 @@ class _StatementParser:
         self.start, self.end = tokens[0].start, tokens[-1].end + 1
         self.window: WindowSpec | None = None
         self.window_at: tuple[int, int] | None = None
+        #: where each WITH property's name stands, to place errors at it
+        self.property_at: dict[str, tuple[int, int]] = {}
         #: the WITHIN of each JOIN of the SELECT (outside subqueries), in order
         self.withins: list[Within | None] = []
         self.partition_by: list[str] = []
@@ -405,6 +407,7 @@ class _StatementParser:
             select_at=select_at,
             window=self.window,
             window_at=self.window_at,
+            property_at=dict(self.property_at),
             withins=tuple(self.withins),
             partition_by=tuple(self.partition_by),
         )
@@ -521,6 +524,8 @@ class _StatementParser:
             self.expect_type(TokenType.EQ, "=")
             if key in props:
                 self.fail(f"property {key!r} is given twice", key_token)
+            if key_token is not None:
+                self.property_at[key] = (key_token.line, start_col(key_token))
             props[key] = self.literal()
             if not self.accept_type(TokenType.COMMA):
                 break
@@ -966,8 +971,14 @@ def parse_select(sql: str, first: Token) -> exp.Select:
         raise ParseError(
             f"invalid SELECT: {description}", line=first.line + line - 1, col=col, text=near or None
         ) from None
+    if isinstance(tree, exp.SetOperation):
+        # a top-level UNION ALL is the SELECT of all its rows: the same query as the union in
+        # a subquery, which the analyzer checks (UNION, INTERSECT, EXCEPT are refused there, with why)
+        tree = exp.select("*").from_(exp.Subquery(this=tree))
     if not isinstance(tree, exp.Select):
-        raise ParseError("expected a single SELECT", line=first.line, col=start_col(first), text=sql[:60])
+        raise ParseError(
+            "expected a single SELECT (or a UNION ALL of SELECTs)", line=first.line, col=start_col(first), text=sql[:60]
+        )
     mark_subscripts(tree)  # ksqlDB's a[1], m['k'] and s->f (see .shapes)
     name_fields(tree)
     for data_type in list(tree.find_all(exp.DataType)):

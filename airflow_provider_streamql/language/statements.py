@@ -82,6 +82,8 @@ class Statement:
     window: WindowSpec | None = field(default=None, kw_only=True)
     #: (line, column) of the WINDOW clause, to place errors at it
     window_at: tuple[int, int] | None = field(default=None, kw_only=True, compare=False)
+    #: (line, column) of each WITH property's name, to place errors at it
+    property_at: dict[str, tuple[int, int]] = field(default_factory=dict, kw_only=True, compare=False)
     #: one entry per JOIN of the SELECT (outside subqueries), in order: its WITHIN or None
     withins: tuple[Within | None, ...] = field(default=(), kw_only=True)
     #: ``PARTITION BY col, ...`` of a CREATE STREAM ... AS SELECT: the output columns that

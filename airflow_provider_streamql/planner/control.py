@@ -20,6 +20,18 @@ from .step import Step, remove_files
 
 # SET 'key' -> allowed values.
 SESSION_PROPERTIES = {"auto.offset.reset": ("earliest", "latest")}
+#: ksqlDB's names of a session property streamql has
+KSQL_ALIASES = {"ksql.streams.auto.offset.reset": "auto.offset.reset"}
+#: ksqlDB and Kafka Streams settings streamql accepts without effect, and why they have none
+#: (each also under ksqlDB's ``ksql.streams.`` prefix); any other ``ksql.*`` setting is
+#: accepted the same way with the general reason
+KSQL_WITHOUT_EFFECT = {
+    "cache.max.bytes.buffering": "a table's changes are written once per micro-batch, with no cache between",
+    "commit.interval.ms": "a query commits once per micro-batch (its trigger)",
+    "processing.guarantee": "file outputs are exactly once per batch; a Kafka output is at least once",
+    "num.stream.threads": "a query's tasks run on the Spark cores of its runtime",
+}
+KSQL_GENERAL = "a ksqlDB server setting, which no streamql statement reads"
 CONTROL_TARGET = {"PAUSE": DesiredState.PAUSED, "RESUME": DesiredState.RUNNING, "TERMINATE": DesiredState.TERMINATED}
 
 
@@ -120,6 +132,12 @@ class ControlStatements:
         )
 
     def set_property(self, stmt: st.SetProperty) -> Step:
+        if stmt.key in KSQL_ALIASES:
+            stmt = replace(stmt, key=KSQL_ALIASES[stmt.key])
+        if (reason := _without_effect(stmt.key)) is not None:
+            # accepted, so that a pasted script runs, and said: nothing is recorded
+            note = f"{stmt.key} has no effect in streamql: {reason}"
+            return Step(Result(stmt.text, note, details={"notes": [note]}))
         allowed = SESSION_PROPERTIES.get(stmt.key)
         if allowed is None:
             raise error_at(f"unknown property {stmt.key!r} (known: {', '.join(SESSION_PROPERTIES)})", stmt)
@@ -130,3 +148,11 @@ class ControlStatements:
             raise error_at(f"{stmt.key} must be one of {', '.join(allowed)}, not {stmt.value!r}", stmt)
         self.planning.settings[stmt.key] = stmt.value.lower()
         return Step(Result(stmt.text, f"Set {stmt.key} = {stmt.value.lower()}"))
+
+
+def _without_effect(key: str) -> str | None:
+    """Why ksqlDB's setting ``key`` has no effect here; None for any other key."""
+    bare = key.removeprefix("ksql.streams.")
+    if bare in KSQL_WITHOUT_EFFECT:
+        return KSQL_WITHOUT_EFFECT[bare]
+    return KSQL_GENERAL if key.startswith("ksql.") else None

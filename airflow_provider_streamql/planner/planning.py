@@ -4,8 +4,8 @@
 :class:`Snapshot` a script is planned against, the session's settings, who issues the
 statements, the bounds) and the lookups and checks the families share: declared sources and
 names (:meth:`~Planning.declared`, :meth:`~Planning.check_new_name`,
-:meth:`~Planning.readers`), the source builder :meth:`~Planning.source` with the
-WITH-property table :data:`SOURCE_PROPERTIES`, and the analysis of a SELECT
+:meth:`~Planning.readers`), the source builder :meth:`~Planning.source` (its WITH
+properties are :mod:`.properties`), and the analysis of a SELECT
 (:meth:`~Planning.analyze_query`, checked against :mod:`.feasibility` when it runs as a
 persistent query). Each family holds the one :class:`Planning` of its planner, so a
 statement sees what the statements before it in the script did. Errors placed at a
@@ -15,9 +15,8 @@ changes nothing (:func:`unchanged`) need no state and are plain functions.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import cast
 
 from sqlalchemy import Connection
 from sqlglot import exp
@@ -34,29 +33,18 @@ from ..results import Result
 from ..storage import topics
 from ..storage.layout import Layout, Part
 from ..views.describe import StateReader
-from . import feasibility
+from . import feasibility, properties
 from .step import Step
 
-# WITH (...) property -> check of its value (None: accepted as is).
-SOURCE_PROPERTIES: dict[str, Callable[[Any], str | None] | None] = {
-    "path": None,  # checked and resolved by the storage layout
-    "value_format": lambda v: (
-        None if str(v).upper() in topics.FORMATS else f"must be one of {', '.join(topics.FORMATS)}"
-    ),
-    "kafka_topic": lambda v: None if isinstance(v, str) and v and "," not in v else "must name one Kafka topic",
-    "timestamp": lambda v: None if isinstance(v, str) and v else "must name a TIMESTAMP column",
-    "timestamp_format": lambda v: (
-        None if isinstance(v, str) and v else "must be a Spark datetime pattern such as 'yyyy-MM-dd HH:mm:ss'"
-    ),
-    "value_delimiter": topics.delimiter_problem,  # DELIMITED values only
-}
 # WITH properties that would put Kafka connection settings in SQL text
 KAFKA_CONNECTION_SETTINGS = ("kafka.", "bootstrap", "security", "sasl", "ssl")
 
 
 # -- errors placed at a statement, and the step that changes nothing --------------------
-def error_at(message: str, stmt: st.Statement) -> ValidationError:
-    return ValidationError(message, line=stmt.line, col=stmt.col, text=stmt.text.strip()[:120])
+def error_at(message: str, stmt: st.Statement, *, at: tuple[int, int] | None = None) -> ValidationError:
+    """``message`` placed at ``stmt``, or at ``at`` (line, column) inside it."""
+    line, col = at or (stmt.line, stmt.col)
+    return ValidationError(message, line=line, col=col, text=stmt.text.strip()[:120])
 
 
 def state_error_at(message: str, stmt: st.Statement) -> StateError:
@@ -201,25 +189,28 @@ class Planning:
 
     # -- the source a CREATE declares (or a query writes) ----------------------------
     def source(self, stmt, columns, writer: str | None, replacing: SourceInfo | None = None) -> SourceInfo:
-        props = dict(stmt.properties)
-        for key, value in props.items():
+        props, problem = properties.with_format(dict(stmt.properties))
+        if problem:
+            raise error_at(problem, stmt, at=stmt.property_at.get("format"))
+        for key in props:
             if key.startswith(KAFKA_CONNECTION_SETTINGS):
                 raise error_at(
                     f"property {key!r}: Kafka connection settings come from the "
                     f"runtime's configuration (spark.streamql.kafka.*), never from SQL",
                     stmt,
+                    at=stmt.property_at.get(key),
                 )
-            if key not in SOURCE_PROPERTIES:
-                raise error_at(f"unknown property {key!r} (known: {', '.join(SOURCE_PROPERTIES)})", stmt)
-            check = SOURCE_PROPERTIES[key]
-            problem = check(value) if check else None
-            if problem:
-                raise error_at(f"property {key} = {value!r}: {problem}", stmt)
+        for key, problem in properties.problems(props, columns, kafka="kafka_topic" in props):
+            raise error_at(problem, stmt, at=stmt.property_at.get(key) or stmt.property_at.get("format"))
         if "kafka_topic" in props:
             if "path" in props:
                 raise error_at("give either kafka_topic or path, not both", stmt)
             if str(props.get("value_format", "JSON")).upper() != "JSON":
-                raise error_at("Kafka topics hold JSON values: value_format must be JSON", stmt)
+                raise error_at(
+                    "Kafka topics hold JSON values: value_format must be JSON",
+                    stmt,
+                    at=stmt.property_at.get("value_format"),
+                )
             path = f"kafka:{props['kafka_topic']}"
         else:
             others = {

@@ -16,6 +16,7 @@ from ..language import statements as st
 from ..results import Result
 from ..storage import topics
 from ..storage.values import ValueEvaluator, record_problem, stored
+from . import properties
 from .planning import Planning, error_at
 from .step import Step, remove_files
 
@@ -139,7 +140,8 @@ class Reads:
             return Step(describe_query(self.planning.catalog, self.planning.conn, self.planning.snapshot, stmt))
         if stmt.name not in self.planning.snapshot.sources:
             raise self.planning.unknown(stmt.name, stmt)
-        return Step(describe(self.planning.catalog, self.planning.conn, self.planning.snapshot, stmt))
+        notes = properties.recorded(self.planning.snapshot.sources[stmt.name].properties)
+        return Step(describe(self.planning.catalog, self.planning.conn, self.planning.snapshot, stmt, notes))
 
     def explain(self, stmt: st.Explain) -> Step:
         from ..views.describe import explain

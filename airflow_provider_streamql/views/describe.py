@@ -4,7 +4,7 @@ DESCRIBE ... STATE) a reader of Spark state handed in by the caller."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Connection
@@ -59,7 +59,12 @@ def show(
     return Result(stmt.text, columns=columns, rows=rows)
 
 
-def describe(catalog: Catalog, conn: Connection, snapshot: Snapshot, stmt: st.Describe) -> Result:
+def describe(
+    catalog: Catalog, conn: Connection, snapshot: Snapshot, stmt: st.Describe, recorded: Sequence[str] = ()
+) -> Result:
+    """``DESCRIBE <source> [EXTENDED]``: its columns and where it lives; with EXTENDED its
+    writers' versions and bad records, its queries' state, and ``recorded``: what each ksqlDB
+    property it was given and streamql records does here."""
     src = snapshot.sources[stmt.name]
     readers = [q.id for q in snapshot.queries.values() if src.name in q.sources]
     writers = [q.id for q in snapshot.queries.values() if q.sink == src.name]
@@ -72,6 +77,7 @@ def describe(catalog: Catalog, conn: Connection, snapshot: Snapshot, stmt: st.De
         f"Read by: {', '.join(readers) or '-'}",
     ]
     if stmt.extended:
+        lines += [f"Property {note}" for note in recorded]
         for writer in writers:
             lines += [f"{label} of {writer}: {text}" for label, text in version_history(catalog, writer, conn)]
             lines += [f"Bad record of {writer}: {text}" for text in bad_record_lines(catalog, writer, conn)]

@@ -1,0 +1,144 @@
+"""The WITH properties of a stream or table, as three tables: those streamql gives a meaning
+(:data:`SOURCE_PROPERTIES`), ksqlDB's that it accepts and records where file topics give them
+no effect (:data:`RECORDED`), and ksqlDB's it refuses with the reason (:data:`REFUSED`,
+:data:`VALUE_FORMATS_REFUSED`). A property ksqlDB users write is never "unknown"; each problem
+is given with the property it is about, so the error points at it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from ..language.statements import Column
+from ..language.types import TypeName
+from ..storage import topics
+
+#: a property's check: the problem with its value, or None
+Check = Callable[[Any], str | None]
+
+
+def _text(what: str) -> Check:
+    return lambda v: None if isinstance(v, str) and v else f"must be {what}"
+
+
+def _positive_int(v: Any) -> str | None:
+    return None if isinstance(v, int) and not isinstance(v, bool) and v > 0 else "must be a whole number above 0"
+
+
+def _true(reason: str) -> Check:
+    return lambda v: None if v is True else reason
+
+
+def _value_format_problem(fmt: str) -> str | None:
+    if fmt in VALUE_FORMATS_REFUSED:
+        return f"{fmt} {VALUE_FORMATS_REFUSED[fmt]}"
+    return None if fmt in topics.FORMATS else f"must be one of {', '.join(topics.FORMATS)}"
+
+
+# WITH (...) property -> check of its value (None: accepted as is).
+SOURCE_PROPERTIES: dict[str, Check | None] = {
+    "path": None,  # checked and resolved by the storage layout
+    "value_format": lambda v: _value_format_problem(str(v).upper()),
+    "kafka_topic": lambda v: None if isinstance(v, str) and v and "," not in v else "must name one Kafka topic",
+    "timestamp": _text("the name of a TIMESTAMP column"),
+    "timestamp_format": _text("a Spark datetime pattern such as 'yyyy-MM-dd HH:mm:ss'"),
+    "value_delimiter": topics.delimiter_problem,  # DELIMITED values only
+    # ksqlDB's, with streamql's meaning
+    "key_format": _text("one of ksqlDB's key formats (KAFKA, JSON, NONE, ...)"),  # see key_format_problem
+    "wrap_single_value": _true(
+        "streamql writes every value as a JSON object (ksqlDB's WRAP_SINGLE_VALUE=true); "
+        "an unwrapped single value is not read or written"
+    ),
+    "partitions": _positive_int,
+    "replicas": _positive_int,
+    "retention_ms": _positive_int,
+}
+
+#: ksqlDB's properties accepted and recorded, with what they do here (DESCRIBE ... EXTENDED)
+RECORDED: dict[str, str] = {
+    "partitions": "recorded: a file topic has no partitions; a Kafka topic is made outside streamql",
+    "replicas": "recorded: a file topic has no replicas; a Kafka topic is made outside streamql",
+    "retention_ms": "recorded: a file topic keeps its records until DROP ... DELETE TOPIC",
+    "wrap_single_value": "every value is a JSON object",
+    "key_format": "the key as streamql writes it; a file topic holds its KEY columns in the value record",
+}
+
+#: ksqlDB's properties streamql refuses, with the reason
+REFUSED: dict[str, str] = {
+    "key_schema_id": "streamql reads no schema registry: the declared columns are the schema",
+    "value_schema_id": "streamql reads no schema registry: the declared columns are the schema",
+    "key_schema_full_name": "streamql reads no schema registry: the declared columns are the schema",
+    "value_schema_full_name": "streamql reads no schema registry: the declared columns are the schema",
+    "value_avro_schema_full_name": "AVRO values are not read or written yet",
+    "window_type": "a windowed key is not read from a topic: declare the window bounds as columns",
+    "window_size": "a windowed key is not read from a topic: declare the window bounds as columns",
+    "key_delimiter": "a key is one column's text or a JSON object; a DELIMITED key is not read or written",
+}
+
+#: ksqlDB's value formats streamql refuses, with the reason
+VALUE_FORMATS_REFUSED: dict[str, str] = {
+    **dict.fromkeys(
+        ("AVRO", "PROTOBUF", "PROTOBUF_NOSR", "JSON_SR"),
+        "is not read or written yet: streamql holds JSON, CSV, DELIMITED or PARQUET values",
+    ),
+    "KAFKA": "(a single primitive value per record) is not read or written yet: "
+    "streamql holds JSON, CSV, DELIMITED or PARQUET values",
+}
+
+#: ksqlDB's key formats
+KEY_FORMATS = ("KAFKA", "JSON", "NONE", "DELIMITED", "AVRO", "PROTOBUF", "PROTOBUF_NOSR", "JSON_SR")
+
+
+def with_format(props: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """ksqlDB's ``FORMAT`` (key and value format at once) as ``key_format`` and
+    ``value_format``; the problem when it is given with either of them."""
+    if "format" not in props:
+        return props, None
+    if "key_format" in props or "value_format" in props:
+        return props, "give FORMAT or KEY_FORMAT and VALUE_FORMAT, not both (as in ksqlDB)"
+    fmt = props["format"]
+    rest = {k: v for k, v in props.items() if k != "format"}
+    return {**rest, "value_format": fmt, "key_format": fmt}, None
+
+
+def key_format_problem(value: Any, columns: Sequence[Column], kafka: bool) -> str | None:
+    """What is wrong with ``KEY_FORMAT = value`` for a source of ``columns``: a file topic
+    holds its KEY columns in the value record (any ksqlDB key format is recorded, with no
+    effect); a Kafka topic's key is written and read as streamql writes it, which is one
+    ksqlDB key format."""
+    fmt = str(value).upper()
+    if fmt not in KEY_FORMATS:
+        return f"must be one of ksqlDB's key formats ({', '.join(KEY_FORMATS)})"
+    if not kafka:
+        return None
+    keys = [c for c in columns if c.key]
+    written: tuple[str, ...]
+    if not keys:
+        written, how = ("NONE", "KAFKA"), "no key"
+    elif len(keys) == 1 and keys[0].type.name in (TypeName.STRING, TypeName.VARCHAR):
+        written, how = ("KAFKA",), f"its one STRING key column {keys[0].name} as UTF-8 text"
+    elif len(keys) == 1:
+        written, how = ("JSON",), f"its one key column {keys[0].name} as a JSON value"
+    else:
+        written, how = ("JSON",), "its key columns as a JSON object"
+    if fmt in written:
+        return None
+    return f"on a Kafka topic streamql writes {how} (KEY_FORMAT={written[0]!r}); {fmt} is not read or written"
+
+
+def problems(props: dict[str, Any], columns: Sequence[Column], *, kafka: bool) -> Iterator[tuple[str, str]]:
+    """Each (property, problem) of ``props`` for a source of ``columns``, in the order given."""
+    for key, value in props.items():
+        if key in REFUSED:
+            yield key, f"property {key!r} is refused: {REFUSED[key]}"
+        elif key not in SOURCE_PROPERTIES:
+            yield key, f"unknown property {key!r} (known: {', '.join(SOURCE_PROPERTIES)})"
+        elif (check := SOURCE_PROPERTIES[key]) is not None and (problem := check(value)):
+            yield key, f"property {key} = {value!r}: {problem}"
+        elif key == "key_format" and (problem := key_format_problem(value, columns, kafka)):
+            yield key, f"property key_format = {value!r}: {problem}"
+
+
+def recorded(props: dict[str, Any]) -> list[str]:
+    """What each recorded ksqlDB property of a source does here, for DESCRIBE ... EXTENDED."""
+    return [f"{key} = {props[key]!r} ({note})" for key, note in RECORDED.items() if key in props]

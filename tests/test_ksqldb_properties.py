@@ -1,0 +1,74 @@
+"""ksqlDB's WITH properties and SET settings as users paste them (issue 31): each has a
+meaning here or is refused with the reason, never as "unknown property"; the error points at
+the property, and what a recorded property does is shown by DESCRIBE ... EXTENDED."""
+import pytest
+
+from airflow_provider_streamql.errors import ValidationError
+
+from .test_errors import catalog_dump
+
+# (the WITH clause of `CREATE STREAM s (id INT KEY, v STRING)`, the error or None, its column)
+PROPERTIES = [
+    ("WITH (partitions=4, replicas=3)", None, None),
+    ("WITH (kafka_topic='s', partitions=1, value_format='JSON', key_format='JSON')", None, None),
+    ("WITH (key_format='KAFKA', value_format='JSON')", None, None),  # a file topic: recorded
+    ("WITH (format='JSON')", None, None),
+    ("WITH (wrap_single_value=true, retention_ms=604800000)", None, None),
+    ("WITH (partitions=0)", "property partitions = 0: must be a whole number above 0", 46),
+    ("WITH (replicas='three')", "property replicas = 'three': must be a whole number above 0", 46),
+    ("WITH (value_format='AVRO')", "value_format = 'AVRO': AVRO is not read or written yet", 46),
+    ("WITH (value_format='PROTOBUF')", "PROTOBUF is not read or written yet", 46),
+    ("WITH (value_format='KAFKA')", "KAFKA \\(a single primitive value per record\\) is not read", 46),
+    ("WITH (wrap_single_value=false)", "an unwrapped single value is not read or written", 46),
+    ("WITH (value_schema_id=3)", "property 'value_schema_id' is refused: streamql reads no schema registry", 46),
+    ("WITH (window_type='TUMBLING')", "a windowed key is not read from a topic", 46),
+    ("WITH (key_format='XML')", "must be one of ksqlDB's key formats", 46),
+    ("WITH (kafka_topic='s', key_format='KAFKA')",
+     "on a Kafka topic streamql writes its one key column id as a JSON value \\(KEY_FORMAT='JSON'\\)", 63),
+    ("WITH (format='JSON', value_format='JSON')", "give FORMAT or KEY_FORMAT and VALUE_FORMAT, not both", 46),
+    ("WITH (partitions=1, colour='red')", "unknown property 'colour'", 60),
+]
+
+
+@pytest.mark.parametrize("clause, error, col", PROPERTIES)
+def test_a_ksqldb_property_has_a_meaning_or_a_reason(engine, home, clause, error, col):
+    sql = f"CREATE STREAM s (id INT KEY, v STRING) {clause}"
+    if error is None:
+        engine.execute(sql)
+        return
+    before = catalog_dump(engine.catalog.url)
+    with pytest.raises(ValidationError, match=error) as info:
+        engine.execute(sql)
+    assert (info.value.line, info.value.col) == (1, col)  # at the property, not at CREATE
+    assert catalog_dump(engine.catalog.url) == before
+
+
+def test_describe_extended_says_what_a_recorded_property_does(engine):
+    engine.execute("CREATE STREAM s (id INT KEY, v STRING) WITH (partitions=4, key_format='KAFKA')")
+    said = engine.execute("DESCRIBE s EXTENDED")[0].message.splitlines()
+    assert "Property partitions = 4 (recorded: a file topic has no partitions; a Kafka topic is made " \
+           "outside streamql)" in said
+    assert any(line.startswith("Property key_format = 'KAFKA'") for line in said)
+
+
+# (the SET statement, what it says, the session property it sets or None)
+SETTINGS = [
+    ("SET 'ksql.streams.auto.offset.reset' = 'earliest'", "Set auto.offset.reset = earliest", "earliest"),
+    ("SET 'ksql.streams.cache.max.bytes.buffering' = '0'",
+     "ksql.streams.cache.max.bytes.buffering has no effect in streamql: a table's changes are written once "
+     "per micro-batch", None),
+    ("SET 'processing.guarantee' = 'exactly_once_v2'", "processing.guarantee has no effect in streamql", None),
+    ("SET 'ksql.query.pull.table.scan.enabled' = 'true'", "a ksqlDB server setting, which no streamql", None),
+]
+
+
+@pytest.mark.parametrize("sql, said, offset_reset", SETTINGS)
+def test_a_ksqldb_setting_is_mapped_or_accepted_with_what_it_does(engine, sql, said, offset_reset):
+    [result, shown] = engine.execute(f"{sql}; SHOW PROPERTIES")
+    assert said in result.message
+    assert dict((k, v) for k, v, _ in shown.rows)["auto.offset.reset"] == offset_reset
+
+
+def test_a_setting_that_is_not_ksqldbs_is_still_unknown(engine):
+    with pytest.raises(ValidationError, match="unknown property 'colour'"):
+        engine.execute("SET 'colour' = 'red'")
