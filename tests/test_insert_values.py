@@ -13,6 +13,7 @@ SETUP = """
 CREATE STREAM s (id INT, name STRING, ts TIMESTAMP, d DATE, amount DOUBLE, price DECIMAL(6, 2), ok BOOLEAN, n BIGINT);
 CREATE STREAM minutes (id INT, ts TIMESTAMP) WITH (timestamp='ts', timestamp_format='yyyy-MM-dd HH:mm');
 CREATE TABLE t (k STRING PRIMARY KEY, v INT);
+CREATE STREAM nested (id INT, a ARRAY<INT>, m MAP<STRING, INT>, s STRUCT<x: INT, y: STRING>, l ARRAY<STRUCT<d: DATE>>);
 """
 
 # INSERT (into s unless it names another source) -> {column: what the file stores}
@@ -61,6 +62,19 @@ STORED = [
 
 # INSERT -> (error class, fragment of its message)
 REFUSED = [
+    # one bad row of several: none is written, and the error says which row
+    ("INSERT INTO t VALUES ('c', 1), (NULL, 2)", ValidationError, "row 2: primary key column 'k' of T cannot be NULL"),
+    ("INSERT INTO t (k, v) VALUES ('c', 1), ('d', 'x')", ValidationError, "row 2: value 'x' does not fit column 'v'"),
+    ("INSERT INTO t VALUES ('c', 1), ('d')", ParseError, "2 values in the first row but 1 values"),
+    ("INSERT INTO t (k, v) VALUES ('c', 1), ('d', 2, 3)", ParseError, "2 columns but 3 values"),
+    ("INSERT INTO nested (a) VALUES (ARRAY['x'])", ValidationError, "does not fit column 'a[1]' of type INT"),
+    ("INSERT INTO nested (a) VALUES (ARRAY[9999999999])", ValidationError, "does not fit column 'a[1]' of type INT"),
+    ("INSERT INTO nested (a) VALUES (MAP('a', 1))", ValidationError, "it is a MAP; write a value of type ARRAY"),
+    ("INSERT INTO nested (m) VALUES (MAP('a', 'x'))", ValidationError, "does not fit column \"m['a']\" of type INT"),
+    ("INSERT INTO nested (s) VALUES (STRUCT(1 AS z))", ValidationError, "it has a field 'z'; its fields are x, y"),
+    ("INSERT INTO nested (l) VALUES (ARRAY[STRUCT('soon' AS d)])", ValidationError, "column 'l[1].d' of type DATE"),
+    ("INSERT INTO s (id) VALUES (ARRAY[1])", ValidationError, "it is an ARRAY; write a value of type INT"),
+    ("INSERT INTO nested (a) VALUES (ARRAY[id])", ParseError, "'id' is a column reference"),
     ("INSERT INTO s (ts) VALUES ('not a timestamp')", ValidationError,
      "value 'not a timestamp' does not fit column 'ts' of type TIMESTAMP"),
     ("INSERT INTO s (ts) VALUES (TIMESTAMP 'garbage')", ValidationError, "cannot evaluate TIMESTAMP 'garbage' for column 'ts'"),
@@ -127,12 +141,28 @@ def test_insert_values_stores(insert_engine, sql, expected):
     assert {k: row[k] for k in expected} == expected
 
 
+# several rows in one INSERT (issue 31): (INSERT, every record written, in order)
+ROWS = [
+    ("INSERT INTO t VALUES ('a', 1), ('b', 2)", "t", [{"k": "a", "v": 1}, {"k": "b", "v": 2}]),
+    ("INSERT INTO s (id) VALUES (1), (2 + 1), (NULL)", "s", [{"id": 1}, {"id": 3}, {"id": None}]),
+    ("INSERT INTO s (id, name) VALUES\n  (1, 'ann'),\n  (2, 'bob')", "s", [{"id": 1, "name": "ann"}, {"id": 2, "name": "bob"}]),
+]
+
+
+@pytest.mark.parametrize("sql, target, expected", ROWS)
+def test_insert_values_stores_every_row(insert_engine, sql, target, expected):
+    [result] = insert_engine.execute(sql)
+    assert result.message == f"Inserted {len(expected)} records into {target.upper()}"
+    assert [{k: row[k] for k in want} for row, want in zip(written(insert_engine, target), expected, strict=True)] == expected
+
+
 @pytest.mark.parametrize("sql, error, fragment", REFUSED)
 def test_insert_values_refuses_and_writes_nothing(insert_engine, sql, error, fragment):
     with pytest.raises(error) as info:
         insert_engine.execute(sql)
     assert fragment in info.value.message
     assert written(insert_engine, "s") == written(insert_engine, "minutes") == written(insert_engine, "t") == []
+    assert written(insert_engine, "nested") == []
 
 
 def test_one_bad_value_writes_nothing_of_the_script(insert_engine):

@@ -23,6 +23,7 @@ PARSES = [
     ("INSERT INTO s2 SELECT * FROM s", st.InsertSelect, {"target": "S2", "select": "SELECT * FROM s"}),
     ("INSERT INTO s (id, cost) VALUES (1, -9.5)", st.InsertValues, {"target": "S", "columns": ["id", "cost"], "value_sql": ["1", "-9.5"]}),
     ("INSERT INTO s VALUES ('a', NULL, TRUE)", st.InsertValues, {"columns": None, "value_sql": ["'a'", "NULL", "TRUE"]}),
+    ("INSERT INTO s VALUES (1), (2)", st.InsertValues, {"columns": None, "value_sql": ["1"]}),
     ("INSERT INTO s VALUES (TIMESTAMP '2024-01-01 00:00:00', 1 + 2, UPPER('x' || 'y'))", st.InsertValues,
      {"value_sql": ["CAST('2024-01-01 00:00:00' AS TIMESTAMP)", "1 + 2", "UPPER('x' || 'y')"]}),
     ("SELECT * FROM t WHERE n > 1 LIMIT 5", st.PullQuery, {"select": "SELECT * FROM t WHERE n > 1 LIMIT 5"}),

@@ -108,7 +108,7 @@ def test_an_output_type_no_stream_can_hold_is_refused_at_create(engine):
     engine.execute("SELECT INTERVAL 1 HOUR AS gap FROM s")  # a pull query's value is only shown
 
 
-#: (declared type, the literal inserted, what reads back): every scalar family through Spark
+#: (declared type, the value inserted, what reads back): every family through Spark
 THROUGH_SPARK = [
     ("VARCHAR(5)", "'hello'", "hello"),
     ("CHAR(3)", "'abc'", "abc"),
@@ -118,6 +118,9 @@ THROUGH_SPARK = [
     ("BOOLEAN", "TRUE", True),
     ("DOUBLE", "1.5", 1.5),
     ("DATE", "'2024-01-02'", "2024-01-02"),
+    ("ARRAY<INT>", "ARRAY[1, 2]", [1, 2]),
+    ("MAP<STRING, DOUBLE>", "MAP('a', 1.5)", {"a": 1.5}),
+    ("STRUCT<x: INT, y: ARRAY<STRING>>", "STRUCT(1 AS x, ARRAY['q'] AS y)", {"x": 1, "y": ["q"]}),
 ]
 
 

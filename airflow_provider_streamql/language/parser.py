@@ -759,22 +759,30 @@ class _StatementParser:
                 columns.append(column)
             self.expect_type(TokenType.R_PAREN, ")")
         self.expect("VALUES")
+        rows = [self.row()]
+        while self.accept_type(TokenType.COMMA):
+            rows.append(self.row())
+        self.check_size([v for row in rows for v in row], self.tokens[0])
+        self.done()
+        wanted = f"{len(columns)} columns" if columns else f"{len(rows[0])} values in the first row"
+        for row in rows:
+            if len(row) != len(columns or rows[0]):
+                raise ParseError(
+                    f"{wanted} but {len(row)} values",
+                    line=self.tokens[0].line,
+                    col=start_col(self.tokens[0]),
+                    text=self.text,
+                )
+        return self.make(InsertValues, target=target, columns=columns, rows=rows)
+
+    def row(self) -> list[exp.Expr]:
+        """One ``(value, ...)`` of VALUES."""
         self.expect_type(TokenType.L_PAREN, "(")
-        first = self.token("a value")
         values = [self.value()]
         while self.accept_type(TokenType.COMMA):
             values.append(self.value())
         self.expect_type(TokenType.R_PAREN, ")")
-        self.check_size(values, first)
-        self.done()
-        if columns is not None and len(columns) != len(values):
-            raise ParseError(
-                f"{len(columns)} columns but {len(values)} values",
-                line=self.tokens[0].line,
-                col=start_col(self.tokens[0]),
-                text=self.text,
-            )
-        return self.make(InsertValues, target=target, columns=columns, values=values)
+        return values
 
     def value(self) -> exp.Expr:
         """One value of VALUES (...): a Spark SQL expression over literals (see

@@ -160,21 +160,22 @@ class InsertSelect(Statement):
 
 @dataclass
 class InsertValues(Statement):
-    """``INSERT INTO target [(cols)] VALUES (...)``: append one record. Each value is a
-    checked expression over literals (:mod:`.values`), evaluated by the planner."""
+    """``INSERT INTO target [(cols)] VALUES (...)[, (...) ...]``: append one record per row,
+    all or none. Each value is a checked expression over literals (:mod:`.values`), evaluated
+    by the planner."""
 
     changed_fields = ("target",)
 
     target: str
     columns: list[str] | None
-    values: list[exp.Expr]
+    rows: list[list[exp.Expr]]
 
     @property
     def value_sql(self) -> list[str]:
-        """The values as Spark SQL text (for messages and tests)."""
+        """The first row's values as Spark SQL text (for messages and tests)."""
         from .dialect import DIALECT
 
-        return [v.sql(dialect=DIALECT) for v in self.values]
+        return [v.sql(dialect=DIALECT) for v in self.rows[0]]
 
 
 @dataclass

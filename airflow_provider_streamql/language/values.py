@@ -4,7 +4,8 @@ literals only.
 A value is parsed by sqlglot (Spark dialect) into an expression tree and checked here
 against two class-level tables before anything evaluates it: :data:`NODES` (literals,
 NULL, typed literals and CAST, INTERVAL, arithmetic, ``||``, comparisons, CASE/IF) and
-:data:`FUNCTIONS` (deterministic scalar functions). A column reference, a subquery, an
+:data:`FUNCTIONS` (deterministic scalar functions, and the ARRAY, MAP and STRUCT
+constructors). A column reference, a subquery, an
 unknown or nondeterministic function or any other node is refused, naming it.
 :mod:`..storage.values` evaluates a checked tree.
 """
@@ -56,6 +57,7 @@ NODES: tuple[type[exp.Expr], ...] = (
     exp.Like,
     exp.Case,
     exp.If,
+    exp.PropertyEQ,  # a STRUCT's field: STRUCT(x := 1), STRUCT(1 AS x), NAMED_STRUCT('x', 1)
 )
 
 #: scalar functions a value may call, by sqlglot class -> the name shown in messages.
@@ -92,6 +94,10 @@ FUNCTIONS: dict[type[exp.Func], str] = {
     exp.TsOrDsAdd: "DATE_ADD",
     exp.TimestampTrunc: "DATE_TRUNC",
     exp.UnixToStr: "FROM_UNIXTIME",
+    # constructors of ARRAY, MAP and STRUCT values (ksqlDB's ARRAY[...], MAP(...), STRUCT(...))
+    exp.Array: "ARRAY",
+    exp.VarMap: "MAP",
+    exp.Struct: "STRUCT (NAMED_STRUCT)",
 }
 
 ALLOWED = (*NODES, *FUNCTIONS)
@@ -114,6 +120,8 @@ def check_value(tree: exp.Expr) -> str | None:
                 f"{_shown(node)!r} calls a function INSERT VALUES does not evaluate (deterministic "
                 f"functions of literals only: {', '.join(sorted(FUNCTIONS.values()))})"
             )
+        if isinstance(node, exp.Identifier) and isinstance(node.parent, exp.PropertyEQ) and node.arg_key == "this":
+            continue  # a STRUCT field's name
         if type(node) not in ALLOWED:
             return f"{_shown(node)!r} is not a value INSERT VALUES takes (literals and expressions over them)"
     return None

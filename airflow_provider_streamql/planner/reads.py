@@ -43,44 +43,49 @@ class Reads:
             )
         by_lower = {c.name.lower(): c for c in src.columns}
         names = stmt.columns or [c.name for c in src.columns]
-        if len(names) != len(stmt.values):
-            raise error_at(f"{src.name} has {len(names)} columns but {len(stmt.values)} values were given", stmt)
+        if len(names) != len(stmt.rows[0]):
+            raise error_at(f"{src.name} has {len(names)} columns but {len(stmt.rows[0])} values were given", stmt)
         unknown = next((name for name in names if name.lower() not in by_lower), None)
         if unknown is not None:
             raise error_at(
                 f"{src.name} has no column {unknown!r} (columns: {', '.join(by_lower[k].name for k in by_lower)})",
                 stmt,
             )
-        # every value is evaluated and checked against its column before anything is written;
-        # columns left out of the column list are NULL (as in ksqlDB)
-        record: dict[str, Any] = {c.name: None for c in src.columns}
+        # every value of every row is evaluated and checked against its column before anything
+        # is written; columns left out of the column list are NULL (as in ksqlDB)
+        records = []
         with ValueEvaluator(self.planning.limits) as evaluator:
-            for name, tree in zip(names, stmt.values, strict=True):
-                column = by_lower[name.lower()]
-                try:
-                    # Spark's reader applies the source's timestampFormat to its TIMESTAMP columns
-                    record[column.name] = stored(
-                        evaluator.value(tree, column.name),
-                        column,
-                        tree,
-                        timestamp_format=src.properties.get("timestamp_format"),
-                    )
-                except ValidationError as e:
-                    raise error_at(e.message, stmt) from None
-        problem = record_problem(record, src.format, self.planning.limits)
-        if problem:
-            raise error_at(problem, stmt)
-        for key in src.key_columns if src.kind == "TABLE" else []:
-            if record[key] is None:
-                raise error_at(f"primary key column {key!r} of {src.name} cannot be NULL", stmt)
+            for n, row in enumerate(stmt.rows, start=1):
+                where = f"row {n}: " if len(stmt.rows) > 1 else ""
+                record: dict[str, Any] = {c.name: None for c in src.columns}
+                for name, tree in zip(names, row, strict=True):
+                    column = by_lower[name.lower()]
+                    try:
+                        # Spark's reader applies the source's timestampFormat to its TIMESTAMP columns
+                        record[column.name] = stored(
+                            evaluator.value(tree, column.name),
+                            column,
+                            tree,
+                            timestamp_format=src.properties.get("timestamp_format"),
+                        )
+                    except ValidationError as e:
+                        raise error_at(where + e.message, stmt) from None
+                problem = record_problem(record, src.format, self.planning.limits)
+                if problem:
+                    raise error_at(where + problem, stmt)
+                for key in src.key_columns if src.kind == "TABLE" else []:
+                    if record[key] is None:
+                        raise error_at(f"{where}primary key column {key!r} of {src.name} cannot be NULL", stmt)
+                records.append(record)
 
         def files() -> Callable[[], None]:
             written = topics.append(
-                src.path, src.format, src.columns, [record], delimiter=topics.value_delimiter(src.properties)
+                src.path, src.format, src.columns, records, delimiter=topics.value_delimiter(src.properties)
             )
             return lambda: remove_files([written])
 
-        return Step(Result(stmt.text, f"Inserted 1 record into {src.name}"), files=files)
+        count = f"{len(records)} record" + ("s" if len(records) > 1 else "")
+        return Step(Result(stmt.text, f"Inserted {count} into {src.name}"), files=files)
 
     def pull_query(self, stmt: st.PullQuery) -> Step:
         analysis = self.planning.analyze_pull(stmt)

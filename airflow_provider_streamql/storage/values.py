@@ -155,6 +155,8 @@ def stored(value: Any, column: Column, tree: exp.Expr, *, timestamp_format: str 
 
     if isinstance(value, Interval):
         raise bad("an INTERVAL is no column's value", "add it to a TIMESTAMP (TIMESTAMP '...' + INTERVAL 1 HOUR)")
+    if t.name in NESTED and value is not None:
+        return _nested(value, column, tree, bad)
     if isinstance(value, datetime.datetime):
         if not t.is_timestamp:
             raise bad("it is a TIMESTAMP", f"CAST it to {column.type}")
@@ -165,12 +167,52 @@ def stored(value: Any, column: Column, tree: exp.Expr, *, timestamp_format: str 
         return value.isoformat()
     if isinstance(value, decimal.Decimal):
         value = int(value) if value == value.to_integral_value() and t.is_integer else float(value)
-    if isinstance(value, (bytes, list, dict)):
-        raise bad(f"it is a {type(value).__name__}", "INSERT VALUES writes numbers, strings, booleans, dates and times")
+    if isinstance(value, (list, dict)):
+        raise bad(f"it is {_kind(value)}", f"write a value of type {column.type.name.value}")
+    if isinstance(value, bytes):
+        raise bad("it is bytes", "INSERT VALUES writes numbers, strings, booleans, dates, times and ARRAY, MAP, STRUCT")
     try:
         return topics.coerce(value, column, timestamp_format=timestamp_format)
     except ValidationError as e:
         raise ValidationError(e.message.replace(" does not fit column", f"{of} does not fit column", 1)) from None
+
+
+#: the types whose values are built by ARRAY, MAP and STRUCT constructors
+NESTED = (TypeName.ARRAY, TypeName.MAP, TypeName.STRUCT)
+
+
+def _kind(value: Any) -> str:
+    """What an evaluated value is (DuckDB gives a MAP as a list of (key, value) pairs)."""
+    if isinstance(value, dict):
+        return "a STRUCT"
+    if isinstance(value, list) and value and all(isinstance(p, tuple) for p in value):
+        return "a MAP"
+    return "an ARRAY" if isinstance(value, list) else "a single value"
+
+
+def _nested(value: Any, column: Column, tree: exp.Expr, bad) -> Any:
+    """An ARRAY, MAP or STRUCT value as its JSON stores it, each element checked against its
+    type as a column of its own (named ``col[1]``, ``col['k']``, ``col.f``)."""
+    t, kind = column.type, _kind(value)
+
+    def part(name: str, part_type, part_value: Any) -> Any:
+        return stored(part_value, Column(name, part_type), tree)
+
+    if t.name is TypeName.ARRAY and kind == "an ARRAY":
+        return [part(f"{column.name}[{i}]", t.elements[0], v) for i, v in enumerate(value, start=1)]
+    if t.name is TypeName.MAP and (kind == "a MAP" or value == []):
+        keys = [part(f"{column.name} key", t.elements[0], k) for k, _v in value]
+        if any(k is None for k in keys):
+            raise bad("a MAP key is NULL", "give every key a value")
+        return {str(k): part(f"{column.name}[{k!r}]", t.elements[1], v) for k, (_k, v) in zip(keys, value, strict=True)}
+    if t.name is TypeName.STRUCT and kind == "a STRUCT":
+        fields = {name.lower(): (name, ftype) for name, ftype in t.fields}
+        unknown = next((k for k in value if k.lower() not in fields), None)
+        if unknown is not None:
+            raise bad(f"it has a field {unknown!r}", f"its fields are {', '.join(n for n, _ in t.fields)}")
+        given = {k.lower(): v for k, v in value.items()}
+        return {name: part(f"{column.name}.{name}", ftype, given.get(name.lower())) for name, ftype in t.fields}
+    raise bad(f"it is {kind}", f"write a value of type {t.name.value}")
 
 
 def _timestamp_text(value: datetime.datetime, column: Column, timestamp_format: str | None, bad) -> str:
