@@ -1,5 +1,6 @@
-"""Shared fixtures: one local SparkSession per test process, a real PostgreSQL server,
-catalogs on both backends, and runtimes running in threads on the shared session."""
+"""Shared fixtures: one local SparkSession per test process, a real PostgreSQL server, a real
+Kafka broker (started when a test first asks for it), catalogs on both backends, and runtimes
+running in threads on the shared session."""
 from __future__ import annotations
 
 import glob
@@ -34,6 +35,9 @@ os.environ.update({
         _bundle("dags-folder", os.path.join(REPO, "dags")),
         _bundle("streamql-tests", os.path.join(REPO, "tests", "dags"))]),
 })
+# Spark's Kafka connector, as scripts/setup installs it: a runtime (in a thread or a process)
+# puts it on its classpath when it first starts a query on a Kafka topic
+os.environ.setdefault("STREAMQL_KAFKA_CONNECTOR", os.path.join(REPO, ".kafka", "connector"))
 
 from airflow_provider_streamql.catalog import Catalog
 from airflow_provider_streamql.engine import Engine
@@ -84,6 +88,37 @@ def postgres_server():
         # immediate: the data folder is thrown away, and open pools must not delay the exit
         run(f"{PG_BIN}/pg_ctl", "-D", data, "-m", "immediate", "stop")
         shutil.rmtree(data, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def kafka_broker():
+    """A real Apache Kafka broker (one KRaft node on loopback, tests/kafka_broker.py), started
+    once for the test session when a test first asks for it, stopped at its end."""
+    from .kafka_broker import BrokerError, KafkaBroker
+    try:
+        broker = KafkaBroker().start()
+    except BrokerError as e:
+        pytest.fail(str(e))
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture
+def kafka_topics(kafka_broker, request):
+    """The session's broker as a test sees it: topics it makes have names no other test has."""
+    from .kafka_broker import Topics
+    return Topics(kafka_broker, request.node.name)
+
+
+@pytest.fixture
+def kafka_spark(spark, kafka_broker):
+    """The shared session with the broker as its runtimes' Kafka (their bootstrap servers), and
+    Spark's Kafka connector on its classpath (as a runtime puts it there)."""
+    from airflow_provider_streamql.runtime import kafka_connector
+    kafka_connector.ensure(spark)
+    spark.conf.set("spark.streamql.kafka.bootstrap.servers", kafka_broker.bootstrap)
+    yield spark
+    spark.conf.unset("spark.streamql.kafka.bootstrap.servers")
 
 
 def _new_pg_database(server_url: str) -> str:
@@ -216,8 +251,8 @@ def airflow_db():
 
 
 # -- the fast selection: `pytest -m "not slow"` ---------------------------------------------
-#: fixtures that start Spark, runtime processes or Airflow's metadata database
-SLOW_FIXTURES = {"spark", "runtimes", "processes", "airflow_db", "openlineage"}
+#: fixtures that start Spark, runtime processes, a Kafka broker or Airflow's metadata database
+SLOW_FIXTURES = {"spark", "runtimes", "processes", "kafka_broker", "airflow_db", "openlineage"}
 #: modules whose tests start Airflow, an api-server, a browser or spark-submit themselves
 SLOW_MODULES = {"test_airflow_operators", "test_airflow_triggers", "test_cluster", "test_compose",
                 "test_docs", "test_example_dags", "test_processes", "test_secrets", "test_ui"}

@@ -20,7 +20,7 @@ from ..language.pseudocolumns import EVENT_TIME
 from ..language.streaming import StreamingPlan
 from ..storage.layout import Part, dead_letter_checkpoint
 from ..storage.topics import FORMATS
-from . import kafka
+from . import kafka, kafka_connector
 from .badrecords import RecordGuard, dead_letters, read_whole_records
 from .batch_writer import BatchWriter
 from .evolution import source_evolution
@@ -150,6 +150,8 @@ def start_query(
     """Start a query's streaming plan (built by ``frames``, or taken from them), with source
     evolution on if the plan names its streams."""
     read_whole_records(spark)
+    if sink.kafka_topic:  # its sources load the connector as they are read; a sink before its first batch
+        kafka_connector.ensure(spark)
     with source_evolution(spark, bool(plan.source_names)):
         if plan.table_query:  # a changelog in, a changelog out (runtime/tables.py)
             changes, compute = table_query_frame(spark, query, plan, sources, sink)

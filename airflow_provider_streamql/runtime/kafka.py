@@ -8,7 +8,8 @@ come from the runtime's configuration, ``spark.streamql.kafka.<kafka setting>`` 
 ``--conf spark.streamql.kafka.bootstrap.servers=broker:9092``), never from SQL text; secrets
 (``sasl.jaas.config``, ``ssl.*.password``, ...) from Kafka client properties the runtime
 reads at start from its environment or a file (:mod:`..storage.kafka_properties`), never from
-argv. The connector must be on the runtime's classpath (``--packages``, see :data:`PACKAGE`).
+argv. The connector is put on the runtime's classpath when it first starts a query on a Kafka
+topic (:mod:`.kafka_connector`).
 """
 
 from __future__ import annotations
@@ -26,10 +27,10 @@ from pyspark.sql.utils import AnalysisException
 from ..catalog import SourceInfo
 from ..errors import SPARK_ERROR_LIMIT, StateError, first_line
 from ..storage import kafka_properties
+from . import kafka_connector
 from .schemas import CORRUPT, FILE, ddl_schema, spark_type
 
 CONF_PREFIX = kafka_properties.CONF_PREFIX
-PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13"
 log = logging.getLogger(__name__)
 
 #: the Kafka client properties this runtime read at start (:func:`load_properties`)
@@ -183,7 +184,8 @@ def decode(df: DataFrame, src: SourceInfo) -> DataFrame:
 def encode(df: DataFrame, sink: SourceInfo, *, deleted: DataFrame | None = None) -> DataFrame:
     """The declared columns as Kafka records: key from the KEY columns, value as JSON; then
     the keys a table ``deleted`` as tombstones (the key and a null value, as in ksqlDB)."""
-    value = F.to_json(F.struct(*[F.col(f"`{c.name}`") for c in _value_columns(sink)]))
+    # a null column is written as null, as ksqlDB's JSON does (Spark would leave it out)
+    value = F.to_json(F.struct(*[F.col(f"`{c.name}`") for c in _value_columns(sink)]), {"ignoreNullFields": "false"})
     records = df.select(_key(sink).alias("key"), value.alias("value"))
     if deleted is None:
         return records
@@ -204,6 +206,7 @@ def read(spark: SparkSession, src: SourceInfo, starting: str, name: str | None =
     """A decoded streaming DataFrame over ``src``'s topic (``name``: its source name in the
     checkpoint, for Spark's source evolution)."""
     spec = reader_spec(src, settings(spark), starting)
+    kafka_connector.ensure(spark)
     reader = spark.readStream.format(spec.format).options(**spec.options)
     try:
         df = (reader.name(name) if name else reader).load()
@@ -214,8 +217,5 @@ def read(spark: SparkSession, src: SourceInfo, starting: str, name: str | None =
 
 def missing_connector(error: Exception) -> Exception:
     if "kafka" in str(error).lower() and ("DATA_SOURCE_NOT_FOUND" in str(error) or "Failed to find" in str(error)):
-        return StateError(
-            f"the Kafka connector is not on this runtime's classpath: submit it with "
-            f"--packages {PACKAGE}:<Spark version> (SubmitRuntimeOperator(packages=...))"
-        )
+        return kafka_connector.missing("Spark finds no 'kafka' data source")
     return error
