@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -180,11 +181,43 @@ def _exec(args: argparse.Namespace) -> int:
     script = _read(args.file) if args.file else args.sql
     engine = _engine(args, issuer=args.issuer)
     results = engine.execute(script)
-    if args.json:
-        print(json.dumps([r.to_dict() for r in results], default=str))
-    else:
-        print("\n\n".join(r.render() for r in results if r.render()))
+    printed = results[-1] if results and "print" in results[-1].details else None
+    shown = results[:-1] if printed is not None else results
+    if args.json and shown:
+        print(json.dumps([r.to_dict() for r in shown], default=str))
+    elif shown:
+        print("\n\n".join(r.render() for r in shown if r.render()))
+    if printed is not None:
+        return _follow(engine, printed, as_json=args.json)
     return _wait_for_results(engine, results, args) if args.wait else EXIT_OK
+
+
+#: seconds between two looks at a printed topic for new records
+PRINT_POLL = 0.5
+
+
+def _follow(engine: Engine, printed, *, as_json: bool) -> int:
+    """PRINT as ksqlDB's CLI shows it: the topic's format, then each record on a line
+    (``--json``: a JSON object per line), then the records written since, until its LIMIT or
+    Ctrl-C."""
+    # first what the topic holds (a caller knows the PRINT has started), then its records
+    print(json.dumps({"format": printed.message.removeprefix("Format: ")}) if as_json else printed.message, flush=True)
+    try:
+        while True:
+            for rowtime, key, value, file in printed.rows:
+                if as_json:
+                    line = json.dumps({"rowtime": rowtime, "key": key, "value": value, "file": file})
+                else:
+                    shown = f"key: {key or '<null>'}, value: {value or '<null>'}"
+                    line = f"rowtime: {rowtime or 'N/A'}, {shown}, file: {file}"
+                print(line, flush=True)
+            where = printed.details["print"]
+            if where["limit"] is not None and where["shown"] >= where["limit"]:
+                return EXIT_OK
+            time.sleep(PRINT_POLL)
+            printed = engine.follow_print(printed)
+    except KeyboardInterrupt:  # Ctrl-C ends a PRINT, as in ksqlDB
+        return EXIT_OK
 
 
 def _wait_for_results(engine: Engine, results, args: argparse.Namespace) -> int:

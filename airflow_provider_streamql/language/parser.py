@@ -38,6 +38,7 @@ from .statements import (
     Explain,
     InsertSelect,
     InsertValues,
+    PrintTopic,
     PullQuery,
     QueryControl,
     RestoreQuery,
@@ -83,7 +84,6 @@ REFUSED_STATEMENTS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("DESCRIBE", "CONNECTOR"), "Kafka Connect connectors are outside streamql: run them in Kafka Connect"),
     (("SHOW", "CONNECTORS"), "Kafka Connect connectors are outside streamql: run them in Kafka Connect"),
     (("LIST", "CONNECTORS"), "Kafka Connect connectors are outside streamql: run them in Kafka Connect"),
-    (("PRINT",), "PRINT is not supported: read a stream's records with a pull query, SELECT * FROM <stream>"),
     (
         ("RUN", "SCRIPT"),
         "RUN SCRIPT is not supported: a statement never reads a file; pass the file to "
@@ -913,6 +913,23 @@ class _StatementParser:
             self.fail(f"expected a whole number from 1 to {MAX_COUNT}", token)
         return value
 
+    def print_topic(self) -> Statement:
+        self.expect("PRINT")
+        token = self.peek()
+        if token is not None and token.token_type == TokenType.STRING:  # PRINT 'topic', as in ksqlDB
+            self.i += 1
+            problem = name_problem(token.text)
+            if problem:
+                self.fail(f"PRINT {token.text!r}: {problem}", token)
+            name = token.text.upper()
+        else:
+            name = self.object_name()
+        from_beginning = self.accept("FROM", "BEGINNING")
+        interval = self.count_after(None) if self.accept("INTERVAL") or self.accept("SAMPLE") else 1
+        limit = self.count_after("LIMIT") if self.at("LIMIT") else None
+        self.done()
+        return self.make(PrintTopic, name=name, from_beginning=from_beginning, interval=interval, limit=limit)
+
     def explain(self) -> Statement:
         self.expect("EXPLAIN")
         query_id = self.object_name()
@@ -952,6 +969,7 @@ class _StatementParser:
         "LIST": show,
         "DESCRIBE": describe,
         "EXPLAIN": explain,
+        "PRINT": print_topic,
         "SNAPSHOT": snapshot,
         "RESTORE": restore,
         "PROMOTE": shadow_action,

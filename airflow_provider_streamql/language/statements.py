@@ -355,6 +355,19 @@ class DiffShadow(Statement):
 
 
 @dataclass
+class PrintTopic(Statement):
+    """``PRINT name [FROM BEGINNING] [INTERVAL n] [LIMIT n]``: the records of a stream's or
+    table's topic as they are stored, every ``interval``-th, at most ``limit``; from its
+    first record with ``from_beginning``, else from those written after the statement."""
+
+    name: str
+    from_beginning: bool = False
+    interval: int = 1
+    limit: int | None = None
+    writes = False
+
+
+@dataclass
 class Explain(Statement):
     """``EXPLAIN <query_id>``"""
 

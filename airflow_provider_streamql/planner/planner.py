@@ -45,6 +45,7 @@ class Planner:
         st.Show: ("reads", "show"),
         st.Describe: ("reads", "describe"),
         st.Explain: ("reads", "explain"),
+        st.PrintTopic: ("reads", "print_topic"),
         st.TakeSnapshot: ("snapshots", "take_snapshot"),
         st.RestoreQuery: ("snapshots", "restore"),
         st.ShadowAction: ("shadows", "shadow_action"),

@@ -14,7 +14,7 @@ from sqlglot import exp
 from ..errors import NotFoundError, ValidationError
 from ..language import statements as st
 from ..results import Result
-from ..storage import topics
+from ..storage import printing, topics
 from ..storage.values import ValueEvaluator, record_problem, stored
 from . import properties
 from .planning import Planning, error_at
@@ -115,6 +115,32 @@ class Reads:
                 result.details["notes"] = notes
 
         return Step(result, read=read, reads=frozenset(sources))
+
+    def print_topic(self, stmt: st.PrintTopic) -> Step:
+        src = self.planning.snapshot.sources.get(stmt.name)
+        if src is None:
+            raise self.planning.unknown(stmt.name, stmt)
+        if src.kafka_topic:
+            raise error_at(
+                f"{src.name} is the Kafka topic {src.kafka_topic!r}: PRINT reads file topics (a Kafka "
+                f"consumer, kafka-console-consumer, prints it)",
+                stmt,
+            )
+        result = Result(stmt.text, f"Format: {src.format}", columns=list(printing.COLUMNS))
+
+        def read() -> None:
+            # outside any catalog transaction, as a pull query: the files as they are now
+            start = printing.Printed() if stmt.from_beginning else printing.skip_all(src)
+            printed = printing.print_records(src, start, interval=stmt.interval, limit=stmt.limit)
+            result.rows = printed.rows
+            result.details["print"] = {
+                "source": src.name,
+                "interval": stmt.interval,
+                "limit": stmt.limit,
+                **printed.to_dict(),
+            }
+
+        return Step(result, read=read, reads=frozenset({src.name}))
 
     def show(self, stmt: st.Show) -> Step:
         from ..views.describe import show

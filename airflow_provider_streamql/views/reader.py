@@ -9,6 +9,8 @@ from typing import Any
 
 from ..catalog import BadRecord, Catalog, Progress, QueryInfo
 from ..errors import NotFoundError
+from ..results import Result
+from ..storage.printing import Printed, print_records
 from .events import EventFeed, QueryEvent
 from .lineage import Dataset, QueryLineage, dataset_of, query_lineage
 from .rows import query_rows, shown_state
@@ -93,6 +95,24 @@ class Reader:
             if (pipeline is None or r["pipeline"] == pipeline)
             and (not live or (r["stopped_at"] is None and now - r["heartbeat_at"] <= RUNTIME_STALE_AFTER))
         ]
+
+    # -- PRINT, followed -----------------------------------------------------------------
+    def follow_print(self, printed: Result) -> Result:
+        """The records written to a PRINT's topic since ``printed`` (a PRINT's result, or the
+        result of this method): what ksqlDB's PRINT shows as it keeps reading, until its
+        LIMIT. Its ``details["print"]`` says where it stands; ``done`` once LIMIT is shown."""
+        where = printed.details["print"]
+        src = self.catalog.source(where["source"])
+        if src is None:
+            raise NotFoundError(f"no stream or table {where['source']!r}: it was dropped while printed")
+        since = Printed.from_dict(where)
+        more = print_records(src, since, interval=where["interval"], limit=where["limit"])
+        return Result(
+            printed.statement,
+            columns=list(printed.columns),
+            rows=more.rows,
+            details={"print": {**where, **more.to_dict()}},
+        )
 
     # -- lineage -----------------------------------------------------------------------
     def lineage(self, query_id: str, *, version: int | None = None, kafka_bootstrap: str | None = None) -> QueryLineage:
