@@ -10,6 +10,8 @@ from sqlalchemy import create_engine, inspect
 from airflow_provider_streamql.catalog import LATEST, BadRecord, Catalog, Progress, current_version, schema
 from airflow_provider_streamql.engine import Engine
 
+from .fixtures.make_catalog_fixtures import PREVIOUS_SCRIPT  # what fixtures/catalog_v10 was made by
+
 #: catalogs frozen as streamql wrote them (see fixtures/make_catalog_fixtures.py): version 1
 #: of commit d62f85c, the first shipped schema, then its version 2 (runtimes) on top
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -317,14 +319,6 @@ def test_statements_are_synced_to_disk_and_reports_are_not(sqlite_url, exclusive
     catalog.close()
 
 
-#: what fixtures/catalog_v10 was made by (fixtures/make_catalog_fixtures.py, PREVIOUS_SCRIPT)
-PREVIOUS_SCRIPT = """
-CREATE STREAM U (ID INT KEY, NAME STRING, AMT DECIMAL, AT TIMESTAMP_LTZ);
-CREATE STREAM UO AS SELECT id, name FROM U;
-INSERT INTO UO SELECT ID, NAME FROM U;
-CREATE STREAM TYPED AS SELECT ID, AMT, AT, named_struct('a', ID) AS S FROM U WHERE ID > 0;
-CREATE TABLE TOTALS AS SELECT NAME, SUM(AMT) AS TOTAL FROM U GROUP BY NAME;
-"""
 
 
 def test_the_previous_release_catalog_migrates_and_keeps_reading_its_outputs(catalog_url, home):
