@@ -81,6 +81,7 @@ ERRORS = [
     ("DEFINE table_name = 'x'", "variables (DEFINE) are not supported", 1, 1),
     ("ASSERT TOPIC pageviews", "ASSERT is not supported", 1, 1),
     ("PAUSE q1 now", "unexpected text after the statement", 1, 10),
+    ("SELECT MAP('a' := 1) FROM s", "invalid SELECT: it cannot be read as Spark SQL", 1, 1),
     ("RESTORE q1 TO SNAPSHOT 0", "expected a whole number from 1 to 2147483647, got '0'", 1, 24),
     ("RESTORE q1 TO SNAPSHOT 1.5", "expected a whole number from 1 to 2147483647, got '1.5'", 1, 24),
     ("RESTORE q1 SNAPSHOT 1", "expected TO", 1, 12),

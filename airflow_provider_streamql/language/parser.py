@@ -798,7 +798,7 @@ class _StatementParser:
             self.fail("expected a value")
         text = self.script[first.start : self.tokens[self.i - 1].end + 1]
         try:
-            tree = sqlglot.parse_one(text, dialect=DIALECT)
+            tree = read_spark_sql(text)
         except SqlglotParseError as e:
             err = e.errors[0] if e.errors else {}
             description = (err.get("description") or str(e)).split(". Line")[0]
@@ -980,11 +980,24 @@ class _StatementParser:
     }
 
 
+#: what sqlglot's parser raises besides its ParseError on some text it cannot read (ksqlDB's
+#: ``MAP('k' := 1)`` gives an IndexError): such text is refused, never a traceback
+SQLGLOT_SLIPS = (IndexError, KeyError, TypeError, ValueError, AttributeError, RecursionError)
+
+
+def read_spark_sql(text: str) -> exp.Expr:
+    """``text`` read by sqlglot as Spark SQL; SqlglotParseError for any text it cannot read."""
+    try:
+        return sqlglot.parse_one(text, dialect=DIALECT)
+    except SQLGLOT_SLIPS as e:
+        raise SqlglotParseError(f"it cannot be read as Spark SQL ({type(e).__name__})") from None
+
+
 def parse_select(sql: str, first: Token) -> exp.Select:
     """Parse a Spark SQL SELECT; errors are re-based onto the whole script's lines."""
     check_double_quotes(sql, first)
     try:
-        tree = sqlglot.parse_one(sql, dialect=DIALECT)
+        tree = read_spark_sql(sql)
     except SqlglotParseError as e:
         err = e.errors[0] if e.errors else {}
         line, col = err.get("line") or 1, err.get("col") or 1
