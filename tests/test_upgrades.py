@@ -146,7 +146,7 @@ def test_rejected_and_replacing_upgrades_change_nothing(sqlite_engine):
         engine.execute("CREATE OR REPLACE TABLE stats AS SELECT region AS user, COUNT(*) AS n "
                        "FROM purchases GROUP BY region")
     with pytest.raises(ValidationError, match="REJECTED: COLUMN_REMOVED"):
-        engine.execute("CREATE OR REPLACE TABLE stats AS SELECT user FROM purchases GROUP BY user")
+        engine.execute("CREATE OR REPLACE TABLE stats AS SELECT user, SUM(cost) AS total FROM purchases GROUP BY user")
     assert engine.catalog.versions("CTAS_STATS_1") == before
     # a terminated query is validated against its last recorded version, not waved through
     engine.execute("TERMINATE CTAS_STATS_1")

@@ -222,6 +222,10 @@ def test_a_varchar_event_time_with_timestamp_format_drives_windows(sqlite_engine
     ("CREATE STREAM s (user STRING, ts STRING) WITH (timestamp='ts')", "must name a TIMESTAMP column"),
     (CLICKS + "CREATE TABLE t AS SELECT UPPER(user) AS u, COUNT(*) AS c FROM clicks GROUP BY user",
      "GROUP BY 'user' must also be in the SELECT list"),
+    # ksqlDB's key rules for a table's projection (issue 31)
+    (CLICKS + "CREATE TABLE t AS SELECT user, user AS u2, COUNT(*) AS c FROM clicks GROUP BY user",
+     "the projection holds the key column 'user' more than once (user and u2)"),
+    (CLICKS + "CREATE TABLE t AS SELECT user FROM clicks GROUP BY user", "the projection holds no value columns"),
 ])
 def test_bad_windowed_queries_are_rejected_before_anything_runs(engine, sql, fragment):
     with pytest.raises(Exception) as info:

@@ -170,6 +170,8 @@ def analyze_select(
     check_types(tree, where.error)
     names = output_names(select, tree, schemas)
     group_by = _grouping_keys(tree, names, where, select)
+    if persistent and group_by:
+        _check_table_projection(tree, names, group_by, where, select)
     aggregate = bool(group_by) or any(isinstance(p, exp.AggFunc) for p in tree.find_all(exp.AggFunc))
     if stmt.window is not None and aggregate:
         group_by += list(WINDOW_BOUNDS)
@@ -230,6 +232,28 @@ def _grouping_keys(tree: exp.Select, names: list[str], where: _Locator, select: 
                 expression,
             )
     return keys
+
+
+def _check_table_projection(
+    tree: exp.Select, names: list[str], keys: list[str], where: _Locator, select: exp.Select
+) -> None:
+    """ksqlDB's rules for the projection of a table a query writes: each key column once, and
+    at least one value column (a table of keys alone has no row to change)."""
+    for key in keys:
+        grouped = next(p.unalias() for n, p in zip(names, tree.selects, strict=True) if n == key)
+        again = [n for n, p in zip(names, tree.selects, strict=True) if n != key and p.unalias() == grouped]
+        if again:
+            raise where.error(
+                f"the projection holds the key column {key!r} more than once ({key} and {again[0]}), as "
+                f"ksqlDB refuses: each key column is in the projection once",
+                select,
+            )
+    if all(name in keys for name in names):
+        raise where.error(
+            "the projection holds no value columns, as ksqlDB refuses: a table keyed by "
+            f"{', '.join(keys)} needs a value, such as COUNT(*) AS n",
+            select,
+        )
 
 
 def _check_functions(select: exp.Expr, where: _Locator) -> None:
