@@ -981,8 +981,9 @@ class _StatementParser:
 
 
 #: what sqlglot's parser raises besides its ParseError on some text it cannot read (ksqlDB's
-#: ``MAP('k' := 1)`` gives an IndexError): such text is refused, never a traceback
-SQLGLOT_SLIPS = (IndexError, KeyError, TypeError, ValueError, AttributeError, RecursionError)
+#: ``MAP('k' := 1)`` gives an IndexError): such text is refused, never a traceback (a
+#: RecursionError is the depth bound's, said where the whole statement is parsed)
+SQLGLOT_SLIPS = (IndexError, KeyError, TypeError, ValueError, AttributeError)
 
 
 def read_spark_sql(text: str) -> exp.Expr:
