@@ -91,6 +91,34 @@ def test_bad_joins_are_rejected(engine, sql, fragment):
     assert engine.queries() == []
 
 
+RATES = "CREATE TABLE rates (region STRING PRIMARY KEY, tier STRING PRIMARY KEY, rate DOUBLE);"
+BY_RATE = "CREATE STREAM r AS SELECT c.oid AS oid, x.rate AS rate FROM charges c JOIN rates x ON "
+
+
+@pytest.mark.parametrize("on, refused", [
+    ("c.region = x.region AND c.tier = x.tier", None),  # a composite key: one equality per key column
+    ("x.tier = c.tier AND c.region = x.region", None),
+    ("UPPER(c.region) = x.region AND c.tier = x.tier", None),
+    ("c.region = x.region", "stream-table joins require to join on the table's primary key"),
+    ("c.region = x.region AND c.region = x.region", "joins on multiple conditions are not yet supported"),
+    ("c.region = x.region AND c.tier = x.tier AND c.oid > 1", "Only equality join criteria is supported"),
+    ("c.region = x.region AND c.tier = x.tier AND c.oid = 1", "each side of = reads one side of the join"),
+    ("c.region = x.region AND c.tier = x.tier AND c.oid = x.rate", "joins on multiple conditions"),
+    ("c.region = x.region AND x.tier = 'gold'", "each side of = reads one side of the join"),
+    ("c.region || c.tier = x.region || x.tier", "stream-table joins require to join on the table's primary key"),
+])
+def test_a_join_condition_equates_the_tables_primary_key(engine, on, refused):
+    engine.execute(RATES + "CREATE STREAM charges (oid INT, region STRING, tier STRING);")
+    if refused is None:
+        engine.execute(BY_RATE + on)
+        assert [q["query_id"] for q in engine.queries()] == ["CSAS_R_1"]
+        return
+    with pytest.raises(Exception) as info:
+        engine.execute(BY_RATE + on)
+    assert refused in str(info.value)
+    assert engine.queries() == []
+
+
 def test_out_of_order_records_inside_the_grace_period_join(sqlite_engine, runtimes):
     """As in ksqlDB: a record up to GRACE PERIOD behind the streams' time still joins, with
     records that came before it and with records that come with it; one later than that does

@@ -25,7 +25,7 @@ NAMES = [
     # 1. joins: SELECT * names every column <ALIAS>_<COLUMN>, the ON key once (from the left)
     (f"CREATE STREAM x AS SELECT * {OS}", f"{ALL_O}, S_CARRIER STRING, S_TS TIMESTAMP"),
     (f"CREATE STREAM x AS SELECT * FROM orders o LEFT JOIN shipments s {W} ON o.oid = s.oid", f"{ALL_O}, S_CARRIER STRING, S_TS TIMESTAMP"),
-    (f"CREATE STREAM x AS SELECT * FROM orders o JOIN shipments s {W} ON s.oid = o.oid AND o.amount > 0", f"{ALL_O}, S_CARRIER STRING, S_TS TIMESTAMP"),
+    (f"CREATE STREAM x AS SELECT * FROM orders o JOIN shipments s {W} ON s.oid = o.oid WHERE o.amount > 0", f"{ALL_O}, S_CARRIER STRING, S_TS TIMESTAMP"),
     (f"CREATE STREAM x AS SELECT * FROM orders JOIN shipments {W} ON orders.oid = shipments.oid",
      "ORDERS_OID INT, ORDERS_USER STRING, ORDERS_AMOUNT DOUBLE, ORDERS_TS TIMESTAMP, SHIPMENTS_CARRIER STRING, SHIPMENTS_TS TIMESTAMP"),
     ("CREATE STREAM x AS SELECT * FROM orders o LEFT JOIN users u ON o.user = u.id", f"{ALL_O}, U_NAME STRING, U_REGION STRING"),

@@ -26,6 +26,7 @@ from typing import NamedTuple, cast
 from sqlglot import exp
 
 from ..catalog import SourceInfo
+from ..language import join_conditions
 from ..language import statements as st
 from ..language.analyzer import SelectAnalysis
 from ..language.limits import Limits
@@ -175,6 +176,21 @@ def join_modifier(query: Query) -> Iterator[str]:
                 f"the join with stream {name} needs ON <condition> (not USING or NATURAL): its "
                 f"WITHIN bound is added to the ON condition"
             )
+
+
+def join_condition(query: Query) -> Iterator[str]:
+    # the qualified tree says whose columns ON reads; the statement's own shows it as written
+    select = query.analysis.typed if query.analysis.typed is not None else query.stmt.select
+    written = query.stmt.select.args.get("joins") or []
+    for join, shown, (_, name) in zip(select.args.get("joins") or [], written, query.analysis.joins, strict=False):
+        source = query.sources[name]
+        on = shown.args.get("on")
+        joined = join_conditions.JoinedSource(
+            join, name, source.kind, tuple(source.key_columns), on.sql() if on is not None else ""
+        )
+        problem = join_conditions.problem(select, joined, query.kind(query.first))
+        if problem is not None:
+            yield problem
 
 
 def stream_join_within(query: Query) -> Iterator[str]:
@@ -342,6 +358,12 @@ RULES: tuple[Rule, ...] = (
         table_join_key,
     ),
     Rule("join_modifier", "joins have ON (not SEMI, ANTI, CROSS; a stream joined ON, not USING)", join_modifier),
+    Rule(
+        "join_condition",
+        "ON equates the joined source with the others, once (a TABLE's composite key: once per key column); "
+        "a stream-table join equates the table's PRIMARY KEY",
+        join_condition,
+    ),
     Rule(
         "join_type",
         "joins between streams are INNER, LEFT, RIGHT or FULL; joins with a TABLE are INNER or LEFT",

@@ -71,4 +71,19 @@ CASES = [
     Case(8, "window by a later join time", f"CREATE TABLE j_wl AS SELECT o.user AS user, COUNT(*) AS n "
          f"{OS.format('')} WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY o.user",
          refused="so J_SHIPMENTS must never be later than J_ORDERS"),
+    # ksqlDB's join criteria (io.confluent.ksql.analyzer.Analyzer, planner.LogicalPlanner): one
+    # equality between the two sides, and a stream-table join on the table's primary key
+    Case(8, "two conditions", "CREATE STREAM j_two AS SELECT o.oid AS oid FROM j_orders o JOIN j_shipments s "
+         f"{W} ON o.oid = s.oid AND o.user = s.carrier",
+         refused="joins on multiple conditions are not yet supported (ksqlDB's words). Got o.oid = s.oid AND"),
+    Case(8, "not an equality", "CREATE STREAM j_lt AS SELECT o.oid AS oid FROM j_orders o JOIN j_shipments s "
+         f"{W} ON o.oid < s.oid", refused="Only equality join criteria is supported"),
+    Case(8, "an OR", "CREATE STREAM j_or AS SELECT o.oid AS oid FROM j_orders o JOIN j_users u "
+         "ON o.user = u.id OR o.user = u.name", refused="Unsupported join expression: o.user = u.id OR"),
+    Case(8, "a filter in ON", "CREATE STREAM j_on AS SELECT o.oid AS oid FROM j_orders o JOIN j_users u "
+         "ON o.user = u.id AND u.name = 'Ann'", refused="each side of = reads one side of the join"),
+    Case(8, "stream-table not on the key", "CREATE STREAM j_nk AS SELECT o.oid AS oid FROM j_orders o JOIN j_users u "
+         "ON o.user = u.name", refused="stream-table joins require to join on the table's primary key"),
+    Case(8, "stream-table on the key, unqualified", "CREATE STREAM j_uq AS SELECT oid, name FROM j_orders "
+         "JOIN j_users ON user = id", "j_uq", [(1, "Ann"), (2, "Bob"), (3, "Ann")]),
 ]
