@@ -12,9 +12,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from .engine import QUERY_COLUMNS, Engine
-from .errors import STATEMENT_ERRORS, CatalogError, NotFoundError, StreamQLError
-from .runtime.command import options as runtime_options
+from ..engine import QUERY_COLUMNS, Engine
+from ..errors import STATEMENT_ERRORS, CatalogError, NotFoundError, StreamQLError
+from ..runtime.command import options as runtime_options
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -263,7 +263,7 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _table(rows: list[dict[str, Any]], columns: list[str], as_json: bool) -> None:
-    from .results import Result
+    from ..results import Result
 
     if as_json:
         print(json.dumps(rows, default=str))
@@ -303,7 +303,7 @@ def _runtimes(args: argparse.Namespace) -> int:
 
 
 def _health(args: argparse.Namespace) -> int:
-    from .conditions import unhealthy_queries
+    from ..conditions import unhealthy_queries
 
     problems = unhealthy_queries(_engine(args), stale_after=args.stale_after, pipeline=args.pipeline)
     _table(problems, ["query_id", "pipeline", "state", "problem"], args.json)
@@ -319,7 +319,7 @@ def _bad_records(args: argparse.Namespace) -> int:
 
 
 def _migrate(args: argparse.Namespace) -> int:
-    from .catalog import current_version, safe_url
+    from ..catalog import current_version, safe_url
 
     engine = _engine(args)
     with engine.catalog.engine.connect() as conn:
@@ -328,10 +328,7 @@ def _migrate(args: argparse.Namespace) -> int:
 
 
 def _runtime(args: argparse.Namespace) -> int:
-    from .runtime.command import run
+    from ..runtime.command import run
 
     return run(args)
 
-
-if __name__ == "__main__":
-    sys.exit(main())
