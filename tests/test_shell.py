@@ -159,7 +159,7 @@ def test_json_mode_prints_a_json_line_per_request(sqlite_engine, terminal):
     # without a terminal: no prompts, each request's JSON on a line of its own
     (["shell", "--json"], "SHOW STREAMS;\nSHOW TABLES;\n", [["PURCHASES"], ["STOCK"]]),
     # what is left without its ';' at the end of the input runs, as exec runs it
-    (["--json"], "SHOW STREAMS;\nSHOW TABLES", [["PURCHASES"], ["STOCK"]]),
+    (["--json"], "SHOW STREAMS;\nSHOW TABLES -- the end", [["PURCHASES"], ["STOCK"]]),
 ])
 def test_the_shell_reads_a_pipe_without_prompts(sqlite_engine, env, args, typed, out):
     sqlite_engine.execute(SETUP)

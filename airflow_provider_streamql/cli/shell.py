@@ -98,7 +98,7 @@ class Shell:
                     print(flush=True)
                     self.lines = []
                     continue
-                if self._take(line) is False:
+                if not self._take(line):
                     return 0
         finally:
             if history is not None:
@@ -106,27 +106,26 @@ class Shell:
             if self.interactive:
                 print(flush=True)
 
-    def _take(self, line: str) -> bool | None:
-        """Take one typed line; False to leave."""
+    def _take(self, line: str) -> bool:
+        """Take one typed line; whether the shell goes on."""
         word = line.strip().rstrip(";").strip().lower()
         if not self.lines and word in LEAVE:
             return False
         if not self.lines and word in HELP:
             self.console.show(Result("", columns=["form", "what"], rows=[list(f) for f in FORMS]))
-            return None
+            return True
         self.lines.append(line)
         request = cut("\n".join(self.lines))
-        if not request.whole:
-            return None  # a quote, a comment or a statement still open: the next line goes on
-        self.lines = []
-        self._run(request)
-        return None
+        if request.whole:  # else a quote, a comment or a statement is still open: read on
+            self.lines = []
+            self._run(request)
+        return True
 
     def _run_rest(self) -> None:
         """At the end of the input, what is left unended runs as ``exec`` runs a script's
         last statement without its ``;``."""
         if self.lines:
-            request = cut("\n".join(self.lines) + ";")
+            request = cut("\n".join([*self.lines, ";"]))  # on a line of its own: not in a -- comment
             self.lines = []
             if request.readable:
                 self._run(request)
