@@ -14,7 +14,7 @@ import dataclasses
 import getpass
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from .catalog import (
@@ -45,13 +45,13 @@ from .upgrades import Report
 from .upgrades.report import VERDICTS
 from .views.events import EVENTS, QueryEvent, check_events
 from .views.lineage import Dataset, InputColumn, QueryLineage
-from .views.reader import RUNTIME_STALE_AFTER, Reader
+from .views.reader import RUNTIME_STALE_AFTER, Names, Reader
 from .views.rows import QUERY_COLUMNS
 
 __all__ = ["Engine", "DEFAULT_PIPELINE", "RUNTIME_STALE_AFTER", "QUERY_COLUMNS", "EVENTS", "VERDICTS"]
 # the values Engine's methods return, besides results.Result and the errors
 __all__ += ["QueryInfo", "Progress", "BadRecord", "QueryEvent", "QueryLineage", "Dataset", "InputColumn"]
-__all__ += ["Report", "DeployPlan", "QueryState", "DesiredState"]
+__all__ += ["Report", "DeployPlan", "QueryState", "DesiredState", "Names"]
 
 
 class Engine(Reader):
@@ -91,11 +91,17 @@ class Engine(Reader):
 
     # -- statements --------------------------------------------------------------------
     def execute(
-        self, script: str, *, pipeline: str | None = None, issuer: str | None = None, skip_unchanged: bool = False
+        self,
+        script: str,
+        *,
+        pipeline: str | None = None,
+        issuer: str | None = None,
+        skip_unchanged: bool = False,
+        settings: Mapping[str, str] | None = None,
     ) -> list[Result]:
         """Parse ``script`` (``;``-separated StreamQL statements) and :meth:`run` it."""
         statements = parse(script, limits=self.limits)
-        return self.run(statements, pipeline=pipeline, issuer=issuer, skip_unchanged=skip_unchanged)
+        return self.run(statements, pipeline=pipeline, issuer=issuer, skip_unchanged=skip_unchanged, settings=settings)
 
     def run(
         self,
@@ -104,6 +110,7 @@ class Engine(Reader):
         pipeline: str | None = None,
         issuer: str | None = None,
         skip_unchanged: bool = False,
+        settings: Mapping[str, str] | None = None,
     ) -> list[Result]:
         """Validate every statement, then apply them all in one catalog transaction.
 
@@ -121,17 +128,19 @@ class Engine(Reader):
         came after it. With
         ``skip_unchanged``, a CREATE, ALTER or INSERT INTO ... SELECT whose object already
         exists exactly as defined changes nothing (its result's ``action`` is
-        ``"unchanged"``): applying a script twice is applying it once.
+        ``"unchanged"``): applying a script twice is applying it once. ``settings`` are the
+        session's ``SET`` properties the statements start from (a shell carries them from one
+        request to the next; each ``SET`` result's ``details["set"]`` says what it changed).
         """
         statements = list(statements)
         pipeline = pipeline or self.pipeline
         issuer = issuer or self.issuer
         if not any(stmt.writes for stmt in statements):
-            return self._read(statements, pipeline)
+            return self._read(statements, pipeline, settings)
         undo: list = []
         try:
             with self.catalog.transaction() as conn:
-                planner = self._planner(conn, pipeline)
+                planner = self._planner(conn, pipeline, settings)
                 planner.skip_unchanged, planner.issuer = skip_unchanged, issuer
                 steps = [planner.plan(stmt) for stmt in statements]
                 reads_last(statements, steps)
@@ -154,11 +163,11 @@ class Engine(Reader):
             step.run_read(wrote=True)
         return [step.result for step in steps]
 
-    def _read(self, statements: list[Statement], pipeline: str) -> list[Result]:
+    def _read(self, statements: list[Statement], pipeline: str, settings: Mapping[str, str] | None) -> list[Result]:
         """A script of reads: planned in a read transaction (never the write lock), which
         ends before what runs after it (DESCRIBE ... STATE's rows) and its pull queries."""
         with self.catalog.engine.connect() as conn:
-            planner = self._planner(conn, pipeline)
+            planner = self._planner(conn, pipeline, settings)
             steps = [planner.plan(stmt) for stmt in statements]
         for step in steps:
             if step.after_commit:
@@ -214,7 +223,7 @@ class Engine(Reader):
             )
         return stmt
 
-    def _planner(self, conn, pipeline: str | None) -> Planner:
+    def _planner(self, conn, pipeline: str | None, settings: Mapping[str, str] | None = None) -> Planner:
         return Planner(
             Planning(
                 self.catalog,
@@ -225,6 +234,7 @@ class Engine(Reader):
                 self.layout,
                 limits=self.limits,
                 read_state=_read_state,
+                settings=dict(settings or {}),
             )
         )
 

@@ -247,7 +247,8 @@ def test_the_core_never_imports_airflow():
 
 
 def test_the_root_holds_only_the_faces():
-    root = {p.stem for p in PACKAGE.glob("*.py")}
+    # a face may grow into a package of its own (cli/: the command and its shell)
+    root = {p.stem for p in PACKAGE.glob("*.py")} | {p.parent.name for p in PACKAGE.glob("*/__init__.py")} & FACES
     assert root == FACES, f"move {sorted(root - FACES)} into the subpackage it belongs to"
 
 

@@ -24,6 +24,7 @@ from ..errors import ParseError
 from .dialect import DIALECT
 from .limits import Limits, current
 from .names import PLAIN_NAME, name_problem
+from .script import split_tokens, start_col
 from .shapes import mark_subscripts, name_fields
 from .statements import (
     MAX_COUNT,
@@ -87,7 +88,8 @@ REFUSED_STATEMENTS: tuple[tuple[tuple[str, ...], str], ...] = (
     (
         ("RUN", "SCRIPT"),
         "RUN SCRIPT is not supported: a statement never reads a file; pass the file to "
-        "`streamql exec --file` or `streamql apply`, or to DeployScriptOperator",
+        "`streamql exec --file` or `streamql apply`, or to DeployScriptOperator (the shell, "
+        "`streamql shell`, reads it itself)",
     ),
     (
         ("DEFINE",),
@@ -145,18 +147,8 @@ def parse(script: str, *, limits: Limits | None = None) -> list[Statement]:
     except RecursionError:
         raise ParseError("the text is too deeply nested or too long to read", line=1, col=1) from None
     check_tokens(script, tokens)
-    statements: list[Statement] = []
-    pending: list[Token] = []
-    for token in tokens:
-        if token.token_type == TokenType.SEMICOLON:
-            if pending:
-                statements.append(_parse_statement(script, pending, limits))
-            pending = []
-        else:
-            pending.append(token)
-    if pending:
-        statements.append(_parse_statement(script, pending, limits))
-    return statements
+    ended, last = split_tokens(tokens)
+    return [_parse_statement(script, group, limits) for group in [*ended, last] if group]
 
 
 def _parse_statement(script: str, tokens: list[Token], limits: Limits) -> Statement:
@@ -271,11 +263,6 @@ def parse_one(text: str) -> Statement:
     if len(statements) != 1:
         raise ParseError(f"expected one statement, got {len(statements)}", line=1, col=1)
     return statements[0]
-
-
-def start_col(token: Token) -> int:
-    """sqlglot tokens carry the column of their last character; callers want the first."""
-    return max(1, token.col - (token.end - token.start))
 
 
 class _StatementParser:

@@ -143,11 +143,12 @@ class ControlStatements:
             raise error_at(f"unknown property {stmt.key!r} (known: {', '.join(SESSION_PROPERTIES)})", stmt)
         if stmt.value is None:
             self.planning.settings.pop(stmt.key, None)
-            return Step(Result(stmt.text, f"Unset {stmt.key}"))
+            return Step(Result(stmt.text, f"Unset {stmt.key}", details={"set": {stmt.key: None}}))
         if stmt.value.lower() not in allowed:
             raise error_at(f"{stmt.key} must be one of {', '.join(allowed)}, not {stmt.value!r}", stmt)
         self.planning.settings[stmt.key] = stmt.value.lower()
-        return Step(Result(stmt.text, f"Set {stmt.key} = {stmt.value.lower()}"))
+        set_to = {stmt.key: stmt.value.lower()}  # what a shell carries into its next request
+        return Step(Result(stmt.text, f"Set {stmt.key} = {stmt.value.lower()}", details={"set": set_to}))
 
 
 def _without_effect(key: str) -> str | None:

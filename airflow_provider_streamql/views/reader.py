@@ -5,6 +5,7 @@ caller, the Airflow half included, reads through the engine."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from ..catalog import BadRecord, Catalog, Progress, QueryInfo
@@ -17,6 +18,15 @@ from .rows import query_rows, shown_state
 
 #: a runtime that has not heartbeated for this many seconds is not live
 RUNTIME_STALE_AFTER = 15.0
+
+
+@dataclass(frozen=True)
+class Names:
+    """The names a shell completes: each stream and table with its columns (as the catalog
+    spells them), and the query IDs."""
+
+    sources: dict[str, tuple[str, ...]]
+    queries: tuple[str, ...]
 
 
 class Reader:
@@ -95,6 +105,11 @@ class Reader:
             if (pipeline is None or r["pipeline"] == pipeline)
             and (not live or (r["stopped_at"] is None and now - r["heartbeat_at"] <= RUNTIME_STALE_AFTER))
         ]
+
+    def names(self) -> Names:
+        """Every stream and table with its columns, and every query ID (of any pipeline)."""
+        sources = {name: tuple(c.name for c in src.columns) for name, src in self.catalog.sources().items()}
+        return Names(sources, tuple(q.id for q in self.catalog.queries()))
 
     # -- PRINT, followed -----------------------------------------------------------------
     def follow_print(self, printed: Result) -> Result:

@@ -1,7 +1,12 @@
-"""The ``streamql`` command.
+"""The ``streamql`` command (alone: its interactive shell, :mod:`.shell`).
 
 Exit codes: 0 ok, 1 failed or timed out, 2 usage or statement error.
 """
+
+# long module: the command is one parser and a handler per subcommand with how they print,
+# read together; the shell (shell.py) and its completion (completion.py) live apart. How
+# commands print (_show, _follow, _table, _report) is the next part to move out, once the
+# PRINT of Kafka topics, which changes _follow, has landed.
 
 from __future__ import annotations
 
@@ -9,36 +14,47 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .engine import QUERY_COLUMNS, Engine
-from .errors import STATEMENT_ERRORS, CatalogError, NotFoundError, StreamQLError
-from .runtime.command import options as runtime_options
+from ..engine import QUERY_COLUMNS, Engine
+from ..errors import STATEMENT_ERRORS, CatalogError, NotFoundError, StreamQLError
+from ..results import Result
+from ..runtime.command import options as runtime_options
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
+        argv = ["shell", *argv]  # no command: the interactive shell, as `ksql` alone opens ksqlDB's
     args = parser.parse_args(argv)
     try:
         return args.handler(args)
     except _Unreadable:
         return EXIT_USAGE
-    except STATEMENT_ERRORS as e:
-        if getattr(args, "json", False):
-            print(json.dumps({"error": str(e), "type": type(e).__name__, "line": e.line, "col": e.col}))
-        print(f"error: {e}", file=sys.stderr)
+    except FAILURES as e:
+        return _report(e, as_json=getattr(args, "json", False))
+
+
+#: what a command (or a request of the shell) fails with, and :func:`_report` shows
+FAILURES = (StreamQLError, CatalogError, OSError)
+
+
+def _report(e: Exception, *, as_json: bool) -> int:
+    """Show why a command failed, as its exit code: a statement's error (``--json``: also a
+    JSON line with its position) is a usage error; anything else a failure."""
+    if isinstance(e, STATEMENT_ERRORS):
+        if as_json:
+            print(json.dumps({"error": str(e), "type": type(e).__name__, "line": e.line, "col": e.col}), flush=True)
+        print(f"error: {e}", file=sys.stderr, flush=True)
         return EXIT_USAGE
-    except (StreamQLError, CatalogError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_FAILED
-    except OSError as e:
-        # an I/O failure (a home that cannot be made, a file effect after the catalog
-        # commit): the command failed; it is not an error in the statements
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_FAILED
+    # an I/O failure (a home that cannot be made, a file effect after the catalog commit)
+    # failed the command; it is not an error in the statements
+    print(f"error: {e}", file=sys.stderr, flush=True)
+    return EXIT_FAILED
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -61,6 +77,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=60.0, help="seconds --wait may take")
     p.add_argument("--issuer", help="who issues the statements (command log)")
     p.set_defaults(handler=_exec)
+
+    p = sub.add_parser(
+        "shell", parents=[common], help="an interactive prompt, as ksqlDB's CLI (the command without arguments)"
+    )
+    p.add_argument("-f", "--file", help="run FILE's statements as `exec -f` does, then leave (ksql --file)")
+    p.add_argument("--json", action="store_true", help="print results as JSON, a line per request")
+    p.add_argument("--issuer", help="who issues the statements (command log)")
+    p.set_defaults(handler=_shell)
 
     p = sub.add_parser("runtime", parents=[runtime_options()], help="run a Spark driver for a pipeline")
     p.set_defaults(handler=_runtime)
@@ -181,15 +205,68 @@ def _exec(args: argparse.Namespace) -> int:
     script = _read(args.file) if args.file else args.sql
     engine = _engine(args, issuer=args.issuer)
     results = engine.execute(script)
-    printed = results[-1] if results and "print" in results[-1].details else None
+    code = _show(engine, results, as_json=args.json)
+    if code == EXIT_OK and args.wait and not _printing(results):
+        return _wait_for_results(engine, results, args)
+    return code
+
+
+def _printing(results: list[Result]) -> bool:
+    return bool(results) and "print" in results[-1].details
+
+
+def _show(engine: Engine, results: list[Result], *, as_json: bool) -> int:
+    """Print what statements returned (``--json``: one JSON list of them), then follow a
+    PRINT that ends them (a PRINT before other statements shows what its topic holds)."""
+    printed = results[-1] if _printing(results) else None
     shown = results[:-1] if printed is not None else results
-    if args.json and shown:
-        print(json.dumps([r.to_dict() for r in shown], default=str))
+    if as_json and shown:
+        print(json.dumps([r.to_dict() for r in shown], default=str), flush=True)
     elif shown:
-        print("\n\n".join(r.render() for r in shown if r.render()))
+        print("\n\n".join(r.render() for r in shown if r.render()), flush=True)
     if printed is not None:
-        return _follow(engine, printed, as_json=args.json)
-    return _wait_for_results(engine, results, args) if args.wait else EXIT_OK
+        return _follow(engine, printed, as_json=as_json)
+    return EXIT_OK
+
+
+def _shell(args: argparse.Namespace) -> int:
+    """The interactive shell; with ``-f``, the file runs as ``exec -f`` runs it (ksqlDB's
+    ``ksql --file`` runs a file and leaves)."""
+    if args.file is not None:
+        args.sql, args.wait = None, False
+        return _exec(args)
+    from .shell import Shell
+
+    engine = _engine(args, issuer=args.issuer)
+    return Shell(engine, _Console(engine, as_json=args.json), interactive=sys.stdin.isatty()).loop()
+
+
+class _Console:
+    """How the shell's requests run and print: as ``exec`` runs and prints them."""
+
+    def __init__(self, engine: Engine, *, as_json: bool):
+        self.engine, self.as_json = engine, as_json
+
+    def run(self, script: str, settings: Mapping[str, str]) -> list[Result] | None:
+        try:
+            results = self.engine.execute(script, settings=settings)
+        except FAILURES as e:
+            _report(e, as_json=self.as_json)
+            return None
+        _show(self.engine, results, as_json=self.as_json)
+        return results
+
+    def read(self, path: str) -> str | None:
+        try:
+            return _read(path)
+        except _Unreadable:
+            return None
+
+    def show(self, result: Result) -> None:
+        _show(self.engine, [result], as_json=self.as_json)
+
+    def error(self, error: StreamQLError) -> None:
+        _report(error, as_json=self.as_json)
 
 
 #: seconds between two looks at a printed topic for new records
@@ -263,8 +340,6 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _table(rows: list[dict[str, Any]], columns: list[str], as_json: bool) -> None:
-    from .results import Result
-
     if as_json:
         print(json.dumps(rows, default=str))
     else:
@@ -303,7 +378,7 @@ def _runtimes(args: argparse.Namespace) -> int:
 
 
 def _health(args: argparse.Namespace) -> int:
-    from .conditions import unhealthy_queries
+    from ..conditions import unhealthy_queries
 
     problems = unhealthy_queries(_engine(args), stale_after=args.stale_after, pipeline=args.pipeline)
     _table(problems, ["query_id", "pipeline", "state", "problem"], args.json)
@@ -319,7 +394,7 @@ def _bad_records(args: argparse.Namespace) -> int:
 
 
 def _migrate(args: argparse.Namespace) -> int:
-    from .catalog import current_version, safe_url
+    from ..catalog import current_version, safe_url
 
     engine = _engine(args)
     with engine.catalog.engine.connect() as conn:
@@ -328,10 +403,6 @@ def _migrate(args: argparse.Namespace) -> int:
 
 
 def _runtime(args: argparse.Namespace) -> int:
-    from .runtime.command import run
+    from ..runtime.command import run
 
     return run(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
