@@ -334,3 +334,18 @@ def test_a_record_at_the_epoch_is_late_for_a_join_and_kept_by_a_window(sqlite_en
     engine.wait(ProgressSince("CSAS_JOINED_2", rows=4), timeout=60)
     engine.wait(ProgressSince("CTAS_PER_MINUTE_1", rows=2), timeout=60)
     assert engine.progress("CSAS_JOINED_2").late_rows == 2 and engine.progress("CTAS_PER_MINUTE_1").late_rows == 0
+
+
+def test_rowtime_reads_text_times_with_the_pattern_as_written(sqlite_engine, runtimes):
+    """A pattern's quoted literal text may hold pattern letters ('day'): ROWTIME parses the
+    text with the pattern exactly as written, as the runtime's event time does, never with
+    a translation that turns 'day' into 'dayyyy' (which reads no value: a NULL ROWTIME)."""
+    engine = sqlite_engine
+    engine.execute("""
+        CREATE STREAM said (k STRING, ts VARCHAR) WITH (timestamp='ts', timestamp_format='yyyy-MM-dd ''day'' HH:mm:ss');
+        CREATE STREAM said_at AS SELECT k, ROWTIME AS rt FROM said;
+        INSERT INTO said VALUES ('a', '2019-07-09 day 01:00:00');
+    """)
+    runtimes.start(engine)
+    engine.wait_caught_up("CSAS_SAID_AT_1", timeout=90)
+    assert engine.execute("SELECT k, rt FROM said_at")[0].rows == [["a", 1562634000000]]

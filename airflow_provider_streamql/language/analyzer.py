@@ -125,7 +125,7 @@ def analyze_select(
             if select.args.get(arg):
                 raise where.error(message, select.args[arg])
     if timestamps is not None:
-        resolve_pseudo_columns(select, schemas, timestamps, where.error)
+        resolve_pseudo_columns(select, schemas, timestamps, where.error, spark=persistent)
     _check_functions(select, where)
     # quoted names as the user wrote them (what * expands to below is quoted by streamql)
     bounds = [[Column(b, TIMESTAMP) for b in WINDOW_BOUNDS]] if stmt.window is not None else []

@@ -38,10 +38,16 @@ class TextTime:
     column: str
     pattern: str
 
-    def parsed(self, qualifier: str | None = None) -> exp.Expr:
-        """The column's value as a TIMESTAMP (Spark's ``to_timestamp(column, pattern)``)."""
+    def parsed(self, qualifier: str | None = None, *, spark: bool = True) -> exp.Expr:
+        """The column's value as a TIMESTAMP. For Spark (a persistent query's plan) the call
+        the runtime parses the event time with, ``to_timestamp(column, pattern)``, the
+        pattern handed over as written: sqlglot's translation of patterns can alter quoted
+        literal text (``'TABLE'``). Otherwise (a pull query on DuckDB) the pattern translated."""
+        column = exp.column(self.column, table=qualifier, quoted=True)
+        if spark:
+            return exp.Anonymous(this="to_timestamp", expressions=[column, exp.Literal.string(self.pattern)])
         fmt = Dialect.get_or_raise(DIALECT).format_time(exp.Literal.string(self.pattern))
-        return exp.StrToTime(this=exp.column(self.column, table=qualifier, quoted=True), format=fmt)
+        return exp.StrToTime(this=column, format=fmt)
 
 
 #: a source's event time: its TIMESTAMP column's name, a column of text, or none
@@ -56,10 +62,13 @@ def resolve_pseudo_columns(
     schemas: dict[str, list[Column]],
     timestamps: dict[str, EventTime],
     error: Callable[[str, exp.Expr], Exception],
+    *,
+    spark: bool = True,
 ) -> None:
     """Replace ROWTIME and ROWKEY in ``select`` (in place) with what they stand for.
     ``timestamps``: upper-case source name -> its event-time column (None: it has none);
-    ``error(message, node)`` makes the exception to raise."""
+    ``error(message, node)`` makes the exception to raise; ``spark``: the SELECT runs on
+    Spark (a persistent query), not on the pull queries' DuckDB."""
     tables = {t.alias_or_name.lower(): t.name.upper() for t in select.find_all(exp.Table) if t.name.upper() in schemas}
     sources = list(dict.fromkeys(tables.values()))
     for column in list(select.find_all(exp.Column)):
@@ -85,7 +94,10 @@ def resolve_pseudo_columns(
                     f"WITH (timestamp='<column>'); the ingestion time of a record is not kept",
                     column,
                 )
-            time = ts.parsed(qualifier) if isinstance(ts, TextTime) else exp.column(ts, table=qualifier, quoted=True)
+            if isinstance(ts, TextTime):
+                time = ts.parsed(qualifier, spark=spark)
+            else:
+                time = exp.column(ts, table=qualifier, quoted=True)
             value: exp.Expr = exp.UnixMillis(this=time)
         else:
             keys = [c.name for c in schemas[source] if c.key and c.name.upper() not in WINDOW_BOUNDS]
