@@ -1,0 +1,109 @@
+"""The lifecycle of queries on Kafka topics through real runtimes and the broker (issue 30):
+per-key order over several partitions, and the bad-record policies FAIL and
+LOG_AND_CONTINUE on a topic."""
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+from .support import wait_until
+
+MALFORMED = '{"item": "pot", "qty": 3'
+WRONG_TYPE = '{"item": "pot", "qty": "three"}'
+
+
+def good(i: int) -> tuple[str, dict]:
+    return str(i), {"item": f"item{i}", "qty": i}
+
+
+def orders(topic: str, name: str = "orders") -> str:
+    return f"CREATE STREAM {name} (id INT KEY, item STRING, qty INT) WITH (kafka_topic='{topic}');"
+
+
+def test_a_query_over_four_partitions_keeps_each_keys_order(kafka_spark, kafka_topics, sqlite_engine, runtimes):
+    """ksqlDB's per-partition order: the records of one key, produced to one partition, come
+    out of a stream query in the order they went in, over several batches, with keys interleaved."""
+    engine = sqlite_engine
+    source, sink = kafka_topics.new("events", partitions=4), kafka_topics.new("out", partitions=4)
+    engine.execute(f"CREATE STREAM events (user STRING KEY, seq INT) WITH (kafka_topic='{source}');"
+                   "SET 'auto.offset.reset' = 'earliest';"
+                   f"CREATE STREAM out WITH (kafka_topic='{sink}') AS "
+                   "SELECT user, seq, seq * 2 AS twice FROM events PARTITION BY user")
+    users = [f"user{u}" for u in range(8)]
+    rounds = [[(user, {"seq": n}) for n in range(r * 10, r * 10 + 10) for user in users] for r in range(3)]
+    kafka_topics.produce(source, rounds[0])
+    runtimes.start(engine)
+    assert len(kafka_topics.consume(sink, len(rounds[0]), timeout=120)) == len(rounds[0])
+    for records in rounds[1:]:  # later batches, while the query runs
+        kafka_topics.produce(source, records)
+    total = sum(map(len, rounds))
+    out = kafka_topics.consume(sink, total, timeout=120)
+    seen: dict[str, list[int]] = defaultdict(list)
+    partitions: dict[str, set[int]] = defaultdict(set)
+    for key, value, partition, _ in out:  # a partition's records in offset order
+        seen[key].append(json.loads(value)["seq"])
+        partitions[key].add(partition)
+    assert dict(seen) == {user: list(range(30)) for user in users}
+    assert all(len(p) == 1 for p in partitions.values())  # a key's records in one partition
+    assert len(set().union(*partitions.values())) > 1  # and the keys spread over several
+    assert kafka_topics.records_in(sink) == total
+
+
+def test_fail_on_a_topic_names_the_topic_partition_and_offset(kafka_spark, kafka_topics, sqlite_engine, runtimes):
+    """on_error='FAIL': the query goes to ERROR at its first bad record (malformed JSON, a value of
+    the wrong type), its error naming the record's topic, partition and offset where a user looks
+    (DESCRIBE ... EXTENDED, SHOW QUERIES EXTENDED, the bad records)."""
+    engine = sqlite_engine
+    # name -> the bad record, the reason recorded (the text alone tells only JSON's problems)
+    cases = {"MALFORMED": (MALFORMED, "malformed JSON: Expecting ',' delimiter (column 25)"),
+             "WRONG": (WRONG_TYPE, "cannot be read with the declared schema")}
+    topics = {}
+    for name, (bad, _) in cases.items():
+        source, sink = kafka_topics.new(name.lower()), kafka_topics.new(f"{name.lower()}-out")
+        kafka_topics.produce(source, [good(1), ("2", bad), good(3)])
+        engine.execute(orders(source, f"in_{name}") + "SET 'auto.offset.reset' = 'earliest';"
+                       f"CREATE STREAM out_{name} WITH (kafka_topic='{sink}', on_error='FAIL') AS "
+                       f"SELECT * FROM in_{name} PARTITION BY id")
+        topics[name] = source, sink
+    runtimes.start(engine)
+    for name, (bad, reason) in cases.items():
+        query_id = engine.catalog.source(f"OUT_{name}").writer_query
+        source, sink = topics[name]
+        engine.wait_for_state(query_id, "ERROR", timeout=120)
+        error = engine.query(query_id).error
+        assert f"cannot read a record of IN_{name} in kafka:{source}/0@1: {bad}" in error, error
+        described = engine.execute(f"DESCRIBE OUT_{name} EXTENDED")[0].message
+        assert f"Query {query_id}: ERROR (desired RUNNING)" in described
+        assert f"Bad record of {query_id}: FAILED (batch 0) at kafka:{source}/0@1: " in described
+        shown = engine.execute("SHOW QUERIES EXTENDED")[0]
+        row = dict(zip(shown.columns, next(r for r in shown.rows if r[0] == query_id), strict=True))
+        assert row["state"] == "ERROR" and f"kafka:{source}/0@1: {bad}" in row["error"]
+        (record,) = engine.bad_records(query_id, "FAILED")
+        assert (record.position, record.raw, record.error) == (f"kafka:{source}/0@1", bad, reason)
+        # Spark's Kafka sink is not transactional: the task that met the bad record may have
+        # produced the records before it, never one after (until issue 30's exactly-once sink)
+        assert [k for k, _, _, _ in kafka_topics.consume(sink, kafka_topics.records_in(sink))] in ([], ["1"])
+
+
+def test_log_and_continue_on_a_topic_sends_bad_records_to_the_dead_letter_stream(kafka_spark, kafka_topics,
+                                                                                  sqlite_engine, runtimes):
+    """on_error='LOG_AND_CONTINUE' on a topic: good records flow on, each bad one (malformed
+    JSON, a wrong type) goes to the query's dead-letter stream <QUERY_ID>_DLQ with its position
+    kafka:<topic>/<partition>@<offset>, its text and the reason."""
+    engine = sqlite_engine
+    source, sink = kafka_topics.new("orders"), kafka_topics.new("copy")
+    engine.execute(orders(source) + "SET 'auto.offset.reset' = 'earliest';"
+                   f"CREATE STREAM copy WITH (kafka_topic='{sink}', on_error='LOG_AND_CONTINUE') AS "
+                   "SELECT * FROM orders PARTITION BY id")
+    kafka_topics.produce(source, [good(1), ("2", MALFORMED), good(3), ("4", WRONG_TYPE), good(5)])
+    runtimes.start(engine)
+    out = kafka_topics.consume(sink, 3, timeout=120)
+    assert [(k, json.loads(v)) for k, v, _, _ in out] == [good(1), good(3), good(5)]
+    wait_until(lambda: len(engine.bad_records("CSAS_COPY_1")) == 2, 120, "two logged bad records")
+    dead = engine.execute("SELECT file, line, raw, error, status FROM CSAS_COPY_1_DLQ")[0].rows
+    assert sorted(map(tuple, dead)) == [
+        (f"kafka:{source}/0@1", None, MALFORMED, "malformed JSON: Expecting ',' delimiter (column 25)", "LOGGED"),
+        (f"kafka:{source}/0@3", None, WRONG_TYPE, "value 'three' does not fit column 'qty' of type INT", "LOGGED"),
+    ]
+    assert engine.state("CSAS_COPY_1") == "RUNNING"
+    assert kafka_topics.records_in(sink) == 3
