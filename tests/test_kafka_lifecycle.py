@@ -1,12 +1,22 @@
 """The lifecycle of queries on Kafka topics through real runtimes and the broker (issue 30):
-per-key order over several partitions, and the bad-record policies FAIL and
-LOG_AND_CONTINUE on a topic."""
+replacing upgrades from `earliest`, `latest` or a timestamp, per-key order over several
+partitions, and the bad-record policies FAIL and LOG_AND_CONTINUE on a topic."""
 from __future__ import annotations
 
+import glob
 import json
+import os
+import re
 from collections import defaultdict
 
+import pytest
+
+from airflow_provider_streamql.errors import StateError, ValidationError
+from airflow_provider_streamql.language.starting import Starting
+from airflow_provider_streamql.runtime import kafka
+
 from .support import wait_until
+from .test_kafka import latest
 
 MALFORMED = '{"item": "pot", "qty": 3'
 WRONG_TYPE = '{"item": "pot", "qty": "three"}'
@@ -107,3 +117,96 @@ def test_log_and_continue_on_a_topic_sends_bad_records_to_the_dead_letter_stream
     ]
     assert engine.state("CSAS_COPY_1") == "RUNNING"
     assert kafka_topics.records_in(sink) == 3
+
+
+# SET 'starting.timestamp' = value -> what the query records, or a fragment of the error
+STARTING = [
+    ("2026-11-26T09:00:00Z", "2026-11-26T09:00:00.000Z"),
+    ("2026-11-26 10:00:00.25+01:00", "2026-11-26T09:00:00.250Z"),
+    ("1795683600000", "2026-11-26T09:00:00.000Z"),
+    ("0", "1970-01-01T00:00:00.000Z"),
+    ("yesterday", "starting.timestamp 'yesterday' is not a time: give ISO-8601 with its zone "
+                  "('2026-11-26T09:00:00Z') or epoch milliseconds"),
+    ("2026-11-26T09:00:00", "is a time without a zone is ambiguous: end it with Z or an offset such as +01:00"),
+    ("-5", "starting.timestamp '-5' is not a time"),
+    ("99999999999999999", "is out of range: between 1970-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z"),
+]
+
+
+@pytest.mark.parametrize("value, expected", STARTING)
+def test_a_start_from_a_time_is_checked_at_set(sqlite_engine, value, expected):
+    engine = sqlite_engine
+    engine.execute(orders("orders"))
+    script = f"SET 'starting.timestamp' = '{value}'; CREATE STREAM copy AS SELECT * FROM orders"
+    if " " not in expected:  # a recorded time
+        engine.execute(script)
+        settings = engine.query("CSAS_COPY_1").settings
+        assert settings["starting.timestamp"] == expected
+        spec = kafka.reader_spec(engine.catalog.source("ORDERS"), {"kafka.bootstrap.servers": "b:9092"},
+                                 Starting.of(settings))
+        assert {k: v for k, v in spec.options.items() if k.startswith("starting")} == {
+            "startingTimestamp": value if value.isdigit() else "1795683600000" if ":00Z" in value else "1795683600250",
+            "startingOffsetsByTimestampStrategy": "latest"}
+        return
+    with pytest.raises(ValidationError, match=re.escape(expected)):
+        engine.execute(script)
+    assert engine.catalog.source("COPY") is None  # nothing written
+
+
+def test_a_start_from_a_time_is_for_kafka_topics(sqlite_engine):
+    with pytest.raises(ValidationError, match=r"starting.timestamp is for Kafka topics \(the offsets for a time\); "
+                                              r"file topics \(F\) are read from the earliest file"):
+        sqlite_engine.execute("CREATE STREAM f (id INT); SET 'starting.timestamp' = '2026-11-26T09:00:00Z';"
+                              "CREATE STREAM g AS SELECT * FROM f")
+
+
+OLD_MS, NEW_MS = 1_000_000_000_000, 1_700_000_000_000  # records of 2001 and of 2023
+
+
+def started(engine, query_id: str) -> bool:
+    """Whether a query's new checkpoint holds where its sources start (Spark writes it at
+    the query's first trigger, data or not)."""
+    return bool(glob.glob(os.path.join(engine.query(query_id).checkpoint, "sources", "*", "0")))
+
+
+def test_replacing_upgrades_start_from_earliest_latest_or_a_time(kafka_spark, kafka_topics, sqlite_engine, runtimes):
+    """A change the validator says needs a new checkpoint (AGGREGATES_CHANGED) is refused in
+    place; the replacing upgrade (Engine.replace) starts the new query's Kafka source at a time
+    (Kafka's offsets for it: only records at or after it), at `latest` (only records produced
+    after it started) or at `earliest` (every record)."""
+    engine = sqlite_engine
+    orders_topic = kafka_topics.new("orders", partitions=2)
+    outs = {name: kafka_topics.new(name) for name in ("first", "time", "latest", "earliest")}
+    total = "SELECT item, SUM(qty) AS qty FROM orders GROUP BY item"
+    count = "SELECT item, COUNT(*) AS qty FROM orders GROUP BY item"
+    table = lambda out, select: f"CREATE OR REPLACE TABLE per_item WITH (kafka_topic='{outs[out]}') AS {select}"  # noqa: E731
+    engine.execute(orders(orders_topic) + "SET 'auto.offset.reset' = 'earliest';" + table("first", total))
+    kafka_topics.produce(orders_topic, [(str(i), {"item": "tea", "qty": 1}) for i in range(4)], timestamp=OLD_MS)
+    kafka_topics.produce(orders_topic, [("10", {"item": "tea", "qty": 1}), ("11", {"item": "mug", "qty": 1}),
+                                        ("12", {"item": "mug", "qty": 1})], timestamp=NEW_MS)
+    runtimes.start(engine)
+    wait_until(lambda: latest(kafka_topics, outs["first"]) == {"tea": {"qty": 5}, "mug": {"qty": 2}}, 120, "v1")
+    with pytest.raises(StateError, match="is REPLACING_REQUIRED: AGGREGATES_CHANGED"):
+        engine.execute(table("first", count))
+
+    def replace(out: str, select: str, start_from: str) -> str:
+        engine.replace(table(out, select), start_from=start_from)
+        query_id = engine.catalog.source("PER_ITEM").writer_query
+        engine.wait_for_state(query_id, "RUNNING", timeout=120)
+        return query_id
+
+    replace("time", count, "2020-01-01T00:00:00Z")  # the records of 2023 only
+    wait_until(lambda: latest(kafka_topics, outs["time"]) == {"tea": {"qty": 1}, "mug": {"qty": 2}}, 120,
+               "from a time")
+
+    query_id = replace("latest", total, "latest")
+    wait_until(lambda: started(engine, query_id), 120, "the new query's start offsets")
+    kafka_topics.produce(orders_topic, [("20", {"item": "pot", "qty": 3})])
+    wait_until(lambda: latest(kafka_topics, outs["latest"]) == {"pot": {"qty": 3}}, 120, "from latest")
+
+    replace("earliest", count, "earliest")
+    wait_until(lambda: latest(kafka_topics, outs["earliest"]) == {"tea": {"qty": 5}, "mug": {"qty": 2}, "pot": {"qty": 1}},
+               120, "from earliest")
+    # the first query's topic kept its records (streamql never deletes a Kafka topic)
+    assert latest(kafka_topics, outs["first"]) == {"tea": {"qty": 5}, "mug": {"qty": 2}}
+    assert latest(kafka_topics, outs["latest"]) == {"pot": {"qty": 3}}  # nothing before its start

@@ -303,6 +303,11 @@ def latest_offset_files(query: Query) -> Iterator[str]:
             f"auto.offset.reset = 'latest' is not supported for file topics "
             f"({', '.join(files)}); they are read from the earliest file"
         )
+    if query.settings.get("starting.timestamp") and files:
+        yield (
+            f"starting.timestamp is for Kafka topics (the offsets for a time); file topics "
+            f"({', '.join(files)}) are read from the earliest file: UNSET 'starting.timestamp'"
+        )
 
 
 def tables_joined(query: Query) -> Iterator[str]:
@@ -395,7 +400,8 @@ RULES: tuple[Rule, ...] = (
     Rule("emit_final_window", "EMIT FINAL comes with a WINDOW", emit_final_window),
     Rule(
         "latest_offset_files",
-        "auto.offset.reset = 'latest' is for Kafka topics; file topics are read from their earliest file",
+        "auto.offset.reset = 'latest' and starting.timestamp are for Kafka topics; file topics are read from "
+        "their earliest file",
         latest_offset_files,
     ),
 )

@@ -26,6 +26,7 @@ from pyspark.sql.utils import AnalysisException
 
 from ..catalog import SourceInfo
 from ..errors import SPARK_ERROR_LIMIT, StateError, first_line
+from ..language.starting import Reset, Starting
 from ..storage import kafka_properties
 from . import kafka_connector
 from .schemas import CORRUPT, FILE, ddl_schema, spark_type
@@ -120,18 +121,27 @@ class ConnectorSpec:
     options: dict[str, str] = field(default_factory=dict)
 
 
-def reader_spec(src: SourceInfo, options: dict[str, str], starting: str) -> ConnectorSpec:
-    """How to read ``src``'s topic: from ``starting`` (``earliest``/``latest``) on a new
-    checkpoint (an existing one resumes from its offsets), failing on lost data."""
+def reader_spec(src: SourceInfo, options: dict[str, str], starting: Starting | str) -> ConnectorSpec:
+    """How to read ``src``'s topic: from ``starting`` (a :class:`Starting`, or ``earliest``/
+    ``latest``) on a new checkpoint (an existing one resumes from its offsets), failing on
+    lost data."""
     return ConnectorSpec(
         "kafka",
         {
             **require_settings(options),
             "subscribe": _topic(src),
-            "startingOffsets": starting,
+            **_starting_options(starting if isinstance(starting, Starting) else Starting(Reset(starting))),
             "failOnDataLoss": "true",
         },
     )
+
+
+def _starting_options(starting: Starting) -> dict[str, str]:
+    if starting.timestamp_ms is None:
+        return {"startingOffsets": starting.reset.value}
+    # Kafka's offsets for a time, per partition; a partition with no record at or after it
+    # starts at its end (Spark's default strategy would fail the query there)
+    return {"startingTimestamp": str(starting.timestamp_ms), "startingOffsetsByTimestampStrategy": "latest"}
 
 
 def writer_spec(sink: SourceInfo, options: dict[str, str]) -> ConnectorSpec:
@@ -202,7 +212,7 @@ def _key(sink: SourceInfo) -> SparkColumn:
     return F.lit(None).cast("string")
 
 
-def read(spark: SparkSession, src: SourceInfo, starting: str, name: str | None = None) -> DataFrame:
+def read(spark: SparkSession, src: SourceInfo, starting: Starting | str, name: str | None = None) -> DataFrame:
     """A decoded streaming DataFrame over ``src``'s topic (``name``: its source name in the
     checkpoint, for Spark's source evolution)."""
     spec = reader_spec(src, settings(spark), starting)
