@@ -108,19 +108,6 @@ def table_query_window(query: Query) -> Iterator[str]:
         yield f"WINDOW needs a STREAM: {query.first} is a TABLE, whose rows have no event time to window"
 
 
-def table_query_files(query: Query) -> Iterator[str]:
-    if not _over_table(query):
-        return
-    for name in query.analysis.sources:
-        if query.sources[name].kafka_topic:
-            yield (
-                f"TABLE {name} is the Kafka topic {query.sources[name].kafka_topic!r}: a query over "
-                f"tables reads their file changelogs (its tombstones and order), not Kafka topics yet"
-            )
-    if "kafka_topic" in getattr(query.stmt, "properties", {}):
-        yield "a query over tables writes a file changelog (upserts and tombstone files), not a Kafka topic yet"
-
-
 def table_query_key(query: Query) -> Iterator[str]:
     if not _over_table(query) or query.analysis.aggregate:
         return
@@ -339,7 +326,6 @@ RULES: tuple[Rule, ...] = (
     Rule("tables_joined", "a TABLE is the FROM source or joined, not read in a subquery or UNION ALL", tables_joined),
     Rule("table_query_tables_only", "a query over a TABLE joins only tables", table_query_tables_only),
     Rule("table_query_window", "a query over a TABLE has no WINDOW (its rows have no event time)", table_query_window),
-    Rule("table_query_files", "a query over tables reads and writes file changelogs, not Kafka", table_query_files),
     Rule("table_query_key", "a query over a TABLE without GROUP BY selects the TABLE's PRIMARY KEY", table_query_key),
     Rule(
         "table_join_key",
