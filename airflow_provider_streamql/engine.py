@@ -34,6 +34,7 @@ from .conditions import CaughtUp, Check, Condition, QueriesInState, VersionRunni
 from .errors import NotFoundError, StateError, ValidationError, WaitTimeout
 from .language import parse, parse_one
 from .language.limits import Limits
+from .language.starting import timestamp_millis, timestamp_text
 from .language.statements import CreateAsSelect, CreateSource, DropSource, QueryControl, SetProperty, Statement
 from .planner import Planner, Planning, deploy
 from .planner.deploy import DeployPlan
@@ -301,21 +302,29 @@ class Engine(Reader):
         issuer: str | None = None,
     ) -> list[Result]:
         """The replacing upgrade, for what cannot be done in place: TERMINATE the query that
-        writes the statement's output, DROP that output with its data, and create it again
-        reading its sources from ``start_from`` (``'earliest'``; file topics have no
-        ``'latest'``). The new query has a new ID. If the new statement is wrong, nothing
-        changes. ``query_id``, when given, must be the query that writes the output."""
-        if start_from not in ("earliest", "latest"):
-            raise ValidationError(f"start_from must be 'earliest' or 'latest', not {start_from!r}")
+        writes the statement's output, DROP that output with its data (a Kafka topic keeps its
+        records: streamql never deletes a topic), and create it again on a new checkpoint
+        reading its sources from ``start_from``: ``'earliest'``, ``'latest'`` (Kafka topics
+        only) or a time (ISO-8601 with its zone, or epoch milliseconds: Kafka topics only,
+        each partition from its first record at or after it). The new query has a new ID. If
+        the new statement is wrong, nothing changes. ``query_id``, when given, must be the
+        query that writes the output."""
+        if start_from in ("earliest", "latest"):
+            start = [SetProperty.of("auto.offset.reset", start_from)]
+        else:
+            try:
+                stamp = timestamp_text(timestamp_millis(start_from))
+            except ValueError as e:
+                raise ValidationError(
+                    f"start_from must be 'earliest', 'latest' or a time, not {start_from!r}: {e}"
+                ) from None
+            start = [SetProperty.of("starting.timestamp", stamp)]
         stmt = self._create_as_select(sql, "replace")
         old = self._writer(stmt, query_id)
-        rebuild: list[Statement] = [
-            SetProperty.of("auto.offset.reset", start_from),
-            dataclasses.replace(stmt, or_replace=False),
-        ]
+        rebuild: list[Statement] = [*start, dataclasses.replace(stmt, or_replace=False)]
         if old:
             sink = self._source(stmt.name)
-            rebuild = [DropSource.of(sink.kind, sink.name, delete_topic=True), *rebuild]
+            rebuild = [DropSource.of(sink.kind, sink.name, delete_topic=not sink.kafka_topic), *rebuild]
             terminate = QueryControl.of("TERMINATE", old)
             self._check([terminate, *rebuild], pipeline=pipeline)
             results = self.run([terminate], pipeline=pipeline, issuer=issuer)

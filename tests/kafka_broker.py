@@ -164,17 +164,24 @@ class KafkaBroker:
         return name
 
     def produce(self, topic: str, records: Iterable[tuple[str | bytes | None, str | bytes | dict | None]],
-                partition: int | None = None) -> None:
-        """Records (key, value) produced in order and flushed; a dict value is sent as JSON."""
+                partition: int | None = None, timestamp: int | None = None) -> None:
+        """Records (key, value) produced in order and flushed; a dict value is sent as JSON;
+        ``timestamp``: their record time (epoch milliseconds; else the time they are sent)."""
         from confluent_kafka import Producer
         producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True})
+        failed: list[str] = []  # a record the broker refused is said, not lost silently
+        report = lambda error, message: failed.append(f"{message.partition()}: {error}") if error else None  # noqa: E731
         for key, value in records:
             if isinstance(value, dict):
                 value = json.dumps(value)
             extra = {} if partition is None else {"partition": partition}
-            producer.produce(topic, key=key, value=value, **extra)
+            if timestamp is not None:
+                extra["timestamp"] = timestamp
+            producer.produce(topic, key=key, value=value, on_delivery=report, **extra)
         if producer.flush(30):
             raise BrokerError(f"records for {topic!r} were not delivered in 30 s")
+        if failed:
+            raise BrokerError(f"records for {topic!r} were not delivered: {'; '.join(failed)}")
 
     def consume(self, topic: str, count: int, timeout: float = 60,
                 isolation: str = "read_committed") -> list[tuple[str | None, str | None, int, int]]:
@@ -229,8 +236,8 @@ class Topics:
     def new(self, name: str = "t", partitions: int = 1, config: dict[str, str] | None = None) -> str:
         return self.broker.create_topic(f"{self.prefix}-{name}-{uuid.uuid4().hex[:8]}", partitions, config)
 
-    def produce(self, topic: str, records, partition: int | None = None) -> None:
-        self.broker.produce(topic, records, partition)
+    def produce(self, topic: str, records, partition: int | None = None, timestamp: int | None = None) -> None:
+        self.broker.produce(topic, records, partition, timestamp)
 
     def consume(self, topic: str, count: int, timeout: float = 60, isolation: str = "read_committed"):
         return self.broker.consume(topic, count, timeout, isolation)

@@ -13,13 +13,22 @@ from sqlalchemy import Connection
 
 from ..catalog.states import BadRecordStatus, DesiredState
 from ..language import statements as st
+from ..language.starting import timestamp_millis, timestamp_text
 from ..results import Result
 from ..storage.deadletter import append_dead_letters, dead_letter_source
 from .planning import Planning, error_at, state_error_at
 from .step import Step, remove_files
 
-# SET 'key' -> allowed values.
-SESSION_PROPERTIES = {"auto.offset.reset": ("earliest", "latest")}
+# SET 'key' -> allowed values (as SHOW PROPERTIES lists them).
+SESSION_PROPERTIES = {
+    "auto.offset.reset": ("earliest", "latest"),
+    "starting.timestamp": ("an ISO-8601 time with its zone", "epoch milliseconds"),
+}
+#: a property whose value is not one of a few words: its value resolved once, at SET, to the
+#: text recorded (a ValueError saying what is wrong with it otherwise)
+SESSION_VALUES: dict[str, Callable[[str], str]] = {
+    "starting.timestamp": lambda text: timestamp_text(timestamp_millis(text)),
+}
 #: ksqlDB's names of a session property streamql has
 KSQL_ALIASES = {"ksql.streams.auto.offset.reset": "auto.offset.reset"}
 #: ksqlDB and Kafka Streams settings streamql accepts without effect, and why they have none
@@ -144,6 +153,13 @@ class ControlStatements:
         if stmt.value is None:
             self.planning.settings.pop(stmt.key, None)
             return Step(Result(stmt.text, f"Unset {stmt.key}", details={"set": {stmt.key: None}}))
+        if stmt.key in SESSION_VALUES:
+            try:
+                value = SESSION_VALUES[stmt.key](stmt.value)
+            except ValueError as e:
+                raise error_at(f"{stmt.key} {stmt.value!r} is {e}", stmt) from None
+            self.planning.settings[stmt.key] = value
+            return Step(Result(stmt.text, f"Set {stmt.key} = {value}", details={"set": {stmt.key: value}}))
         if stmt.value.lower() not in allowed:
             raise error_at(f"{stmt.key} must be one of {', '.join(allowed)}, not {stmt.value!r}", stmt)
         self.planning.settings[stmt.key] = stmt.value.lower()

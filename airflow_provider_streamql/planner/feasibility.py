@@ -109,19 +109,6 @@ def table_query_window(query: Query) -> Iterator[str]:
         yield f"WINDOW needs a STREAM: {query.first} is a TABLE, whose rows have no event time to window"
 
 
-def table_query_files(query: Query) -> Iterator[str]:
-    if not _over_table(query):
-        return
-    for name in query.analysis.sources:
-        if query.sources[name].kafka_topic:
-            yield (
-                f"TABLE {name} is the Kafka topic {query.sources[name].kafka_topic!r}: a query over "
-                f"tables reads their file changelogs (its tombstones and order), not Kafka topics yet"
-            )
-    if "kafka_topic" in getattr(query.stmt, "properties", {}):
-        yield "a query over tables writes a file changelog (upserts and tombstone files), not a Kafka topic yet"
-
-
 def table_query_key(query: Query) -> Iterator[str]:
     if not _over_table(query) or query.analysis.aggregate:
         return
@@ -319,6 +306,11 @@ def latest_offset_files(query: Query) -> Iterator[str]:
             f"auto.offset.reset = 'latest' is not supported for file topics "
             f"({', '.join(files)}); they are read from the earliest file"
         )
+    if query.settings.get("starting.timestamp") and files:
+        yield (
+            f"starting.timestamp is for Kafka topics (the offsets for a time); file topics "
+            f"({', '.join(files)}) are read from the earliest file: UNSET 'starting.timestamp'"
+        )
 
 
 def tables_joined(query: Query) -> Iterator[str]:
@@ -350,7 +342,6 @@ RULES: tuple[Rule, ...] = (
     Rule("tables_joined", "a TABLE is the FROM source or joined, not read in a subquery or UNION ALL", tables_joined),
     Rule("table_query_tables_only", "a query over a TABLE joins only tables", table_query_tables_only),
     Rule("table_query_window", "a query over a TABLE has no WINDOW (its rows have no event time)", table_query_window),
-    Rule("table_query_files", "a query over tables reads and writes file changelogs, not Kafka", table_query_files),
     Rule("table_query_key", "a query over a TABLE without GROUP BY selects the TABLE's PRIMARY KEY", table_query_key),
     Rule(
         "table_join_key",
@@ -417,7 +408,8 @@ RULES: tuple[Rule, ...] = (
     Rule("emit_final_window", "EMIT FINAL comes with a WINDOW", emit_final_window),
     Rule(
         "latest_offset_files",
-        "auto.offset.reset = 'latest' is for Kafka topics; file topics are read from their earliest file",
+        "auto.offset.reset = 'latest' and starting.timestamp are for Kafka topics; file topics are read from "
+        "their earliest file",
         latest_offset_files,
     ),
 )

@@ -301,15 +301,20 @@ def _cells(text: str, src: SourceInfo) -> list[str]:
     return next(csv.reader(io.StringIO(text), delimiter=delimiter), [])
 
 
+def _json_problem(text: str) -> str | None:
+    """What is wrong with a JSON record as far as its text alone tells (None: a JSON object)."""
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        return f"malformed JSON: {getattr(e, 'msg', e)} (column {getattr(e, 'colno', '?')})"
+    return None if isinstance(data, dict) else f"not a JSON object: {type(data).__name__}"
+
+
 def _reason(raw: str, row, src: SourceInfo) -> str:
     """What is wrong with a bad record, in words."""
     if src.format == "JSON":
-        try:
-            data = json.loads(raw)
-        except ValueError as e:
-            return f"malformed JSON: {getattr(e, 'msg', e)} (column {getattr(e, 'colno', '?')})"
-        if not isinstance(data, dict):
-            return f"not a JSON object: {type(data).__name__}"
+        if problem := _json_problem(raw):
+            return problem
     else:
         cells = _cells(raw, src)
         if len(cells) != len(src.columns):
@@ -342,7 +347,7 @@ def records_in_error(error: str, query_id: str, batch_id: int, status: BadRecord
             file=position,
             line=None,
             raw=text[:RAW_LIMIT],
-            error="cannot be read with the declared schema",
+            error=_json_problem(text) or "cannot be read with the declared schema",
             record_id=hashlib.sha256(f"{position}\u0001{text}".encode()).hexdigest(),
             status=status,
             recorded_at=time.time(),

@@ -17,6 +17,7 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from ..catalog import QueryInfo, SourceInfo
 from ..language.pseudocolumns import EVENT_TIME
+from ..language.starting import Starting
 from ..language.streaming import StreamingPlan
 from ..storage.layout import Part, dead_letter_checkpoint
 from ..storage.topics import FORMATS
@@ -44,7 +45,7 @@ def source_stream(
     *,
     checked: bool,
     fail_fast: bool = False,
-    starting: str = "earliest",
+    starting: Starting | str = "earliest",
     name: str | None = None,
 ) -> DataFrame:
     """A streaming DataFrame over a topic: a directory of files (only committed files if a
@@ -70,7 +71,7 @@ def read_stream(
     src: SourceInfo,
     watermark: list | None = None,
     record_guard: RecordGuard | None = None,
-    starting: str = "earliest",
+    starting: Starting | str = "earliest",
     name: str | None = None,
 ) -> DataFrame:
     """A streaming DataFrame over a topic with the query's error policy applied to its bad
@@ -97,7 +98,7 @@ def streaming_frame(
 ) -> tuple[DataFrame, Callable | None]:
     """The query's streaming DataFrame, and for stream-table joins the function that turns
     each micro-batch into the join with the tables as they are then (else None)."""
-    starting = query.settings.get("auto.offset.reset", "latest")  # Kafka, on a new checkpoint
+    starting = Starting.of(query.settings)  # Kafka, on a new checkpoint
     streams = {
         n: read_stream(spark, sources[n], plan.watermarks.get(n), record_guard, starting, plan.source_names.get(n))
         for n in query.sources
@@ -179,7 +180,7 @@ def start_dead_letter_query(
     """For policy LOG_AND_CONTINUE: a companion query reading the query's streams, with a
     checkpoint of its own, that hands each batch of bad records to ``on_batch``. Its streams
     are named as the query's are, so it follows a version that adds or drops one."""
-    starting = query.settings.get("auto.offset.reset", "latest")
+    starting = Starting.of(query.settings)
     read = [
         n
         for n in query.sources

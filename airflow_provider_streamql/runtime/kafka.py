@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pyspark.sql import Column as SparkColumn
@@ -26,6 +26,7 @@ from pyspark.sql.utils import AnalysisException
 
 from ..catalog import SourceInfo
 from ..errors import SPARK_ERROR_LIMIT, StateError, first_line
+from ..language.starting import Reset, Starting
 from ..storage import kafka_properties
 from . import kafka_connector
 from .schemas import CORRUPT, FILE, ddl_schema, spark_type
@@ -120,18 +121,27 @@ class ConnectorSpec:
     options: dict[str, str] = field(default_factory=dict)
 
 
-def reader_spec(src: SourceInfo, options: dict[str, str], starting: str) -> ConnectorSpec:
-    """How to read ``src``'s topic: from ``starting`` (``earliest``/``latest``) on a new
-    checkpoint (an existing one resumes from its offsets), failing on lost data."""
+def reader_spec(src: SourceInfo, options: dict[str, str], starting: Starting | str) -> ConnectorSpec:
+    """How to read ``src``'s topic: from ``starting`` (a :class:`Starting`, or ``earliest``/
+    ``latest``) on a new checkpoint (an existing one resumes from its offsets), failing on
+    lost data."""
     return ConnectorSpec(
         "kafka",
         {
             **require_settings(options),
             "subscribe": _topic(src),
-            "startingOffsets": starting,
+            **_starting_options(starting if isinstance(starting, Starting) else Starting(Reset(starting))),
             "failOnDataLoss": "true",
         },
     )
+
+
+def _starting_options(starting: Starting) -> dict[str, str]:
+    if starting.timestamp_ms is None:
+        return {"startingOffsets": starting.reset.value}
+    # Kafka's offsets for a time, per partition; a partition with no record at or after it
+    # starts at its end (Spark's default strategy would fail the query there)
+    return {"startingTimestamp": str(starting.timestamp_ms), "startingOffsetsByTimestampStrategy": "latest"}
 
 
 def writer_spec(sink: SourceInfo, options: dict[str, str]) -> ConnectorSpec:
@@ -148,9 +158,10 @@ def _value_columns(src: SourceInfo):
     return [c for c in src.columns if not c.key]
 
 
-def decode(df: DataFrame, src: SourceInfo) -> DataFrame:
+def decode(df: DataFrame, src: SourceInfo, keep: Sequence[SparkColumn] = ()) -> DataFrame:
     """Kafka records (key, value, topic, partition, offset) as the declared columns, with the
-    corrupt-record column and the record's position for the bad-record guard."""
+    corrupt-record column and the record's position for the bad-record guard (and ``keep``,
+    columns of the records, after them)."""
     keys = [c for c in src.columns if c.key]
     value_schema = ddl_schema(_value_columns(src), corrupt=True)
     value = F.from_json(
@@ -169,7 +180,8 @@ def decode(df: DataFrame, src: SourceInfo) -> DataFrame:
         F.lit("@"),
         F.col("offset").cast("string"),
     )
-    decoded = df.select(*key_columns, value.alias("__sq_value"), position.alias(FILE))
+    decoded = df.select(*key_columns, value.alias("__sq_value"), position.alias(FILE), *keep)
+    kept = decoded.columns[len(key_columns) + 2 :]
     # a value that is not JSON at all leaves the struct null: its text is the corrupt record
     corrupt = F.coalesce(
         F.col(f"__sq_value.{CORRUPT}"), F.when(F.col("__sq_value").isNull(), F.lit("(not a JSON object)"))
@@ -178,6 +190,7 @@ def decode(df: DataFrame, src: SourceInfo) -> DataFrame:
         *[F.col(f"`{c.name}`") if c.key else F.col(f"__sq_value.`{c.name}`").alias(c.name) for c in src.columns],
         corrupt.alias(CORRUPT),
         F.col(FILE),
+        *kept,
     )
 
 
@@ -202,17 +215,32 @@ def _key(sink: SourceInfo) -> SparkColumn:
     return F.lit(None).cast("string")
 
 
-def read(spark: SparkSession, src: SourceInfo, starting: str, name: str | None = None) -> DataFrame:
+def read(spark: SparkSession, src: SourceInfo, starting: Starting | str, name: str | None = None) -> DataFrame:
     """A decoded streaming DataFrame over ``src``'s topic (``name``: its source name in the
     checkpoint, for Spark's source evolution)."""
+    return decode(records(spark, src, starting, name), src)
+
+
+def records(spark: SparkSession, src: SourceInfo, starting: Starting | str, name: str | None = None) -> DataFrame:
+    """The records of ``src``'s topic as the connector streams them (not decoded)."""
     spec = reader_spec(src, settings(spark), starting)
     kafka_connector.ensure(spark)
     reader = spark.readStream.format(spec.format).options(**spec.options)
     try:
-        df = (reader.name(name) if name else reader).load()
+        return (reader.name(name) if name else reader).load()
     except AnalysisException as e:
         raise missing_connector(e) from None
-    return decode(df, src)
+
+
+def records_now(spark: SparkSession, src: SourceInfo) -> DataFrame:
+    """Every record ``src``'s topic holds now, from its start to its end offsets when read
+    (a batch DataFrame, not decoded): what a TABLE over a topic is made of."""
+    spec = reader_spec(src, settings(spark), "earliest")
+    kafka_connector.ensure(spark)
+    try:
+        return spark.read.format(spec.format).options(**spec.options, endingOffsets="latest").load()
+    except AnalysisException as e:
+        raise missing_connector(e) from None
 
 
 def missing_connector(error: Exception) -> Exception:

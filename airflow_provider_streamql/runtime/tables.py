@@ -14,6 +14,11 @@ exactly once, restart-safe and fenced by the query's lease like every table writ
   the SELECT runs over the snapshots of its tables (:func:`read_table_snapshot`) and is
   compared with the output's snapshot by key: changed rows are upserted, keys no longer
   there are deleted. Cost: reading every input table and the output at each micro-batch.
+
+A TABLE over a Kafka topic (a compacted one, as ksqlDB's) is its changelog too: the record
+key is the PRIMARY KEY, a later offset of the key's partition is a later change, a null value
+(a tombstone) deletes the key. A record whose value is not a JSON object of the table's
+columns is left out (its key keeps its last value), as a file table's unreadable row is.
 """
 
 from __future__ import annotations
@@ -25,10 +30,12 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from ..catalog import QueryInfo, SourceInfo
+from ..language.starting import Starting
 from ..language.streaming import StreamingPlan
 from ..storage.layout import Part
 from ..storage.topics import FORMATS, TOMBSTONE_NAME, changelog_files
-from .schemas import ddl_schema, reader_options, spark_type
+from . import kafka
+from .schemas import CORRUPT, FILE, ddl_schema, reader_options, spark_type
 
 #: columns the changelog stream adds to a table's rows (dropped before the SELECT sees them):
 #: the file, where in it the split read starts, whether it is a tombstone file
@@ -66,6 +73,9 @@ def _latest(df: DataFrame, keys: list[str]) -> DataFrame:
 def read_table_snapshot(spark: SparkSession, src: SourceInfo) -> DataFrame:
     """A TABLE as it is now: the latest changelog row per key, unless that is a tombstone (a
     batch DataFrame over the files there now, so every action on it sees the same rows)."""
+    if src.kafka_topic:  # the whole topic, as it is now
+        changes = _topic_changes(kafka.records_now(spark, src), src)
+        return _latest(_keyed(changes, src.key_columns), src.key_columns).where(~F.col(DELETED)).drop(ENTRY, DELETED)
     files = changelog_files(src.path)
     if not files:
         return spark.createDataFrame([], ddl_schema(src.columns))
@@ -82,10 +92,24 @@ def read_table_snapshot(spark: SparkSession, src: SourceInfo) -> DataFrame:
     return latest.where(~F.col(DELETED)).drop(ENTRY, DELETED)
 
 
-def changelog_stream(spark: SparkSession, src: SourceInfo) -> DataFrame:
+def _topic_changes(records: DataFrame, src: SourceInfo) -> DataFrame:
+    """Kafka records of a TABLE's topic as its changelog rows: ordered by partition
+    (:data:`ENTRY`) and offset (:data:`BLOCK`), a null value a tombstone (:data:`DELETED`);
+    a value that cannot be read is left out."""
+    where = F.concat(F.col("topic"), F.lit("/"), F.lpad(F.col("partition").cast("string"), 10, "0"))
+    rows = kafka.decode(
+        records, src, keep=[where.alias(ENTRY), F.col("offset").alias(BLOCK), F.col("value").isNull().alias(DELETED)]
+    )
+    return rows.where(F.col(DELETED) | F.col(CORRUPT).isNull()).drop(CORRUPT, FILE)
+
+
+def changelog_stream(spark: SparkSession, src: SourceInfo, starting: Starting | str = "earliest") -> DataFrame:
     """A streaming DataFrame of every change of a TABLE: each row of each data file of its
     changelog as the file's entry is renamed into place, with the file (:data:`ENTRY`) and
-    whether it is a tombstone (:data:`DELETED`)."""
+    whether it is a tombstone (:data:`DELETED`); a Kafka topic's records from ``starting``
+    on a new checkpoint (:func:`_topic_changes`)."""
+    if src.kafka_topic:
+        return _topic_changes(kafka.records(spark, src, starting), src)
     os.makedirs(Part(src.path).folder, exist_ok=True)  # a folder replaced by a link is refused
     df = (
         spark.readStream.format(FORMATS[src.format][0])
@@ -107,7 +131,8 @@ def table_query_frame(
 ):
     """The changelog stream(s) a query over tables reads, and the function that turns each
     micro-batch into its :class:`Changes`."""
-    streams = [changelog_stream(spark, sources[name]) for name in query.sources]
+    starting = Starting.of(query.settings)  # a Kafka table, on a new checkpoint
+    streams = [changelog_stream(spark, sources[name], starting) for name in query.sources]
     if plan.table_query == "changes":
         return streams[0], ChangedKeys(plan, sources[query.sources[0]], sink)
     # only the fact that a table changed matters: union the changelogs' file names
