@@ -11,24 +11,34 @@ from dataclasses import replace
 
 from sqlalchemy import Connection
 
-from ..catalog.states import BadRecordStatus, DesiredState
+from ..catalog.states import BadRecordStatus, DesiredState, ProcessingGuarantee
 from ..language import statements as st
 from ..results import Result
 from ..storage.deadletter import append_dead_letters, dead_letter_source
 from .planning import Planning, error_at, state_error_at
 from .step import Step, remove_files
 
-# SET 'key' -> allowed values.
-SESSION_PROPERTIES = {"auto.offset.reset": ("earliest", "latest")}
+# SET 'key' -> allowed values (each recorded with the queries the script creates after it)
+SESSION_PROPERTIES = {
+    "auto.offset.reset": ("earliest", "latest"),
+    "processing.guarantee": tuple(ProcessingGuarantee),
+}
+#: values of a session property that are refused with a reason rather than as unknown
+REFUSED_VALUES = {
+    ("processing.guarantee", "exactly_once"): "exactly_once (v1) was removed in Kafka 4.0 (KIP-732)",
+    ("processing.guarantee", "exactly_once_beta"): "exactly_once_beta was renamed exactly_once_v2 (KIP-732)",
+}
 #: ksqlDB's names of a session property streamql has
-KSQL_ALIASES = {"ksql.streams.auto.offset.reset": "auto.offset.reset"}
+KSQL_ALIASES = {
+    "ksql.streams.auto.offset.reset": "auto.offset.reset",
+    "ksql.streams.processing.guarantee": "processing.guarantee",
+}
 #: ksqlDB and Kafka Streams settings streamql accepts without effect, and why they have none
 #: (each also under ksqlDB's ``ksql.streams.`` prefix); any other ``ksql.*`` setting is
 #: accepted the same way with the general reason
 KSQL_WITHOUT_EFFECT = {
     "cache.max.bytes.buffering": "a table's changes are written once per micro-batch, with no cache between",
     "commit.interval.ms": "a query commits once per micro-batch (its trigger)",
-    "processing.guarantee": "file outputs are exactly once per batch; a Kafka output is at least once",
     "num.stream.threads": "a query's tasks run on the Spark cores of its runtime",
 }
 KSQL_GENERAL = "a ksqlDB server setting, which no streamql statement reads"
@@ -144,6 +154,8 @@ class ControlStatements:
         if stmt.value is None:
             self.planning.settings.pop(stmt.key, None)
             return Step(Result(stmt.text, f"Unset {stmt.key}"))
+        if (reason := REFUSED_VALUES.get((stmt.key, stmt.value.lower()))) is not None:
+            raise error_at(f"{stmt.key} = {stmt.value!r} is refused: {reason}; use {', '.join(allowed)}", stmt)
         if stmt.value.lower() not in allowed:
             raise error_at(f"{stmt.key} must be one of {', '.join(allowed)}, not {stmt.value!r}", stmt)
         self.planning.settings[stmt.key] = stmt.value.lower()
