@@ -1,0 +1,134 @@
+"""Exactly once into Kafka (``SET 'processing.guarantee' = 'exactly_once_v2'``, issue 30): each
+micro-batch in one Kafka transaction with its batch marker, on the real broker. A re-run batch
+is not produced again; a runtime process killed (SIGKILL) many times mid-batch leaves a
+read_committed consumer every record once, in order per key, while a read_uncommitted one also
+sees what the killed runtimes' open transactions had produced (aborted)."""
+from __future__ import annotations
+
+import collections
+import json
+import os
+import random
+import signal
+import sys
+import time
+
+import pytest
+
+from airflow_provider_streamql.runtime import kafka_exactly_once
+from airflow_provider_streamql.runtime.batch_writer import BatchWriter
+from airflow_provider_streamql.storage.checkpoints import last_committed_batch, last_planned_batch
+
+from .support import wait_until
+
+
+@pytest.mark.spark
+def test_a_table_changelog_batch_run_again_is_produced_once(kafka_spark, kafka_topics, sqlite_engine):
+    """A table's changelog (an update and a tombstone) written by its batch writer in a
+    transaction; the same batch run again (a restart before Spark's commit) adds nothing, the
+    next batch comes after it."""
+    spark, engine, topic = kafka_spark, sqlite_engine, kafka_topics.new("big")
+    engine.execute(f"CREATE STREAM orders (id INT KEY, item STRING, qty INT) WITH (kafka_topic='{kafka_topics.new()}');"
+                   "SET 'processing.guarantee' = 'exactly_once_v2';"
+                   f"CREATE TABLE big WITH (kafka_topic='{topic}') AS "
+                   "SELECT item, SUM(qty) AS qty FROM orders GROUP BY item HAVING SUM(qty) > 5")
+    query, big = engine.catalog.query("CTAS_BIG_1"), engine.catalog.source("BIG")
+    column = query.plan.having_column
+    from airflow_provider_streamql.runtime.tables import HavingChanges
+    schema = f"item STRING, qty BIGINT, {column} BOOLEAN"
+    batches = [spark.createDataFrame([("tea", 7, True), ("pot", 2, False)], schema),
+               spark.createDataFrame([("cup", 9, True)], schema)]
+
+    def writer():  # a new run of the query: a new writer, a new producer with the query's transactional id
+        return BatchWriter(big, "v0001", lambda: None, as_directory=True,
+                           compute=HavingChanges(column, big.key_columns),
+                           transactions=kafka_exactly_once.for_query(query, big))
+    writer()(batches[0], 0)
+    written = kafka_topics.records_in(topic)
+    writer()(batches[0], 0)  # batch 0 again, after a restart
+    assert kafka_topics.records_in(topic) == written  # not even an empty transaction
+    writer()(batches[1], 1)
+    assert [(k, v) for k, v, _, _ in kafka_topics.read_to_end(topic)] == [
+        ("tea", '{"qty":7}'), ("pot", None), ("cup", '{"qty":9}')]
+
+
+def test_an_exactly_once_sink_without_confluent_kafka_says_what_to_install(sqlite_engine, runtimes, monkeypatch):
+    """A runtime whose Python has no confluent-kafka: the query goes to ERROR saying what to
+    install, not a traceback."""
+    engine = sqlite_engine
+    engine.execute("CREATE STREAM clicks (id INT KEY, page STRING); SET 'processing.guarantee' = 'exactly_once_v2';"
+                   "CREATE STREAM pages WITH (kafka_topic='pages') AS SELECT * FROM clicks PARTITION BY id")
+    monkeypatch.setitem(sys.modules, "confluent_kafka", None)  # an import of it fails, as where it is not installed
+    runtimes.start(engine)
+    engine.wait_for_state("CSAS_PAGES_1", "ERROR", timeout=120)
+    assert engine.query("CSAS_PAGES_1").error == (
+        "talking to Kafka from Python needs confluent-kafka: pip install 'airflow-provider-streamql[kafka]'")
+
+
+KEYS = [f"k{n}" for n in range(10)]
+#: SIGKILLs of the runtime process: the first ones while a batch's transaction is open (its
+#: records produced, not committed), the others at a random moment of an in-flight batch
+KILLS_IN_A_TRANSACTION, KILLS_AT_RANDOM = 3, 3
+CHUNK = 1500  # records produced at a time
+
+
+def test_a_runtime_killed_mid_batch_again_and_again_produces_every_record_once(sqlite_engine, env, processes,
+                                                                               kafka_topics):
+    """A stream over a topic into an exactly-once topic through `streamql runtime` processes,
+    each killed with SIGKILL while it writes, then restarted: a read_committed consumer reads
+    every record once, each key's in the order it was produced; a read_uncommitted consumer
+    also reads the records of the transactions the kills left open, which were aborted."""
+    engine, rng = sqlite_engine, random.Random(30)
+    source, out = kafka_topics.new("in", partitions=2), kafka_topics.new("out", partitions=2)
+    engine.execute(f"CREATE STREAM src (k STRING KEY, seq INT) WITH (kafka_topic='{source}');"
+                   "SET 'auto.offset.reset' = 'earliest'; SET 'processing.guarantee' = 'exactly_once_v2';"
+                   f"CREATE STREAM out WITH (kafka_topic='{out}') AS SELECT k, seq FROM src PARTITION BY k")
+    checkpoint = engine.query("CSAS_OUT_1").checkpoint
+    produced: list[tuple[str, int]] = []
+
+    def feed() -> None:
+        chunk = [(KEYS[(len(produced) + i) % len(KEYS)], len(produced) + i) for i in range(CHUNK)]
+        kafka_topics.produce(source, [(k, {"seq": seq}) for k, seq in chunk])
+        produced.extend(chunk)
+
+    def in_flight() -> bool:
+        batch = last_committed_batch(checkpoint) + 1
+        return os.path.exists(f"{checkpoint}/offsets/{batch}") and not os.path.exists(f"{checkpoint}/commits/{batch}")
+
+    def transaction_open() -> bool:
+        return kafka_topics.end_offsets(out, "read_uncommitted") > kafka_topics.end_offsets(out, "read_committed")
+
+    conf = ["--conf", f"spark.streamql.kafka.bootstrap.servers={kafka_topics.bootstrap}"]
+    for kill in range(KILLS_IN_A_TRANSACTION + KILLS_AT_RANDOM):
+        runtime = processes("default", *conf, lease_ttl=8.0)  # takes the query once the killed one's lease expired
+        feed()
+        moment = transaction_open if kill < KILLS_IN_A_TRANSACTION else in_flight
+
+        def now() -> bool:
+            if moment():
+                return True
+            if last_committed_batch(checkpoint) == last_planned_batch(checkpoint) >= 0 and not transaction_open():
+                feed()  # it wrote everything between two looks: more input for the next batch
+            return False
+        wait_until(now, timeout=180, what=f"a moment to kill the runtime ({moment.__name__})")
+        if moment is in_flight:
+            time.sleep(rng.uniform(0, 0.5))  # a random moment of the batch (or just after it)
+        os.killpg(runtime.pid, signal.SIGKILL)
+        runtime.wait()
+
+    processes("default", *conf, lease_ttl=8.0)
+    assert len(kafka_topics.consume(out, len(produced), timeout=300)) == len(produced)
+    wait_until(lambda: last_committed_batch(checkpoint) == last_planned_batch(checkpoint) and not transaction_open(),
+               120, "the last batch committed")
+    committed = [(k, json.loads(v)["seq"], p) for k, v, p, _ in kafka_topics.read_to_end(out)]
+    assert len(committed) == len(produced) and {(k, s) for k, s, _ in committed} == set(produced)
+    by_key = collections.defaultdict(list)
+    for k, seq, _ in committed:  # read_to_end gives each partition in offset order; a key has one partition
+        by_key[k].append(seq)
+    assert by_key == {k: [s for key, s in produced if key == k] for k in KEYS}
+
+    # what a read_uncommitted consumer sees: the same records, and those of aborted transactions again
+    uncommitted = kafka_topics.read_to_end(out, "read_uncommitted")
+    assert {(k, json.loads(v)["seq"]) for k, v, _, _ in uncommitted} == set(produced)
+    assert len(uncommitted) > len(produced)
+    assert len({p for _, _, p in committed}) == 2  # keys spread over both partitions, as Java's producer puts them
