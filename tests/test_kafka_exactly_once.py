@@ -101,7 +101,10 @@ def test_a_runtime_killed_mid_batch_again_and_again_produces_every_record_once(s
     conf = ["--conf", f"spark.streamql.kafka.bootstrap.servers={kafka_topics.bootstrap}"]
     for kill in range(KILLS_IN_A_TRANSACTION + KILLS_AT_RANDOM):
         runtime = processes("default", *conf, lease_ttl=8.0)  # takes the query once the killed one's lease expired
+        before = last_committed_batch(checkpoint)
         feed()
+        # this runtime's own work first (the killed one's batch is still planned, its transaction open)
+        wait_until(lambda: last_committed_batch(checkpoint) > before, 180, "a batch this runtime committed")
         moment = transaction_open if kill < KILLS_IN_A_TRANSACTION else in_flight
 
         def now() -> bool:

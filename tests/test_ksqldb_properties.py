@@ -101,8 +101,12 @@ GUARANTEES_RECORDED = [
 
 @pytest.mark.parametrize("sets, recorded", GUARANTEES_RECORDED)
 def test_the_processing_guarantee_is_recorded_with_the_query(engine, sets, recorded):
-    engine.execute(f"CREATE STREAM s (id INT KEY, v STRING); {sets} CREATE STREAM t AS SELECT * FROM s")
+    engine.execute(f"CREATE STREAM s (id INT KEY, v STRING); {sets} CREATE STREAM t AS SELECT * FROM s;"
+                   f"{sets} CREATE STREAM k WITH (kafka_topic='k') AS SELECT * FROM s")
     assert engine.query("CSAS_T_1").settings.get("processing.guarantee") == recorded
+    explained = dict(engine.execute("EXPLAIN CSAS_K_2")[0].rows)
+    assert explained["processing_guarantee"] == (recorded or "at_least_once")
+    assert "processing_guarantee" not in dict(engine.execute("EXPLAIN CSAS_T_1")[0].rows)  # a file output
 
 
 def test_a_setting_that_is_not_ksqldbs_is_still_unknown(engine):
