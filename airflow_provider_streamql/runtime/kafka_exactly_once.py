@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 
 from ..catalog import ProcessingGuarantee, QueryInfo, SourceInfo
 from ..errors import StateError
@@ -46,10 +46,15 @@ CONTROL_TOPIC = "__streamql_commits"
 TRANSACTIONAL_ID_PREFIX = "streamql-"
 #: how long a call to the broker may take before the batch fails (and is retried)
 TIMEOUT_S = 60.0
-#: librdkafka settings of the producer beside the runtime's Kafka settings
-PRODUCER = {
-    "partitioner": "murmur2_random",  # the Java producer's partitioner: a key's partition as Spark's sink picks it
-    "linger.ms": 20,
+#: librdkafka settings of the producer over the runtime's Kafka settings
+PRODUCER = {"partitioner": "murmur2_random"}  # the Java producer's: a key's partition as Spark's sink picks it
+#: ... and under them (the runtime's ``spark.streamql.kafka.<setting>`` wins)
+PRODUCER_DEFAULTS = {
+    "linger.ms": "20",
+    # a batch must be written within it, a whole first batch from earliest included; a
+    # killed runtime's open transaction holds read_committed consumers back until a new
+    # runtime aborts it, or this long
+    "transaction.timeout.ms": "300000",
 }
 
 
@@ -105,28 +110,30 @@ class TransactionalSink:
         tombstone) as batch ``batch_id``, unless it is the batch committed last;
         ``before_commit`` raises if the runtime lost the query's lease."""
         marker = Marker(batch_id, self._inputs(batch_id))
-        settings = {k.removeprefix("kafka."): v for k, v in kafka.settings(records.sparkSession).items()}
-        producer = self._ready(settings)
+        producer = self._ready(records.sparkSession)
         if marker == self._last:
             log.info("%s: batch %d is in Kafka already (committed before a restart); skipped", self.topic, batch_id)
             return
-        producer.begin_transaction()
         try:
+            producer.begin_transaction()
             for row in records.toLocalIterator(prefetchPartitions=True):
                 self._produce(producer, self.topic, row["key"], row["value"])
             self._produce(producer, CONTROL_TOPIC, self.transactional_id, marker.encode())
             before_commit()
-            producer.commit_transaction(TIMEOUT_S)
+            producer.commit_transaction(int(PRODUCER_DEFAULTS["transaction.timeout.ms"]) / 1000)  # flushes the batch
         except BaseException as e:
             self._abort(e)
             raise _failure(e) from None
         self._last = marker
 
-    def _ready(self, settings: Mapping[str, str]):
+    def _ready(self, spark: SparkSession):
         """The producer, made and its transactions initialized at the first batch, which also
         reads the query's last marker."""
         if self._producer is None:
-            producer = kafka_client.producer(settings, **{"transactional.id": self.transactional_id, **PRODUCER})
+            settings = {k.removeprefix("kafka."): v for k, v in kafka.settings(spark).items()}
+            defaults = {k: v for k, v in PRODUCER_DEFAULTS.items() if k not in settings}
+            overrides = {**defaults, "transactional.id": self.transactional_id, **PRODUCER}
+            producer = kafka_client.producer(settings, **overrides)
             _ensure_control_topic(settings)
             try:
                 producer.init_transactions(TIMEOUT_S)  # fences an older producer, aborts its open transaction
