@@ -196,9 +196,7 @@ class KafkaBroker:
                     if message.error().retriable() or "UNKNOWN_TOPIC" in message.error().name():
                         continue
                     raise BrokerError(f"consuming {topic!r}: {message.error()}")
-                key, value = message.key(), message.value()
-                records.append((None if key is None else key.decode(), None if value is None else value.decode(),
-                                message.partition(), message.offset()))
+                records.append(_record(message))
         finally:
             consumer.close()
         return records
@@ -227,9 +225,7 @@ class KafkaBroker:
                         pending.discard(message.partition())
                         continue
                     raise BrokerError(f"reading {topic!r}: {message.error()}")
-                key, value = message.key(), message.value()
-                records.append((None if key is None else key.decode(), None if value is None else value.decode(),
-                                message.partition(), message.offset()))
+                records.append(_record(message))
         finally:
             consumer.close()
         return records
@@ -256,6 +252,13 @@ class KafkaBroker:
             return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in partitions)
         finally:
             consumer.close()
+
+
+def _record(message) -> tuple[str | None, str | None, int, int]:
+    """A consumed record as the tests compare it: (key, value, partition, offset), text as text."""
+    key, value = message.key(), message.value()
+    return (None if key is None else key.decode(), None if value is None else value.decode(),
+            message.partition(), message.offset())
 
 
 class Topics:

@@ -21,6 +21,8 @@ from airflow_provider_streamql.storage.checkpoints import last_committed_batch, 
 
 from .support import wait_until
 
+KEYS = [f"k{n}" for n in range(10)]
+
 
 @pytest.mark.spark
 def test_a_table_changelog_batch_run_again_is_produced_once(kafka_spark, kafka_topics, sqlite_engine):
@@ -65,7 +67,29 @@ def test_an_exactly_once_sink_without_confluent_kafka_says_what_to_install(sqlit
         "talking to Kafka from Python needs confluent-kafka: pip install 'airflow-provider-streamql[kafka]'")
 
 
-KEYS = [f"k{n}" for n in range(10)]
+def test_a_pause_mid_transaction_leaves_no_transaction_open(kafka_spark, kafka_topics, sqlite_engine, runtimes):
+    """PAUSE while a batch's transaction is open: once PAUSED, no transaction is left open on
+    the output (read_committed consumers are not held back), and after RESUME every record is
+    there once."""
+    engine = sqlite_engine
+    source, out = kafka_topics.new("in"), kafka_topics.new("out")
+    engine.execute(f"CREATE STREAM src (k STRING KEY, seq INT) WITH (kafka_topic='{source}');"
+                   "SET 'auto.offset.reset' = 'earliest'; SET 'processing.guarantee' = 'exactly_once_v2';"
+                   f"CREATE STREAM out WITH (kafka_topic='{out}') AS SELECT k, seq FROM src PARTITION BY k")
+    records = [(KEYS[i % len(KEYS)], i) for i in range(20000)]
+    kafka_topics.produce(source, [(k, {"seq": seq}) for k, seq in records])
+    runtimes.start(engine)
+    wait_until(lambda: kafka_topics.end_offsets(out, "read_uncommitted") > kafka_topics.end_offsets(out), 180,
+               "a batch's transaction open")
+    engine.execute("PAUSE CSAS_OUT_1")
+    engine.wait_for_state("CSAS_OUT_1", "PAUSED", timeout=120)
+    assert kafka_topics.end_offsets(out, "read_uncommitted") == kafka_topics.end_offsets(out)
+    engine.execute("RESUME CSAS_OUT_1")
+    assert len(kafka_topics.consume(out, len(records), timeout=180)) == len(records)
+    checkpoint = engine.query("CSAS_OUT_1").checkpoint
+    wait_until(lambda: last_committed_batch(checkpoint) == last_planned_batch(checkpoint), 120, "the batch committed")
+    assert sorted((k, json.loads(v)["seq"]) for k, v, _, _ in kafka_topics.read_to_end(out)) == sorted(records)
+
 #: SIGKILLs of the runtime process: the first ones while a batch's transaction is open (its
 #: records produced, not committed), the others at a random moment of an in-flight batch
 KILLS_IN_A_TRANSACTION, KILLS_AT_RANDOM = 3, 3

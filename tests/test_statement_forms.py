@@ -37,5 +37,6 @@ def test_show_topics_and_properties(engine):
         ("S", "STREAM", True), ("T", "TABLE", True)]
     shown = engine.execute("SET 'auto.offset.reset' = 'earliest'; SHOW PROPERTIES; UNSET 'auto.offset.reset';"
                            "SHOW PROPERTIES")
-    assert shown[1].rows == [["auto.offset.reset", "earliest", "earliest, latest"]]
-    assert shown[3].rows == [["auto.offset.reset", None, "earliest, latest"]]
+    guarantee = ["processing.guarantee", None, "at_least_once, exactly_once_v2"]
+    assert shown[1].rows == [["auto.offset.reset", "earliest", "earliest, latest"], guarantee]
+    assert shown[3].rows == [["auto.offset.reset", None, "earliest, latest"], guarantee]
