@@ -100,6 +100,11 @@ class TransactionalSink:
     transaction (a fatal error, such as being fenced, drops the producer) and raises, so
     Spark fails the query and the runtime retries it."""
 
+    #: transactional id -> the sink whose producer holds it in this process: a new run of the
+    #: query drops the producer of the one before (which Spark may keep referenced), so a
+    #: runtime PAUSEd and RESUMEd many times holds one producer per query, not one per run
+    _holders: dict[str, TransactionalSink] = {}
+
     def __init__(self, topic: str, transactional_id: str, checkpoint: str):
         self.topic, self.transactional_id, self.checkpoint = topic, transactional_id, checkpoint
         self._producer: Any = None
@@ -140,6 +145,10 @@ class TransactionalSink:
             except Exception as e:
                 raise _failure(e) from None
             self._last = _last_marker(settings, self.transactional_id)
+            before = self._holders.get(self.transactional_id)
+            if before is not None and before is not self:
+                before._producer = None  # fenced by ours already: nothing it could still commit
+            self._holders[self.transactional_id] = self
             self._producer = producer
         return self._producer
 
