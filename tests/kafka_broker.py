@@ -203,12 +203,51 @@ class KafkaBroker:
                     if message.error().retriable() or "UNKNOWN_TOPIC" in message.error().name():
                         continue
                     raise BrokerError(f"consuming {topic!r}: {message.error()}")
-                key, value = message.key(), message.value()
-                records.append((None if key is None else key.decode(), None if value is None else value.decode(),
-                                message.partition(), message.offset()))
+                records.append(_record(message))
         finally:
             consumer.close()
         return records
+
+    def read_to_end(self, topic: str, isolation: str = "read_committed",
+                    timeout: float = 60) -> list[tuple[str | None, str | None, int, int]]:
+        """Every record of ``topic`` up to its end as ``isolation`` sees it (read_committed: up to
+        its last stable offset), as :meth:`consume` gives them, in offset order per partition."""
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"test-{uuid.uuid4().hex}",
+                             "enable.auto.commit": False, "enable.partition.eof": True,
+                             "isolation.level": isolation})
+        records: list[tuple[str | None, str | None, int, int]] = []
+        try:
+            partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
+            consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+            pending, deadline = set(partitions), time.monotonic() + timeout
+            while pending:
+                if time.monotonic() > deadline:
+                    raise BrokerError(f"reading {topic!r} to its end took over {timeout:.0f} s")
+                message = consumer.poll(0.5)
+                if message is None:
+                    continue
+                if message.error():
+                    if message.error().code() == KafkaError._PARTITION_EOF:
+                        pending.discard(message.partition())
+                        continue
+                    raise BrokerError(f"reading {topic!r}: {message.error()}")
+                records.append(_record(message))
+        finally:
+            consumer.close()
+        return records
+
+    def end_offsets(self, topic: str, isolation: str = "read_committed") -> int:
+        """The sum of ``topic``'s partitions' end offsets as ``isolation`` sees them: under
+        read_committed the last stable offset, which stops before an open transaction."""
+        from confluent_kafka import Consumer, TopicPartition
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"test-{uuid.uuid4().hex}",
+                             "isolation.level": isolation})
+        try:
+            partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
+            return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in partitions)
+        finally:
+            consumer.close()
 
     def records_in(self, topic: str) -> int:
         """How many records ``topic`` holds: the sum of its partitions' end offsets (a
@@ -220,6 +259,13 @@ class KafkaBroker:
             return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in partitions)
         finally:
             consumer.close()
+
+
+def _record(message) -> tuple[str | None, str | None, int, int]:
+    """A consumed record as the tests compare it: (key, value, partition, offset), text as text."""
+    key, value = message.key(), message.value()
+    return (None if key is None else key.decode(), None if value is None else value.decode(),
+            message.partition(), message.offset())
 
 
 class Topics:
@@ -244,3 +290,9 @@ class Topics:
 
     def records_in(self, topic: str) -> int:
         return self.broker.records_in(topic)
+
+    def read_to_end(self, topic: str, isolation: str = "read_committed"):
+        return self.broker.read_to_end(topic, isolation)
+
+    def end_offsets(self, topic: str, isolation: str = "read_committed") -> int:
+        return self.broker.end_offsets(topic, isolation)

@@ -252,7 +252,8 @@ def test_a_pipeline_on_kafka_topics_through_a_runtime_process(sqlite_engine, env
 
     # records produced while no runtime runs come out once, after a restart on the checkpoint.
     # (Stopped before the batch that wrote them committed, the batch would run again and Spark's
-    # Kafka sink produce it twice: at least once, until issue 30's exactly-once sink.)
+    # Kafka sink produce it twice: at least once, the default; tests/test_kafka_exactly_once.py
+    # has processing.guarantee exactly_once_v2.)
     checkpoint = engine.query("CSAS_BIG_3").checkpoint
     wait_until(lambda: last_committed_batch(checkpoint) == last_planned_batch(checkpoint) >= 0, 60, "batch committed")
     assert sigterm(runtime) == 0

@@ -57,7 +57,8 @@ SETTINGS = [
     ("SET 'ksql.streams.cache.max.bytes.buffering' = '0'",
      "ksql.streams.cache.max.bytes.buffering has no effect in streamql: a table's changes are written once "
      "per micro-batch", None),
-    ("SET 'processing.guarantee' = 'exactly_once_v2'", "processing.guarantee has no effect in streamql", None),
+    ("SET 'processing.guarantee' = 'exactly_once_v2'", "Set processing.guarantee = exactly_once_v2", None),
+    ("SET 'ksql.streams.processing.guarantee' = 'AT_LEAST_ONCE'", "Set processing.guarantee = at_least_once", None),
     ("SET 'ksql.query.pull.table.scan.enabled' = 'true'", "a ksqlDB server setting, which no streamql", None),
 ]
 
@@ -67,6 +68,45 @@ def test_a_ksqldb_setting_is_mapped_or_accepted_with_what_it_does(engine, sql, s
     [result, shown] = engine.execute(f"{sql}; SHOW PROPERTIES")
     assert said in result.message
     assert dict((k, v) for k, v, _ in shown.rows)["auto.offset.reset"] == offset_reset
+
+
+# (a processing.guarantee the SET gives, what the refusal says)
+GUARANTEES_REFUSED = [
+    ("exactly_once", "processing.guarantee = 'exactly_once' is refused: exactly_once \\(v1\\) was removed in Kafka 4.0"),
+    ("exactly_once_beta", "exactly_once_beta was renamed exactly_once_v2"),
+    ("at_most_once", "processing.guarantee must be one of at_least_once, exactly_once_v2, not 'at_most_once'"),
+    ("exactly_once_v2'; DROP STREAM s; --", "must be one of at_least_once, exactly_once_v2, not \"exactly_once_v2'; DROP"),
+]
+
+
+@pytest.mark.parametrize("value, said", GUARANTEES_REFUSED)
+def test_a_processing_guarantee_streamql_has_not_is_refused_naming_it(engine, value, said):
+    engine.execute("CREATE STREAM s (id INT KEY, v STRING)")
+    before = catalog_dump(engine.catalog.url)
+    quoted = value.replace("'", "''")
+    with pytest.raises(ValidationError, match=said):
+        engine.execute(f"SET 'processing.guarantee' = '{quoted}'; CREATE STREAM t AS SELECT * FROM s")
+    assert catalog_dump(engine.catalog.url) == before
+
+
+# (the script's SETs, the processing.guarantee its query records: None is ksqlDB's default, at least once)
+GUARANTEES_RECORDED = [
+    ("", None),
+    ("SET 'processing.guarantee' = 'exactly_once_v2';", "exactly_once_v2"),
+    ("SET 'ksql.streams.processing.guarantee' = 'exactly_once_v2';", "exactly_once_v2"),
+    ("SET 'processing.guarantee' = 'exactly_once_v2'; SET 'processing.guarantee' = 'at_least_once';", "at_least_once"),
+    ("SET 'processing.guarantee' = 'exactly_once_v2'; UNSET 'processing.guarantee';", None),
+]
+
+
+@pytest.mark.parametrize("sets, recorded", GUARANTEES_RECORDED)
+def test_the_processing_guarantee_is_recorded_with_the_query(engine, sets, recorded):
+    engine.execute(f"CREATE STREAM s (id INT KEY, v STRING); {sets} CREATE STREAM t AS SELECT * FROM s;"
+                   f"{sets} CREATE STREAM k WITH (kafka_topic='k') AS SELECT * FROM s")
+    assert engine.query("CSAS_T_1").settings.get("processing.guarantee") == recorded
+    explained = dict(engine.execute("EXPLAIN CSAS_K_2")[0].rows)
+    assert explained["processing_guarantee"] == (recorded or "at_least_once")
+    assert "processing_guarantee" not in dict(engine.execute("EXPLAIN CSAS_T_1")[0].rows)  # a file output
 
 
 def test_a_setting_that_is_not_ksqldbs_is_still_unknown(engine):

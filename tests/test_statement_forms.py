@@ -38,5 +38,6 @@ def test_show_topics_and_properties(engine):
     shown = engine.execute("SET 'auto.offset.reset' = 'earliest'; SHOW PROPERTIES; UNSET 'auto.offset.reset';"
                            "SHOW PROPERTIES")
     timestamp = ["starting.timestamp", None, "an ISO-8601 time with its zone, epoch milliseconds"]
-    assert shown[1].rows == [["auto.offset.reset", "earliest", "earliest, latest"], timestamp]
-    assert shown[3].rows == [["auto.offset.reset", None, "earliest, latest"], timestamp]
+    guarantee = ["processing.guarantee", None, "at_least_once, exactly_once_v2"]
+    assert shown[1].rows == [["auto.offset.reset", "earliest", "earliest, latest"], timestamp, guarantee]
+    assert shown[3].rows == [["auto.offset.reset", None, "earliest, latest"], timestamp, guarantee]

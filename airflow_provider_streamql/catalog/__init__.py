@@ -12,7 +12,15 @@ from .model import (
     Snapshot,
     SourceInfo,
 )
-from .states import ACTIVE_STATES, BAD_RECORD_STATUSES, BadRecordStatus, DesiredState, OnError, QueryState
+from .states import (
+    ACTIVE_STATES,
+    BAD_RECORD_STATUSES,
+    BadRecordStatus,
+    DesiredState,
+    OnError,
+    ProcessingGuarantee,
+    QueryState,
+)
 from .store import Catalog
 from .urls import DEFAULT_PIPELINE, default_home, default_pipeline, default_url, safe_url
 
@@ -21,6 +29,7 @@ __all__ = [
     "BadRecordStatus",
     "DesiredState",
     "OnError",
+    "ProcessingGuarantee",
     "QueryState",
     "LATEST",
     "current_version",

@@ -48,6 +48,19 @@ class OnError(enum.StrEnum):
     PAUSE = "PAUSE"
 
 
+class ProcessingGuarantee(enum.StrEnum):
+    """``SET 'processing.guarantee'`` as a query records it: how its Kafka output is written.
+    (File outputs are exactly once per batch either way.)"""
+
+    AT_LEAST_ONCE = "at_least_once"  # Spark's Kafka sink: a batch re-run after a crash is produced again
+    EXACTLY_ONCE_V2 = "exactly_once_v2"  # one Kafka transaction per batch, fenced by batch id
+
+    @classmethod
+    def of(cls, settings: dict[str, str]) -> ProcessingGuarantee:
+        """The guarantee a query's recorded ``settings`` ask for (ksqlDB's default: at least once)."""
+        return cls(settings.get("processing.guarantee", cls.AT_LEAST_ONCE))
+
+
 class BadRecordStatus(enum.StrEnum):
     """What became of a bad record (:data:`BAD_RECORD_STATUSES` says it in words)."""
 

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from sqlalchemy import Connection
 
-from ..catalog.states import BadRecordStatus, DesiredState
+from ..catalog.states import BadRecordStatus, DesiredState, ProcessingGuarantee
 from ..language import statements as st
 from ..language.starting import timestamp_millis, timestamp_text
 from ..results import Result
@@ -19,25 +19,34 @@ from ..storage.deadletter import append_dead_letters, dead_letter_source
 from .planning import Planning, error_at, state_error_at
 from .step import Step, remove_files
 
-# SET 'key' -> allowed values (as SHOW PROPERTIES lists them).
+# SET 'key' -> allowed values (as SHOW PROPERTIES lists them; each recorded with the queries the
+# script creates after it)
 SESSION_PROPERTIES = {
     "auto.offset.reset": ("earliest", "latest"),
     "starting.timestamp": ("an ISO-8601 time with its zone", "epoch milliseconds"),
+    "processing.guarantee": tuple(ProcessingGuarantee),
 }
 #: a property whose value is not one of a few words: its value resolved once, at SET, to the
 #: text recorded (a ValueError saying what is wrong with it otherwise)
 SESSION_VALUES: dict[str, Callable[[str], str]] = {
     "starting.timestamp": lambda text: timestamp_text(timestamp_millis(text)),
 }
+#: values of a session property that are refused with a reason rather than as unknown
+REFUSED_VALUES = {
+    ("processing.guarantee", "exactly_once"): "exactly_once (v1) was removed in Kafka 4.0 (KIP-732)",
+    ("processing.guarantee", "exactly_once_beta"): "exactly_once_beta was renamed exactly_once_v2 (KIP-732)",
+}
 #: ksqlDB's names of a session property streamql has
-KSQL_ALIASES = {"ksql.streams.auto.offset.reset": "auto.offset.reset"}
+KSQL_ALIASES = {
+    "ksql.streams.auto.offset.reset": "auto.offset.reset",
+    "ksql.streams.processing.guarantee": "processing.guarantee",
+}
 #: ksqlDB and Kafka Streams settings streamql accepts without effect, and why they have none
 #: (each also under ksqlDB's ``ksql.streams.`` prefix); any other ``ksql.*`` setting is
 #: accepted the same way with the general reason
 KSQL_WITHOUT_EFFECT = {
     "cache.max.bytes.buffering": "a table's changes are written once per micro-batch, with no cache between",
     "commit.interval.ms": "a query commits once per micro-batch (its trigger)",
-    "processing.guarantee": "file outputs are exactly once per batch; a Kafka output is at least once",
     "num.stream.threads": "a query's tasks run on the Spark cores of its runtime",
 }
 KSQL_GENERAL = "a ksqlDB server setting, which no streamql statement reads"
@@ -160,6 +169,8 @@ class ControlStatements:
                 raise error_at(f"{stmt.key} {stmt.value!r} is {e}", stmt) from None
             self.planning.settings[stmt.key] = value
             return Step(Result(stmt.text, f"Set {stmt.key} = {value}", details={"set": {stmt.key: value}}))
+        if (reason := REFUSED_VALUES.get((stmt.key, stmt.value.lower()))) is not None:
+            raise error_at(f"{stmt.key} = {stmt.value!r} is refused: {reason}; use {', '.join(allowed)}", stmt)
         if stmt.value.lower() not in allowed:
             raise error_at(f"{stmt.key} must be one of {', '.join(allowed)}, not {stmt.value!r}", stmt)
         self.planning.settings[stmt.key] = stmt.value.lower()

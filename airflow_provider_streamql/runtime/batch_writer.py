@@ -23,6 +23,7 @@ from ..catalog import SourceInfo
 from ..storage.layout import Part
 from ..storage.topics import FORMATS, TOMBSTONES, is_data_name
 from . import kafka
+from .kafka_exactly_once import TransactionalSink
 from .schemas import format_options, spark_type
 from .tables import Changes
 
@@ -45,7 +46,8 @@ class BatchWriter:
     batch last. ``compute`` turns the micro-batch
     into the rows to write (stream-table joins). ``before_commit`` runs just before the
     rename; it raises if this runtime lost the query's lease, so a fenced-off runtime never
-    commits.
+    commits. ``transactions``: a Kafka output written exactly once (each batch in a Kafka
+    transaction); without it, Spark's Kafka sink writes it at least once.
     """
 
     def __init__(
@@ -56,9 +58,10 @@ class BatchWriter:
         *,
         as_directory: bool,
         compute: Callable[[DataFrame], DataFrame | Changes] | None = None,
+        transactions: TransactionalSink | None = None,
     ):
         self.sink, self.prefix, self.before_commit = sink, prefix, before_commit
-        self.as_directory, self.compute = as_directory, compute
+        self.as_directory, self.compute, self.transactions = as_directory, compute, transactions
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         try:
@@ -68,12 +71,15 @@ class BatchWriter:
                 df.unpersist()
 
     def _write(self, df: DataFrame, batch_id: int) -> None:
-        if self.sink.kafka_topic:  # a changelog topic: at least once per batch
+        if self.sink.kafka_topic:  # a topic: at least once per batch, or exactly once in a transaction
             out = self.compute(df) if self.compute is not None else df
             if isinstance(out, Changes):
                 records = kafka.encode(out.rows, self.sink, deleted=out.deleted)
             else:
                 records = kafka.encode(out, self.sink)
+            if self.transactions is not None:
+                self.transactions.write(records, batch_id, self.before_commit)
+                return
             spec = kafka.writer_spec(self.sink, kafka.settings(records.sparkSession))
             self.before_commit()
             records.write.format(spec.format).options(**spec.options).save()

@@ -21,7 +21,7 @@ from ..language.starting import Starting
 from ..language.streaming import StreamingPlan
 from ..storage.layout import Part, dead_letter_checkpoint
 from ..storage.topics import FORMATS
-from . import kafka, kafka_connector
+from . import kafka, kafka_connector, kafka_exactly_once
 from .badrecords import RecordGuard, dead_letters, read_whole_records
 from .batch_writer import BatchWriter
 from .evolution import source_evolution
@@ -153,18 +153,26 @@ def start_query(
     read_whole_records(spark)
     if sink.kafka_topic:  # its sources load the connector as they are read; a sink before its first batch
         kafka_connector.ensure(spark)
+    transactions = kafka_exactly_once.for_query(query, sink)  # None: at least once, or a file output
     with source_evolution(spark, bool(plan.source_names)):
         if plan.table_query:  # a changelog in, a changelog out (runtime/tables.py)
             changes, compute = table_query_frame(spark, query, plan, sources, sink)
             writer = changes.writeStream.foreachBatch(
-                BatchWriter(sink, f"v{query.version:04d}", before_commit, as_directory=True, compute=compute)
+                BatchWriter(
+                    sink,
+                    f"v{query.version:04d}",
+                    before_commit,
+                    as_directory=True,
+                    compute=compute,
+                    transactions=transactions,
+                )
             )
             return writer.queryName(query.id).option("checkpointLocation", query.checkpoint).start()
         df, compute = frames.frame(spark, query, plan, sources, record_guard)
         if compute is not None:
             name = f"{query.id}-v{query.version:04d}"
             writer = df.writeStream.foreachBatch(
-                BatchWriter(sink, name, before_commit, as_directory=False, compute=compute)
+                BatchWriter(sink, name, before_commit, as_directory=False, compute=compute, transactions=transactions)
             )
             return writer.queryName(query.id).option("checkpointLocation", query.checkpoint).start()
         return sink_writer(df, query, plan, sink, before_commit).start()
@@ -211,7 +219,8 @@ def sink_writer(
     df: DataFrame, query: QueryInfo, plan: StreamingPlan, sink: SourceInfo, before_commit: Callable[[], None]
 ) -> DataStreamWriter:
     """The configured writeStream for a query's sink (not yet started)."""
-    if sink.kafka_topic and query.kind == "CSAS":
+    transactions = kafka_exactly_once.for_query(query, sink)  # None: at least once, or a file output
+    if sink.kafka_topic and query.kind == "CSAS" and transactions is None:
         spec = kafka.writer_spec(sink, kafka.settings(df.sparkSession))
         return (
             kafka.encode(df, sink)
@@ -222,7 +231,7 @@ def sink_writer(
             .options(**spec.options)
         )
     writer = df.writeStream.queryName(query.id).option("checkpointLocation", query.checkpoint)
-    if query.kind == "CSAS":
+    if query.kind == "CSAS" and not sink.kafka_topic:
         os.makedirs(Part(sink.path).folder, exist_ok=True)  # a folder replaced by a link is refused
         if not sink.batch_files:  # an output from before several writers: Spark's file sink, as ever
             return (
@@ -234,11 +243,20 @@ def sink_writer(
     if query.kind == "CTAS":
         having = HavingChanges(plan.having_column, sink.key_columns) if plan.having_column else None
         return writer.outputMode(plan.output_mode).foreachBatch(
-            BatchWriter(sink, f"v{query.version:04d}", before_commit, as_directory=True, compute=having)
+            BatchWriter(
+                sink,
+                f"v{query.version:04d}",
+                before_commit,
+                as_directory=True,
+                compute=having,
+                transactions=transactions,
+            )
         )
     # INSERT queries and new CSAS outputs: whole renamed files named by query, version and batch
     return writer.outputMode("append").foreachBatch(
-        BatchWriter(sink, f"{query.id}-v{query.version:04d}", before_commit, as_directory=False)
+        BatchWriter(
+            sink, f"{query.id}-v{query.version:04d}", before_commit, as_directory=False, transactions=transactions
+        )
     )
 
 

@@ -98,13 +98,28 @@ def consumer(settings: Mapping[str, str], **overrides: Any):
     return _client("Consumer", settings, overrides)
 
 
-def _client(kind: str, settings: Mapping[str, str], overrides: Mapping[str, Any]):
+def admin(settings: Mapping[str, str], **overrides: Any):
+    """A confluent-kafka AdminClient for ``settings``; ``overrides`` as librdkafka settings."""
+    return _client("AdminClient", settings, overrides)
+
+
+def require():
+    """The confluent_kafka module; a StateError saying what to install if it is missing."""
     try:
         import confluent_kafka
     except ImportError:
         raise StateError(f"talking to Kafka from Python needs confluent-kafka: pip install '{EXTRA}'") from None
+    return confluent_kafka
+
+
+def _client(kind: str, settings: Mapping[str, str], overrides: Mapping[str, Any]):
+    confluent_kafka = require()
     config: dict[str, Any] = {**client_config(settings), **overrides}
     try:
+        if kind == "AdminClient":
+            import confluent_kafka.admin
+
+            return confluent_kafka.admin.AdminClient(config)
         return getattr(confluent_kafka, kind)(config)
     except confluent_kafka.KafkaException as e:
         # librdkafka names the setting it refused; mask any value a message might carry

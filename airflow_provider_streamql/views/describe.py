@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from ..catalog import Catalog, QueryInfo, Snapshot
+from ..catalog import Catalog, ProcessingGuarantee, QueryInfo, Snapshot
 from ..errors import StateError
 from ..language import statements as st
 from ..language.streaming import DEFAULT_GRACE_SECONDS, duration_sql
@@ -136,10 +136,19 @@ def explain(catalog: Catalog, conn: Connection, snapshot: Snapshot, stmt: st.Exp
         *[("shadow", s.id) for s in snapshot.queries.values() if s.settings.get("shadow_of") == q.id],
         ("error", q.error),
         ("on_error", q.settings.get("on_error") or "(the pipeline's default)"),
+        *_guarantee(snapshot, q),
         *version_history(catalog, q.id, conn),
         *[("bad record", text) for text in bad_record_lines(catalog, q.id, conn)],
     ]
     return Result(stmt.text, columns=["field", "value"], rows=[[k, v] for k, v in fields])
+
+
+def _guarantee(snapshot: Snapshot, q: QueryInfo) -> list[tuple[str, str]]:
+    """How the query writes its Kafka output; nothing for a file output (exactly once per batch)."""
+    sink = snapshot.sources.get(q.sink)
+    if sink is None or not sink.kafka_topic:
+        return []
+    return [("processing_guarantee", str(ProcessingGuarantee.of(q.settings)))]
 
 
 def describe_query(catalog: Catalog, conn: Connection, snapshot: Snapshot, stmt: st.Describe) -> Result:
