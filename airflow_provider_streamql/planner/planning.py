@@ -31,6 +31,7 @@ from ..language.limits import Limits
 from ..language.types import SqlType, TypeName
 from ..results import Result
 from ..storage import topics
+from ..storage.kafka_topics import KafkaSettings
 from ..storage.layout import Layout, Part
 from ..views.describe import StateReader
 from . import feasibility, properties
@@ -99,6 +100,8 @@ class Planning:
     #: how DESCRIBE ... STATE reads a checkpoint's state rows (the engine hands in the
     #: runtime's Spark reader; the planner never starts Spark itself)
     read_state: StateReader | None = None
+    #: the engine's own Kafka client settings (INSERT VALUES, PRINT and pull queries on topics)
+    kafka: KafkaSettings = field(default_factory=KafkaSettings)
 
     # -- lookups -------------------------------------------------------------------------
     def query_named(self, query_id: str, stmt: st.Statement) -> QueryInfo:
