@@ -256,3 +256,54 @@ def test_the_cli_prints_a_topic_with_the_kafka_properties_of_its_environment(sql
     assert proc.returncode == 0, err
     assert [line.split(", ", 1)[1] for line in out.splitlines()] == [
         'key: 2, value: {"name":"b"}, partition: 0, offset: 1', "key: <null>, value: <null>, partition: 0, offset: 2"]
+
+
+# the live runtimes of the pipeline (whether each has Kafka settings; None: a runtime of an
+# earlier release), whether the engine has Kafka settings, the statement; the refusal, or None
+DECLARE = "CREATE STREAM k (id INT KEY, v STRING) WITH (kafka_topic='k')"
+QUERY = "CREATE STREAM f (id INT KEY, v STRING); CREATE STREAM out WITH (kafka_topic='out') AS SELECT * FROM f"
+NO_KAFKA = "no live runtime of pipeline 'default' has Kafka settings (r1): restart it with --conf " \
+           "spark.streamql.kafka.bootstrap.servers=HOST:9092"
+REFUSALS = [
+    ([], False, DECLARE, None),  # no runtime yet: one started later may have them
+    ([], False, QUERY, None),
+    ([False], False, DECLARE, f"CREATE STREAM K names Kafka topic 'k', and {NO_KAFKA}"),
+    ([False], False, QUERY, f"CREATE STREAM OUT names Kafka topic 'out', and {NO_KAFKA}"),
+    ([False], True, DECLARE, None),  # the engine reaches the topic (INSERT VALUES, PRINT, pull queries)
+    ([False], True, QUERY, f"CREATE STREAM OUT names Kafka topic 'out', and {NO_KAFKA}"),  # the runtime runs it
+    ([False, True], False, QUERY, None),
+    ([None], False, QUERY, None),
+    (["stopped"], False, QUERY, None),
+    (["other pipeline"], False, QUERY, None),
+]
+
+
+@pytest.mark.parametrize("runtimes, engine_kafka, sql, refusal", REFUSALS)
+def test_a_create_naming_a_topic_is_refused_when_no_live_runtime_has_kafka(sqlite_url, home, monkeypatch,
+                                                                           runtimes, engine_kafka, sql, refusal):
+    monkeypatch.delenv("STREAMQL_KAFKA_PROPERTIES", raising=False)
+    monkeypatch.delenv("STREAMQL_KAFKA_PROPERTIES_FILE", raising=False)
+    engine = Engine(sqlite_url, home=home, kafka_bootstrap_servers="broker:9092" if engine_kafka else None)
+    for n, kafka in enumerate(runtimes, start=1):  # heartbeats as runtimes write them
+        pipeline = "other" if kafka == "other pipeline" else "default"
+        engine.catalog.runtimes.heartbeat(f"r{n}", pipeline, "host", n, kafka=kafka if kafka in (True, None) else False)
+        if kafka == "stopped":
+            engine.catalog.runtimes.stopped(f"r{n}")
+    if refusal is None:
+        engine.execute(sql)
+        return
+    with pytest.raises(StateError) as error:
+        engine.execute(sql)
+    assert error.value.message.startswith(refusal)
+    assert "near: CREATE STREAM" in str(error.value)
+    assert [s.name for s in engine.catalog.snapshot(engine.catalog.engine.connect()).sources.values()] == []
+
+
+def test_a_runtime_records_whether_it_has_kafka_settings(spark, sqlite_engine, runtimes):
+    """A real runtime without Kafka bootstrap servers says so in its heartbeat, and a CREATE
+    naming a topic on its pipeline is refused at once (not later, in the runtime)."""
+    runtime = runtimes.start(sqlite_engine)
+    wait_until(lambda: sqlite_engine.runtimes("default", live=True), what="a heartbeat")
+    assert [r["kafka"] for r in sqlite_engine.runtimes("default", live=True)] == [False]
+    with pytest.raises(StateError, match=f"no live runtime of pipeline 'default' has Kafka settings \\({runtime.id}\\)"):
+        sqlite_engine.execute(QUERY)
