@@ -27,6 +27,13 @@ def kafka_engine(sqlite_url, home, kafka_broker):
     e.close()
 
 
+@pytest.fixture
+def no_kafka_env(monkeypatch):
+    """No Kafka properties in the environment (the engine's settings are only those given)."""
+    monkeypatch.delenv("STREAMQL_KAFKA_PROPERTIES", raising=False)
+    monkeypatch.delenv("STREAMQL_KAFKA_PROPERTIES_FILE", raising=False)
+
+
 # a column's type, a value as INSERT VALUES stores it, and the same value as Spark holds it
 TYPED = [
     ("INT", 7, 7),
@@ -181,9 +188,7 @@ NEEDS_KAFKA = [
 
 
 @pytest.mark.parametrize("sql", NEEDS_KAFKA)
-def test_a_statement_on_a_topic_needs_the_engines_kafka_settings(sqlite_engine, monkeypatch, sql):
-    monkeypatch.delenv("STREAMQL_KAFKA_PROPERTIES", raising=False)
-    monkeypatch.delenv("STREAMQL_KAFKA_PROPERTIES_FILE", raising=False)
+def test_a_statement_on_a_topic_needs_the_engines_kafka_settings(sqlite_engine, no_kafka_env, sql):
     sqlite_engine.execute(ORDERS.format(topic="orders"))
     with pytest.raises(StateError, match=r"talks to Kafka, and this engine has no Kafka bootstrap servers: give "
                                          r"them as Kafka client properties .* in \$STREAMQL_KAFKA_PROPERTIES"):
@@ -218,15 +223,13 @@ def test_a_delivery_failure_is_an_error(sqlite_url, home, kafka_topics):
         engine.execute("INSERT INTO s VALUES ('one', 'x')")
 
 
-def test_the_airflow_connection_gives_the_engine_its_kafka_settings(tmp_path, monkeypatch):
+def test_the_airflow_connection_gives_the_engine_its_kafka_settings(tmp_path, no_kafka_env):
     """An operator's engine talks to the connection's Kafka: its kafka_bootstrap_servers and
     kafka_properties (text or an object of settings)."""
     from airflow.sdk import Connection
 
     from airflow_provider_streamql.hooks.streamql import StreamQLHook
 
-    monkeypatch.delenv("STREAMQL_KAFKA_PROPERTIES", raising=False)
-    monkeypatch.delenv("STREAMQL_KAFKA_PROPERTIES_FILE", raising=False)
     for properties in ("security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\n",
                        {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"}):
         conn = Connection(conn_id="streamql_default", conn_type="streamql", extra=json.dumps(
@@ -278,13 +281,11 @@ REFUSALS = [
 ]
 
 
-@pytest.mark.parametrize("runtimes, engine_kafka, sql, refusal", REFUSALS)
-def test_a_create_naming_a_topic_is_refused_when_no_live_runtime_has_kafka(sqlite_url, home, monkeypatch,
-                                                                           runtimes, engine_kafka, sql, refusal):
-    monkeypatch.delenv("STREAMQL_KAFKA_PROPERTIES", raising=False)
-    monkeypatch.delenv("STREAMQL_KAFKA_PROPERTIES_FILE", raising=False)
+@pytest.mark.parametrize("live, engine_kafka, sql, refusal", REFUSALS)
+def test_a_create_naming_a_topic_is_refused_when_no_live_runtime_has_kafka(sqlite_url, home, no_kafka_env,
+                                                                           live, engine_kafka, sql, refusal):
     engine = Engine(sqlite_url, home=home, kafka_bootstrap_servers="broker:9092" if engine_kafka else None)
-    for n, kafka in enumerate(runtimes, start=1):  # heartbeats as runtimes write them
+    for n, kafka in enumerate(live, start=1):  # heartbeats as runtimes write them
         pipeline = "other" if kafka == "other pipeline" else "default"
         engine.catalog.runtimes.heartbeat(f"r{n}", pipeline, "host", n, kafka=kafka if kafka in (True, None) else False)
         if kafka == "stopped":
