@@ -41,6 +41,7 @@ from .planner.deploy import DeployPlan
 from .planner.step import reads_last
 from .results import Result
 from .storage import kafka_properties
+from .storage.kafka_topics import KafkaSettings
 from .storage.layout import Layout, Part
 from .upgrades import Report
 from .upgrades.report import VERDICTS
@@ -67,6 +68,11 @@ class Engine(Reader):
     :param issuer: who issues statements, recorded in the command log.
     :param limits: bounds on each statement's size and work (see docs/operations.md,
         Security); default :meth:`Limits.from_env` (``STREAMQL_MAX_*``).
+    :param kafka_bootstrap_servers: the Kafka cluster ``INSERT VALUES``, ``PRINT`` and pull
+        queries on Kafka topics talk to (wins over the Kafka properties' ``bootstrap.servers``).
+    :param kafka_properties: Kafka client properties (Java client names, secrets included:
+        settings, or ``key=value`` text), over those of ``$STREAMQL_KAFKA_PROPERTIES`` and the
+        file ``$STREAMQL_KAFKA_PROPERTIES_FILE`` names, which are always read.
     """
 
     def __init__(
@@ -77,6 +83,8 @@ class Engine(Reader):
         pipeline: str | None = None,
         issuer: str | None = None,
         limits: Limits | None = None,
+        kafka_bootstrap_servers: str | None = None,
+        kafka_properties: Mapping[str, str] | str | None = None,
     ):
         self.limits = limits if limits is not None else Limits.from_env()
         self.home = os.path.abspath(home) if home else default_home()
@@ -86,6 +94,9 @@ class Engine(Reader):
         sqlite_file = self.catalog.engine.url.database if self.catalog.dialect == "sqlite" else None
         self.layout = Layout(self.home, protected=[sqlite_file] if sqlite_file else [])
         self.issuer = issuer or f"user:{getpass.getuser()}"
+        self.kafka = KafkaSettings.of(
+            os.environ, bootstrap_servers=kafka_bootstrap_servers, properties=kafka_properties
+        )
 
     def close(self) -> None:
         self.catalog.close()
@@ -236,6 +247,7 @@ class Engine(Reader):
                 limits=self.limits,
                 read_state=_read_state,
                 settings=dict(settings or {}),
+                kafka=self.kafka,
             )
         )
 

@@ -128,9 +128,10 @@ class Runtimes:
         with reading(self.engine, conn) as conn:
             return [dict(r._mapping) for r in conn.execute(select(s.runtimes).order_by(s.runtimes.c.started_at))]
 
-    def heartbeat(self, runtime_id: str, pipeline: str, host: str, pid: int, **spark: str | None) -> None:
+    def heartbeat(self, runtime_id: str, pipeline: str, host: str, pid: int, **spark: str | bool | None) -> None:
         """Record that a runtime is alive; the first beat registers it with ``spark``'s
-        ``spark_app_id``, ``spark_ui_url`` and ``master``."""
+        ``spark_app_id``, ``spark_ui_url`` and ``master``, and ``kafka`` (whether it has Kafka
+        bootstrap servers: what a CREATE naming a topic is checked against)."""
         now = time.time()
         with write_connection(self.engine) as conn:
             done = conn.execute(

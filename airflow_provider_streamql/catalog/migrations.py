@@ -38,6 +38,7 @@ from .schema import (
     MIGRATION_8_COLUMNS,
     MIGRATION_9_TABLES,
     MIGRATION_10_TABLES,
+    MIGRATION_13_COLUMNS,
     queries,
     query_versions,
     schema_version,
@@ -211,6 +212,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     10: _create(MIGRATION_10_TABLES),
     11: one_spelling,
     12: _typed_shapes,
+    13: _add_columns(MIGRATION_13_COLUMNS),
 }
 LATEST = max(MIGRATIONS)
 

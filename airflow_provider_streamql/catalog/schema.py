@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sqlalchemy import (
+    Boolean,
     Column,
     Float,
     Integer,
@@ -110,6 +111,9 @@ runtimes = Table(
     Column("spark_app_id", String(255)),
     Column("spark_ui_url", Text),
     Column("master", String(255)),
+    # migration 13: whether it has Kafka bootstrap servers (never their values); NULL: a
+    # runtime of a release that did not say
+    Column("kafka", Boolean),
 )
 
 leases = Table(
@@ -205,6 +209,7 @@ MIGRATION_6_COLUMNS = {queries: ("run_id",)}
 MIGRATION_7_COLUMNS = {queries: ("settings", "plan", "shape"), query_versions: ("settings", "plan", "shape")}
 MIGRATION_9_TABLES = (checkpoint_snapshots,)
 MIGRATION_10_TABLES = (event_cursors,)
+MIGRATION_13_COLUMNS = {runtimes: ("kafka",)}
 #: the columns a query's version is made of (copied back by a rollback)
 DEFINITION = ("sql", "select_sql", "sources", "settings", "plan", "shape")
 

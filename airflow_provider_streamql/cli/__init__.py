@@ -281,12 +281,13 @@ def _follow(engine: Engine, printed, *, as_json: bool) -> int:
     print(json.dumps({"format": printed.message.removeprefix("Format: ")}) if as_json else printed.message, flush=True)
     try:
         while True:
-            for rowtime, key, value, file in printed.rows:
+            for row in printed.rows:
+                # a file topic's record ends with its file, a Kafka topic's with partition and offset
+                fields = dict(zip(printed.columns, row, strict=True))
                 if as_json:
-                    line = json.dumps({"rowtime": rowtime, "key": key, "value": value, "file": file})
+                    line = json.dumps(fields)
                 else:
-                    shown = f"key: {key or '<null>'}, value: {value or '<null>'}"
-                    line = f"rowtime: {rowtime or 'N/A'}, {shown}, file: {file}"
+                    line = ", ".join(f"{name}: {_printed(name, value)}" for name, value in fields.items())
                 print(line, flush=True)
             where = printed.details["print"]
             if where["limit"] is not None and where["shown"] >= where["limit"]:
@@ -295,6 +296,13 @@ def _follow(engine: Engine, printed, *, as_json: bool) -> int:
             printed = engine.follow_print(printed)
     except KeyboardInterrupt:  # Ctrl-C ends a PRINT, as in ksqlDB
         return EXIT_OK
+
+
+def _printed(column: str, value) -> str:
+    """A PRINT field as ksqlDB's CLI shows it: no time ``N/A``, no key or value ``<null>``."""
+    if value is None or value == "":
+        return {"rowtime": "N/A", "key": "<null>", "value": "<null>"}.get(column, "")
+    return str(value)
 
 
 def _wait_for_results(engine: Engine, results, args: argparse.Namespace) -> int:

@@ -26,9 +26,10 @@ class StreamQLHook(BaseHook):
     - ``pipeline``: the pipeline operators act on when they name none (default ``default``).
     - ``spark_conn_id``: the Spark connection runtimes are submitted through.
     - ``kafka_bootstrap_servers``: the Kafka cluster of the pipeline's Kafka topics
-      (``host:9092,...``): given to runtimes this connection submits, and the namespace of
-      those topics in lineage (``kafka://host:9092``).
-    - ``kafka_properties``: Kafka client properties for those runtimes, secrets included
+      (``host:9092,...``): given to runtimes this connection submits and to the engine
+      (INSERT VALUES, PRINT and pull queries on topics), and the namespace of those topics in
+      lineage (``kafka://host:9092``).
+    - ``kafka_properties``: Kafka client properties for those runtimes and the engine, secrets included
       (``sasl.jaas.config=...`` lines, as Kafka's ``client.properties``; in a JSON extra also
       an object of settings). A password field in the form; they reach a runtime through its
       environment or a file, never its command line (see SubmitRuntimeOperator).
@@ -69,8 +70,14 @@ class StreamQLHook(BaseHook):
         """The engine a ``streamql`` connection describes (also used by triggers, which
         fetch the connection themselves)."""
         settings = cls.settings(conn)
+        # the connection's Kafka settings: INSERT VALUES, PRINT and pull queries on topics
         return Engine(
-            settings["catalog"], home=settings["home"], pipeline=pipeline or settings["pipeline"], issuer=issuer
+            settings["catalog"],
+            home=settings["home"],
+            pipeline=pipeline or settings["pipeline"],
+            issuer=issuer,
+            kafka_bootstrap_servers=settings["kafka_bootstrap_servers"],
+            kafka_properties=settings["kafka_properties"],
         )
 
     @classmethod

@@ -15,6 +15,7 @@ changes nothing (:func:`unchanged`) need no state and are plain functions.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -30,9 +31,11 @@ from ..language.compiler import SourceSchema, analyze_query
 from ..language.limits import Limits
 from ..language.types import SqlType, TypeName
 from ..results import Result
-from ..storage import topics
+from ..storage import kafka_properties, topics
+from ..storage.kafka_topics import KafkaSettings
 from ..storage.layout import Layout, Part
 from ..views.describe import StateReader
+from ..views.reader import RUNTIME_STALE_AFTER
 from . import feasibility, properties
 from .step import Step
 
@@ -99,6 +102,8 @@ class Planning:
     #: how DESCRIBE ... STATE reads a checkpoint's state rows (the engine hands in the
     #: runtime's Spark reader; the planner never starts Spark itself)
     read_state: StateReader | None = None
+    #: the engine's own Kafka client settings (INSERT VALUES, PRINT and pull queries on topics)
+    kafka: KafkaSettings = field(default_factory=KafkaSettings)
 
     # -- lookups -------------------------------------------------------------------------
     def query_named(self, query_id: str, stmt: st.Statement) -> QueryInfo:
@@ -187,6 +192,34 @@ class Planning:
 
         return analyze_query(stmt, self.schemas(), spellings=spellings, check=feasible)
 
+    # -- Kafka -----------------------------------------------------------------------
+    def check_kafka_runtimes(self, stmt, topic: str, *, query: bool) -> None:
+        """Refuse a CREATE naming Kafka topic ``topic`` when the pipeline has live runtimes
+        and none has Kafka bootstrap servers (a query's sink: its runtime would fail on it; a
+        declared source: unless the engine has Kafka settings, with which INSERT VALUES,
+        PRINT and pull queries reach the topic). With no live runtime it is accepted: one
+        started later may have them. A runtime of a release that does not say counts as one
+        that has them."""
+        now = time.time()
+        live = [
+            r
+            for r in self.catalog.runtimes.all(self.conn)
+            if r["pipeline"] == self.pipeline
+            and r["stopped_at"] is None
+            and now - r["heartbeat_at"] <= RUNTIME_STALE_AFTER
+        ]
+        if not live or any(r["kafka"] is not False for r in live) or (not query and self.kafka.given):
+            return
+        engine = "" if query else "; or give this engine Kafka settings ($STREAMQL_KAFKA_PROPERTIES)"
+        raise state_error_at(
+            f"CREATE {stmt.kind} {stmt.name} names Kafka topic {topic!r}, and no live runtime of pipeline "
+            f"{self.pipeline!r} has Kafka settings ({', '.join(sorted(r['id'] for r in live))}): restart it with "
+            f"--conf spark.streamql.kafka.bootstrap.servers=HOST:9092 (secrets in ${kafka_properties.PROPERTIES_ENV} "
+            f"or the file ${kafka_properties.PROPERTIES_FILE_ENV} names; with SubmitRuntimeOperator, the streamql "
+            f"connection's kafka_bootstrap_servers and kafka_properties){engine}",
+            stmt,
+        )
+
     # -- the source a CREATE declares (or a query writes) ----------------------------
     def source(self, stmt, columns, writer: str | None, replacing: SourceInfo | None = None) -> SourceInfo:
         props, problem = properties.with_format(dict(stmt.properties))
@@ -212,6 +245,7 @@ class Planning:
                     at=stmt.property_at.get("value_format"),
                 )
             path = f"kafka:{props['kafka_topic']}"
+            self.check_kafka_runtimes(stmt, props["kafka_topic"], query=writer is not None)
         else:
             others = {
                 s.name: s.path

@@ -11,13 +11,15 @@ from typing import Any, cast
 
 from sqlglot import exp
 
-from ..errors import NotFoundError, ValidationError
+from ..errors import NotFoundError, StateError, ValidationError
 from ..language import statements as st
 from ..results import Result
-from ..storage import printing, topics
+from ..storage import kafka_records, kafka_topics, printing, topics
+from ..storage.kafka_topics import KafkaSettings
+from ..storage.topic_tables import topic_rows
 from ..storage.values import ValueEvaluator, record_problem, stored
 from . import properties
-from .planning import Planning, error_at
+from .planning import Planning, error_at, state_error_at
 from .step import Step, remove_files
 
 
@@ -38,9 +40,7 @@ class Reads:
                 stmt,
             )
         if src.kafka_topic:
-            raise error_at(
-                f"{src.name} is the Kafka topic {src.kafka_topic!r}: produce to it with a Kafka producer", stmt
-            )
+            self._kafka_settings(f"INSERT INTO {src.name} (Kafka topic {src.kafka_topic!r})", stmt)
         by_lower = {c.name.lower(): c for c in src.columns}
         names = stmt.columns or [c.name for c in src.columns]
         if len(names) != len(stmt.rows[0]):
@@ -66,7 +66,7 @@ class Reads:
                             evaluator.value(tree, column.name),
                             column,
                             tree,
-                            timestamp_format=src.properties.get("timestamp_format"),
+                            timestamp_format=None if src.kafka_topic else src.properties.get("timestamp_format"),
                         )
                     except ValidationError as e:
                         raise error_at(where + e.message, stmt) from None
@@ -82,23 +82,24 @@ class Reads:
                         raise error_at(f"{where}primary key column {key!r} of {src.name} cannot be NULL", stmt)
                 records.append(record)
 
+        count = f"{len(records)} record" + ("s" if len(records) > 1 else "")
+        if src.kafka_topic:
+            return self._produce(stmt, src, records, count)
+
         def files() -> Callable[[], None]:
             written = topics.append(
                 src.path, src.format, src.columns, records, delimiter=topics.value_delimiter(src.properties)
             )
             return lambda: remove_files([written])
 
-        count = f"{len(records)} record" + ("s" if len(records) > 1 else "")
         return Step(Result(stmt.text, f"Inserted {count} into {src.name}"), files=files)
 
     def pull_query(self, stmt: st.PullQuery) -> Step:
         analysis = self.planning.analyze_pull(stmt)
         sources = {name: self.planning.snapshot.sources[name] for name in analysis.sources}
-        on_kafka = [f"{s.name} (Kafka topic {s.kafka_topic!r})" for s in sources.values() if s.kafka_topic]
-        if on_kafka:
-            raise error_at(
-                f"pull queries read file topics; {', '.join(on_kafka)} is read by persistent queries only", stmt
-            )
+        on_kafka = [s for s in sources.values() if s.kafka_topic]
+        for src in on_kafka:
+            self._kafka_settings(f"a pull query of {src.name} (Kafka topic {src.kafka_topic!r})", stmt)
 
         result = Result(stmt.text)
 
@@ -108,8 +109,13 @@ class Reads:
             from ..storage.pull import run_pull_query
 
             notes: list[str] = []
+            read_topics = {
+                src.name: topic_rows(self.planning.kafka, src, self.planning.limits, notes) for src in on_kafka
+            }
             select = analysis.named or cast(exp.Select, stmt.select)  # one SELECT (parse_select)
-            result.columns, result.rows = run_pull_query(select, sources, analysis, self.planning.limits, notes)
+            result.columns, result.rows = run_pull_query(
+                select, sources, analysis, self.planning.limits, notes, topics=read_topics
+            )
             if notes:
                 result.message = "; ".join(notes)
                 result.details["notes"] = notes
@@ -121,17 +127,16 @@ class Reads:
         if src is None:
             raise self.planning.unknown(stmt.name, stmt)
         if src.kafka_topic:
-            raise error_at(
-                f"{src.name} is the Kafka topic {src.kafka_topic!r}: PRINT reads file topics (a Kafka "
-                f"consumer, kafka-console-consumer, prints it)",
-                stmt,
-            )
-        result = Result(stmt.text, f"Format: {src.format}", columns=list(printing.COLUMNS))
+            self._kafka_settings(f"PRINT {src.name} (Kafka topic {src.kafka_topic!r})", stmt)
+        result = Result(stmt.text, f"Format: {src.format}", columns=printing.columns(src))
+        kafka, limits = self.planning.kafka, self.planning.limits
 
         def read() -> None:
-            # outside any catalog transaction, as a pull query: the files as they are now
-            start = printing.Printed() if stmt.from_beginning else printing.skip_all(src)
-            printed = printing.print_records(src, start, interval=stmt.interval, limit=stmt.limit)
+            # outside any catalog transaction, as a pull query: the topic as it is now
+            start = printing.Printed() if stmt.from_beginning else printing.skip_all(src, kafka)
+            printed = printing.print_records(
+                src, start, interval=stmt.interval, limit=stmt.limit, kafka=kafka, limits=limits
+            )
             result.rows = printed.rows
             result.details["print"] = {
                 "source": src.name,
@@ -141,6 +146,28 @@ class Reads:
             }
 
         return Step(result, read=read, reads=frozenset({src.name}))
+
+    def _kafka_settings(self, what: str, stmt: st.Statement) -> KafkaSettings:
+        """The engine's Kafka settings, or the statement's error saying how to give them."""
+        try:
+            return self.planning.kafka.require(what)
+        except StateError as e:
+            raise state_error_at(e.message, stmt) from None
+
+    def _produce(self, stmt: st.InsertValues, src, records: list[dict[str, Any]], count: str) -> Step:
+        """INSERT VALUES on a Kafka topic: the records produced, in order, once every check
+        passed (inside the catalog transaction, as a file topic's append: a failed delivery
+        fails the statement and the script). Kafka has no undo: what a broker took stays."""
+        kafka = self.planning.kafka
+        topic = cast(str, src.kafka_topic)
+
+        def files() -> None:
+            try:
+                kafka_topics.produce(kafka, topic, [kafka_records.encode(r, src.columns) for r in records])
+            except StateError as e:
+                raise state_error_at(f"INSERT INTO {src.name}: {e.message}", stmt) from None
+
+        return Step(Result(stmt.text, f"Inserted {count} into {src.name} (Kafka topic {topic!r})"), files=files)
 
     def show(self, stmt: st.Show) -> Step:
         from ..views.describe import show

@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pyspark.sql import SparkSession
 
 from ..catalog import ERROR_POLICIES, Catalog, QueryInfo
+from . import kafka
 from .holds import Holds
 from .leases import Leases
 from .listener import ProgressListener
@@ -110,6 +111,9 @@ class Runtime:
             "spark_app_id": context.applicationId,
             "spark_ui_url": context.uiWebUrl,
             "master": context.master,
+            # whether it can run a query on a Kafka topic (a CREATE naming one is refused when
+            # no live runtime of the pipeline can); never the settings themselves
+            "kafka": "kafka.bootstrap.servers" in kafka.settings(spark),
         }
         self.metrics = None
         if metrics_port is not None:

@@ -47,11 +47,13 @@ def run_pull_query(
     analysis: SelectAnalysis,
     limits: Limits | None = None,
     notes: list[str] | None = None,
+    topics: dict[str, list[dict[str, Any]]] | None = None,
 ) -> Answer:
     """Run ``select`` (validated by the analyzer, Spark dialect) over ``sources`` (upper-case
     name -> source) in a fresh, locked DuckDB within ``limits``: the output column names and
-    plain rows. What a user should know about the answer (lines skipped) is added to ``notes``."""
-    with PullQuery(sources.values(), limits) as query:
+    plain rows. What a user should know about the answer (lines skipped) is added to ``notes``.
+    ``topics``: the rows each source on a Kafka topic holds now (:mod:`.topic_tables`)."""
+    with PullQuery(sources.values(), limits, topics) as query:
         answer = query.run(select, analysis)
     if notes is not None:
         notes.extend(query.notes)
@@ -60,6 +62,8 @@ def run_pull_query(
 
 def data_files(src: SourceInfo) -> list[str]:
     """The files a reader of ``src`` may see now, oldest first (a table's later rows win)."""
+    if src.kafka_topic:
+        return []  # read through a Kafka client (.topic_tables)
     if src.kind == "TABLE":
         return topics.changelog_files(src.path)
     return topics.committed_files(src.path)
@@ -93,8 +97,10 @@ class PullQuery:
     #: rows per batch the answer is read in (its rows and bytes are counted as it comes)
     BATCH_ROWS = 8192
 
-    def __init__(self, sources, limits: Limits | None = None):
+    def __init__(self, sources, limits: Limits | None = None, topics: dict[str, list[dict]] | None = None):
         self.sources = list(sources)
+        #: the rows of each source on a Kafka topic, read before (no file of theirs is read)
+        self.topics = topics or {}
         self.limits = limits or Limits()
         #: each source's files as they are now: the only files DuckDB may read
         self.files = {src.name: data_files(src) for src in self.sources}
@@ -167,6 +173,12 @@ class PullQuery:
         """``src`` as a table of its name, typed as declared (only its files are readable)."""
         name = _ident(src.name)
         files = self.files[src.name]
+        if src.name in self.topics:  # as text, cast to the declared types as a file's JSON is
+            self.con.register(self.ROWS, _rows_as_text(src, self.topics[src.name]))
+            values = self._values(src, {c.name.lower(): c.name for c in src.columns})
+            self.con.execute(f"CREATE TABLE {name} AS SELECT {values} FROM {_ident(self.ROWS)}")
+            self._drop_stage()
+            return
         if not files:
             columns = ", ".join(f"{_ident(c.name)} {c.type.duckdb()}" for c in src.columns)
             self.con.execute(f"CREATE TABLE {name} ({columns})")
@@ -288,17 +300,14 @@ class PullQuery:
     def _text_rows(self, src: SourceInfo, files: list[str], *, with_file: bool = False) -> pa.Table:
         """The rare slow path: records read in Python with keys matched case-insensitively
         (as :func:`topics.read_file` does), each value as text for DuckDB to cast."""
-        columns: dict[str, list] = {c.name: [] for c in src.columns}
         by_lower = {c.name.lower(): c.name for c in src.columns}
-        paths: list[str] = []
+        rows, paths = [], []
         for path in files:
             for record in _json_records(src, path):
-                row = {by_lower[k.lower()]: v for k, v in record.items() if k.lower() in by_lower}
-                for name, values in columns.items():
-                    values.append(_as_text(row.get(name)))
+                rows.append({by_lower[k.lower()]: v for k, v in record.items() if k.lower() in by_lower})
                 paths.append(path)
-        table = {name: pa.array(values, pa.string()) for name, values in columns.items()}
-        return pa.table(table | ({self.FILE: pa.array(paths, pa.string())} if with_file else {}))
+        table = _rows_as_text(src, rows)
+        return table.append_column(self.FILE, pa.array(paths, pa.string())) if with_file else table
 
     def _unreadable(self, src: SourceInfo, files: list[str], error: duckdb.Error) -> ValidationError:
         """Which file (and line) of ``src`` could not be read, and why: read them one by one."""
@@ -326,6 +335,11 @@ PLAIN_TYPES = (
     pa.types.is_string_view,
     pa.types.is_null,
 )
+
+
+def _rows_as_text(src: SourceInfo, rows: list[dict[str, Any]]) -> pa.Table:
+    """``rows`` (column -> JSON value) as a table of text columns, for DuckDB to cast."""
+    return pa.table({c.name: pa.array([_as_text(r.get(c.name)) for r in rows], pa.string()) for c in src.columns})
 
 
 def _json_records(src: SourceInfo, path: str):

@@ -11,6 +11,7 @@ from typing import Any
 from ..catalog import BadRecord, Catalog, Progress, QueryInfo
 from ..errors import NotFoundError
 from ..results import Result
+from ..storage.kafka_topics import KafkaSettings
 from ..storage.printing import Printed, print_records
 from .events import EventFeed, QueryEvent
 from .lineage import Dataset, QueryLineage, dataset_of, query_lineage
@@ -39,6 +40,8 @@ class Reader:
     def __init__(self, catalog: Catalog, pipeline: str):
         self.catalog = catalog
         self.pipeline = pipeline
+        #: the Kafka client settings PRINT on a Kafka topic follows it with (the engine's)
+        self.kafka = KafkaSettings()
 
     def query(self, query_id: str) -> QueryInfo:
         query = self.catalog.query(query_id.upper())
@@ -121,7 +124,7 @@ class Reader:
         if src is None:
             raise NotFoundError(f"no stream or table {where['source']!r}: it was dropped while printed")
         since = Printed.from_dict(where)
-        more = print_records(src, since, interval=where["interval"], limit=where["limit"])
+        more = print_records(src, since, interval=where["interval"], limit=where["limit"], kafka=self.kafka)
         return Result(
             printed.statement,
             columns=list(printed.columns),
