@@ -17,10 +17,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:  # `python bench/x.py` puts bench/ first on the path, not the checkout
     sys.path.insert(0, REPO)
 
-from tests.kafka_broker import KafkaBroker  # noqa: E402
-
 from airflow_provider_streamql.runtime import kafka_connector  # noqa: E402
 from airflow_provider_streamql.runtime.kafka import CONF_PREFIX  # noqa: E402
+from tests.kafka_broker import KafkaBroker  # noqa: E402
 
 __all__ = ["KafkaBroker", "end_offsets", "kafka_broker", "on_broker"]
 

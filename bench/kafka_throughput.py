@@ -219,7 +219,9 @@ def throughput(spark, broker, records: int, partitions: int, rounds: int) -> dic
     end = end_offsets(broker, topic)
     events = CaughtUp(topic, end)
     spark.streams.addListener(events)
-    seen: dict[str, dict[str, list]] = {q.name: {"hand": [], "streamql": [], "statement": [], "ms": []} for q in QUERIES}
+    seen: dict[str, dict[str, list]] = {
+        q.name: {"hand": [], "streamql": [], "statement": [], "ms": []} for q in QUERIES
+    }
     for r in range(rounds):  # alternate, so warm-up and caches favour neither side
         for query in QUERIES:
             side = seen[query.name]
@@ -232,10 +234,20 @@ def throughput(spark, broker, records: int, partitions: int, rounds: int) -> dic
             check_output(broker, out, query.expected(records))
             side["streamql"].append(ours.finished - ours.started)
             side["statement"].append(from_statement)
-            side["ms"].append({"hand": hand.duration_ms, "streamql": ours.duration_ms,
-                               "batches": (hand.batches, ours.batches)})
-            print(json.dumps({"round": r, "query": query.name, "hand_s": round(side["hand"][-1], 3),
-                              "streamql_s": round(side["streamql"][-1], 3)}), flush=True)
+            side["ms"].append(
+                {"hand": hand.duration_ms, "streamql": ours.duration_ms, "batches": (hand.batches, ours.batches)}
+            )
+            print(
+                json.dumps(
+                    {
+                        "round": r,
+                        "query": query.name,
+                        "hand_s": round(side["hand"][-1], 3),
+                        "streamql_s": round(side["streamql"][-1], 3),
+                    }
+                ),
+                flush=True,
+            )
     spark.streams.removeListener(events)
     return {
         "records": records,
