@@ -16,6 +16,8 @@ Forms (``FORMS``):
   * ``streamql``: the statement run by a streamql runtime. A runtime starts every query with
     Spark's default trigger (a micro-batch as soon as the last one ended; streamql has no
     trigger setting), so this is both its default and its fastest trigger.
+  * ``streamql-plan``: the plan a runtime starts for that statement, started without a runtime
+    (where the difference to ``pyspark`` is: the plan, or the runtime around it).
   * ``pyspark``: the same filter hand-written, default trigger (what streamql's form costs).
   * ``pyspark-realtime``: the same, with Spark 4.3's real-time mode
     (``trigger(realTime=...)``), which streamql does not offer; reported as found.
@@ -41,6 +43,8 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQueryListener
 from airflow_provider_streamql.catalog import Catalog
 from airflow_provider_streamql.engine import Engine
 from airflow_provider_streamql.runtime import Runtime, build_session
+from airflow_provider_streamql.runtime.badrecords import WHOLE_RECORDS, RecordGuard
+from airflow_provider_streamql.runtime.connectors import Frames, start_query
 from airflow_provider_streamql.runtime.evolution import source_evolution
 
 SCHEMA = "user STRING, cost DOUBLE, ts DOUBLE"
@@ -172,6 +176,8 @@ def hand_filter(spark: SparkSession, bootstrap: str, topic: str) -> DataFrame:
 
 def handwritten(trigger: Callable[[DataStreamWriter], DataStreamWriter]) -> Callable:
     def run(spark, broker, source: str, out: str) -> Started:
+        for key in WHOLE_RECORDS:  # set by the runtime on the session: a hand-written query has Spark's defaults
+            spark.conf.unset(key)
         with source_evolution(spark, False):  # an unnamed source in the runtime's session
             writer = hand_filter(spark, broker.bootstrap, source).writeStream.format("kafka")
             query = trigger(
@@ -185,13 +191,32 @@ def handwritten(trigger: Callable[[DataStreamWriter], DataStreamWriter]) -> Call
     return run
 
 
-def via_runtime(spark, broker, source: str, out: str) -> Started:
+def planned(source: str, out: str) -> Engine:
+    """A catalog holding the filter as a statement (not yet run)."""
     home = tempfile.mkdtemp(prefix="bench-latency-streamql-")
     engine = Engine(f"sqlite:///{home}/catalog.db", home=home)
     engine.execute(
         f"CREATE STREAM s (id INT KEY, user STRING, cost DOUBLE, ts DOUBLE) WITH (kafka_topic='{source}');"
         f"CREATE STREAM f WITH (kafka_topic='{out}') AS SELECT * FROM s WHERE cost > 0"
     )
+    return engine
+
+
+def plan_alone(spark, broker, source: str, out: str) -> Started:
+    """The streaming plan a runtime starts for the statement (its decoding, bad-record guard
+    and encoding, ``runtime/connectors.py``), started here with no runtime around it: tells
+    the plan's cost from the runtime's."""
+    catalog = planned(source, out).catalog
+    query = catalog.query(QUERY)
+    assert query is not None
+    sources = catalog.sources()
+    guard = RecordGuard(QUERY, "FAIL")
+    stream = start_query(spark, query, query.plan, sources, sources[query.sink], lambda: None, guard, Frames())
+    return Started(stream.stop, lambda: stream.exception() and str(stream.exception()))
+
+
+def via_runtime(spark, broker, source: str, out: str) -> Started:
+    engine = planned(source, out)
     runtime = Runtime(Catalog(engine.catalog.url), "default", spark, interval=0.5)
     thread = threading.Thread(target=runtime.run, daemon=True)
     thread.start()
@@ -212,6 +237,7 @@ def realtime(duration: str) -> Callable:
 def forms(realtime_batch: str) -> dict[str, Callable]:
     return {
         "streamql": via_runtime,
+        "streamql-plan": plan_alone,
         "pyspark": handwritten(lambda w: w),
         "pyspark-realtime": realtime(realtime_batch),
     }
@@ -250,7 +276,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=10)
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--realtime-batch", default="5 seconds")
-    parser.add_argument("--forms", default="streamql,pyspark,pyspark-realtime")
+    parser.add_argument("--forms", default="streamql,streamql-plan,pyspark,pyspark-realtime")
     parser.add_argument("--master", default="local[2]")
     args = parser.parse_args()
     spark = build_session(args.master, "streamql-bench", {"spark.ui.enabled": "false"})
