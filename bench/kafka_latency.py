@@ -36,9 +36,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from broker import KafkaBroker, kafka_broker, on_broker
+from progress import ProgressEvents
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import DataStreamWriter, StreamingQueryListener
+from pyspark.sql.streaming import DataStreamWriter
 
 from airflow_provider_streamql.catalog import Catalog
 from airflow_provider_streamql.engine import Engine
@@ -134,28 +135,18 @@ class Started:
     failed: Callable[[], str | None]
 
 
-class BatchTimes(StreamingQueryListener):
+class BatchTimes(ProgressEvents):
     """Spark's breakdown (``durationMs``) of every batch that read input, by query name: where
     a form's latency goes."""
 
     def __init__(self) -> None:
         self.seen: dict[str, list[dict]] = {}
 
-    def onQueryProgress(self, event):
-        progress = json.loads(event.progress.json)
+    def progress(self, progress: dict) -> None:
         if progress["numInputRows"]:
             self.seen.setdefault(progress["name"], []).append(
                 {**progress["durationMs"], "rows": progress["numInputRows"]}
             )
-
-    def onQueryStarted(self, event):
-        pass
-
-    def onQueryIdle(self, event):
-        pass
-
-    def onQueryTerminated(self, event):
-        pass
 
     def medians(self, name: str) -> dict:
         batches = self.seen.pop(name, [])

@@ -32,9 +32,10 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from broker import KafkaBroker, end_offsets, kafka_broker, on_broker
+from progress import ProgressEvents
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import DataStreamWriter, StreamingQueryListener
+from pyspark.sql.streaming import DataStreamWriter
 
 from airflow_provider_streamql.catalog import Catalog
 from airflow_provider_streamql.engine import Engine
@@ -135,7 +136,7 @@ class Run:
     duration_ms: dict | None = None
 
 
-class CaughtUp(StreamingQueryListener):
+class CaughtUp(ProgressEvents):
     """Spark's events of every query of the session (by name): when it started, and when its
     first batch reaching the input's end offsets ended."""
 
@@ -148,8 +149,7 @@ class CaughtUp(StreamingQueryListener):
         with self.lock:
             self.runs[event.name] = Run(started=_epoch(event.timestamp))
 
-    def onQueryProgress(self, event):
-        progress = json.loads(event.progress.json)
+    def progress(self, progress: dict) -> None:
         with self.lock:
             run = self.runs.setdefault(progress["name"], Run())
             if run.finished is not None or not progress["numInputRows"]:
@@ -161,12 +161,6 @@ class CaughtUp(StreamingQueryListener):
             if offsets.get(self.topic) == self.end:
                 run.finished = _epoch(progress["timestamp"]) + progress["durationMs"]["triggerExecution"] / 1000
                 run.duration_ms = progress["durationMs"]
-
-    def onQueryIdle(self, event):
-        pass
-
-    def onQueryTerminated(self, event):
-        pass
 
     def wait(self, name: str, timeout: float = 600) -> Run:
         deadline = time.monotonic() + timeout

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pyspark.sql.streaming import StreamingQueryListener
+from progress import ProgressEvents
 
 from airflow_provider_streamql.catalog import Catalog
 from airflow_provider_streamql.engine import Engine
@@ -151,26 +151,16 @@ def via_runtime(spark, src: str, home: str) -> float:
     return elapsed
 
 
-class BatchDurations(StreamingQueryListener):
+class BatchDurations(ProgressEvents):
     """Spark's own breakdown (``durationMs``) of each query's batch that read input: where
     the time of a side goes (addBatch is the sink's write, getBatch the source's listing)."""
 
     def __init__(self):
         self.seen: list[dict] = []
 
-    def onQueryProgress(self, event):
-        progress = json.loads(event.progress.json)
+    def progress(self, progress: dict) -> None:
         if progress["numInputRows"] > 0:
             self.seen.append(progress["durationMs"])
-
-    def onQueryStarted(self, event):
-        pass
-
-    def onQueryIdle(self, event):
-        pass
-
-    def onQueryTerminated(self, event):
-        pass
 
     def take(self, timeout: float = 10.0) -> dict:
         """The durations of the batch just run (listener events are delivered late)."""
