@@ -1,6 +1,7 @@
 """Control-plane latency and runtime throughput (issue 2's performance targets).
 
     .venv/bin/python bench/pause_resume.py [--rounds 10] [--rows 2000000]
+    .venv/bin/python bench/pause_resume.py --kafka [--rounds 10]
 
 Measures, with a real runtime on a local SparkSession and a SQLite catalog:
   * PAUSE issued -> PAUSED observed, on an idle query (target < 1 s);
@@ -8,6 +9,10 @@ Measures, with a real runtime on a local SparkSession and a SQLite catalog:
   * throughput of a file-to-file filter query run by the runtime vs the same query
     hand-written in PySpark in the same session (target ratio >= 0.95).
 The runtime reconciles every 0.5 s (the default), as `streamql runtime` does.
+
+``--kafka`` (issue 30): the latency rounds on a query from one Kafka topic to another, on the
+tests' broker (``bench/broker.py``), a record produced to the input topic while paused; the
+file throughput is not run (Kafka's is ``bench/kafka_throughput.py``).
 """
 
 from __future__ import annotations
@@ -19,8 +24,10 @@ import statistics
 import tempfile
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
-from pyspark.sql.streaming import StreamingQueryListener
+from progress import ProgressEvents
 
 from airflow_provider_streamql.catalog import Catalog
 from airflow_provider_streamql.engine import Engine
@@ -42,10 +49,36 @@ def poll(predicate, timeout=120.0):
     return time.monotonic()
 
 
-def latency(spark, rounds: int) -> dict:
+@dataclass(frozen=True)
+class Pipeline:
+    """The query the latency rounds pause and resume (``CSAS_F_1``), and how one record
+    reaches its input while it is paused."""
+
+    statements: str
+    add_record: Callable[[Engine, int], None]
+
+
+#: a stream of files into a stream of files
+FILES = Pipeline(
+    "CREATE STREAM s (id INT, v DOUBLE); CREATE STREAM f AS SELECT * FROM s WHERE v > 0;",
+    lambda engine, i: engine.execute(f"INSERT INTO s VALUES ({i}, 1.0)"),
+)
+
+
+def on_kafka(broker) -> Pipeline:
+    """A topic into a topic on ``broker``; a record is produced to the input topic."""
+    source, sink = broker.create_topic("bench-pause-in"), broker.create_topic("bench-pause-out")
+    return Pipeline(
+        f"CREATE STREAM s (id INT KEY, v DOUBLE) WITH (kafka_topic='{source}');"
+        f"CREATE STREAM f WITH (kafka_topic='{sink}') AS SELECT * FROM s WHERE v > 0;",
+        lambda engine, i: broker.produce(source, [(str(i), {"v": 1.0})]),
+    )
+
+
+def latency(spark, rounds: int, pipeline: Pipeline = FILES) -> dict:
     home = tempfile.mkdtemp(prefix="bench-latency-")
     engine = Engine(f"sqlite:///{home}/catalog.db", home=home)
-    engine.execute("CREATE STREAM s (id INT, v DOUBLE); CREATE STREAM f AS SELECT * FROM s WHERE v > 0;")
+    engine.execute(pipeline.statements)
     runtime = Runtime(Catalog(engine.catalog.url), "default", spark, interval=0.5)
     thread = threading.Thread(target=runtime.run, daemon=True)
     thread.start()
@@ -57,7 +90,7 @@ def latency(spark, rounds: int) -> dict:
         t0 = time.monotonic()
         engine.execute("PAUSE CSAS_F_1")
         pauses.append(poll(lambda: engine.query("CSAS_F_1").observed_state == "PAUSED") - t0)
-        engine.execute(f"INSERT INTO s VALUES ({i}, 1.0)")
+        pipeline.add_record(engine, i)
         before = last_committed_batch(checkpoint)
         t0 = time.monotonic()
         engine.execute("RESUME CSAS_F_1")
@@ -118,26 +151,16 @@ def via_runtime(spark, src: str, home: str) -> float:
     return elapsed
 
 
-class BatchDurations(StreamingQueryListener):
+class BatchDurations(ProgressEvents):
     """Spark's own breakdown (``durationMs``) of each query's batch that read input: where
     the time of a side goes (addBatch is the sink's write, getBatch the source's listing)."""
 
     def __init__(self):
         self.seen: list[dict] = []
 
-    def onQueryProgress(self, event):
-        progress = json.loads(event.progress.json)
+    def progress(self, progress: dict) -> None:
         if progress["numInputRows"] > 0:
             self.seen.append(progress["durationMs"])
-
-    def onQueryStarted(self, event):
-        pass
-
-    def onQueryIdle(self, event):
-        pass
-
-    def onQueryTerminated(self, event):
-        pass
 
     def take(self, timeout: float = 10.0) -> dict:
         """The durations of the batch just run (listener events are delivered late)."""
@@ -188,8 +211,18 @@ def main() -> None:
     parser.add_argument("--throughput-rounds", type=int, default=3)
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--kafka", action="store_true", help="the latency rounds on Kafka topics; no throughput")
     args = parser.parse_args()
     spark = build_session(args.master, "streamql-bench", {"spark.ui.enabled": "false"})
+    if args.kafka:
+        from broker import kafka_broker, on_broker
+
+        with kafka_broker() as broker:
+            on_broker(spark, broker)
+            result = {"latency_kafka": latency(spark, args.rounds, on_kafka(broker))}
+            spark.stop()  # before the broker: Spark's cached Kafka producers would retry it
+        print(json.dumps(result, indent=2))
+        return
     result = {
         "latency": latency(spark, args.rounds),
         "throughput": throughput(spark, args.rows, args.throughput_rounds),
