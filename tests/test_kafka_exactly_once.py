@@ -46,6 +46,9 @@ def test_a_table_changelog_batch_run_again_is_produced_once(kafka_spark, kafka_t
                            compute=HavingChanges(column, big.key_columns),
                            transactions=kafka_exactly_once.for_query(query, big))
     writer()(batches[0], 0)
+    # the end a read_committed reader sees moves past the transaction's commit marker a moment
+    # after the commit returns (the broker writes markers asynchronously)
+    wait_until(lambda: kafka_topics.records_in(topic) > 0, 30, "the first batch's commit visible")
     written = kafka_topics.records_in(topic)
     writer()(batches[0], 0)  # batch 0 again, after a restart
     assert kafka_topics.records_in(topic) == written  # not even an empty transaction
