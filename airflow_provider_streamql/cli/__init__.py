@@ -287,7 +287,7 @@ def _follow(engine: Engine, printed: Result, *, as_json: bool) -> int:
     """PRINT and push queries as ksqlDB's CLI shows them: a first line (PRINT: the topic's
     format; a push query: its columns), then each record or row on a line (``--json``: a JSON
     object per line), then those written since, until its LIMIT or Ctrl-C."""
-    kind = _followed(printed)
+    kind = _followed(printed) or "print"  # _show hands on only what _followed names
     more = engine.follow_push if kind == "push" else engine.follow_print
     # first what is followed (a caller knows it has started), then its records or rows
     print(_FIRST_LINES[kind](printed, as_json), flush=True)

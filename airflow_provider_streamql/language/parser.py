@@ -804,10 +804,13 @@ class _StatementParser:
     def select(self) -> Statement:
         # ksqlDB writes a push query's LIMIT after EMIT CHANGES: taken off before the SELECT
         limit = None
-        if len(self.tokens) >= 4 and [t.text.upper() for t in self.tokens[-4:-1]] == ["EMIT", "CHANGES", "LIMIT"]:
-            end, self.i = self.i, len(self.tokens) - 1
+        words = [t.text.upper() for t in self.tokens]
+        at = next((j for j in range(len(words) - 3, 0, -1) if words[j : j + 3] == ["EMIT", "CHANGES", "LIMIT"]), None)
+        if at is not None:
+            begin, self.i = self.i, at + 3
             limit = self.count_after(None)
-            self.tokens, self.i = self.tokens[:-2], end
+            self.done()
+            self.tokens, self.i = self.tokens[: at + 2], begin
         select, emit = self.select_body()
         if emit == "FINAL":
             self.fail(
