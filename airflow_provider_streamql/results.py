@@ -27,6 +27,9 @@ class Result:
     action: str | None = None
     #: figures a statement reports besides its table (DIFF: inputs compared, rows per side)
     details: dict[str, Any] = field(default_factory=dict)
+    #: for a push query: what it follows, resolved once (a ``storage.push.PushPlan``, which
+    #: ``Engine.follow_push`` reads on with); not part of :meth:`to_dict`
+    push_plan: Any = field(default=None, repr=False, compare=False)
 
     @property
     def query(self) -> str:
@@ -60,7 +63,7 @@ class Result:
         """Human-readable text: the message, then the table if there is one."""
         out = [self.message] if self.message else []
         if self.columns:
-            cells = [[_cell(v) for v in row] for row in self.rows]
+            cells = [[cell(v) for v in row] for row in self.rows]
             widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(self.columns)]
             line = lambda values: " | ".join(v.ljust(w) for v, w in zip(values, widths, strict=True)).rstrip()
             out += [line(self.columns), "-+-".join("-" * w for w in widths)]
@@ -69,7 +72,8 @@ class Result:
         return "\n".join(out)
 
 
-def _cell(value: Any) -> str:
+def cell(value: Any) -> str:
+    """A value as a table shows it (NULL as ``null``, a float shortest)."""
     if value is None:
         return "null"
     if isinstance(value, float):

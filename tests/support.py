@@ -1,6 +1,7 @@
 """Helpers shared by the tests."""
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -90,3 +91,14 @@ def cli(env, *args, timeout=120):
 def sigterm(proc) -> int:
     proc.send_signal(signal.SIGTERM)  # the driver's Python process, as a supervisor would
     return proc.wait(timeout=90)
+
+
+def snapshot(*roots) -> dict:
+    """Every file under ``roots`` with its size and modification time."""
+    seen = {}
+    for root in roots:
+        for folder, _, names in os.walk(root):
+            for name in names:
+                st = os.stat(os.path.join(folder, name))
+                seen[os.path.join(folder, name)] = (st.st_size, st.st_mtime_ns)
+    return seen

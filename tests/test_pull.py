@@ -18,7 +18,7 @@ from airflow_provider_streamql.errors import ParseError, ValidationError
 from airflow_provider_streamql.storage import topics
 from airflow_provider_streamql.storage.deadletter import append_dead_letters, dead_letter_source
 
-from .support import hhmmss, table
+from .support import hhmmss, snapshot, table
 
 
 def insert(engine, name: str, rows: list[tuple]) -> None:
@@ -88,17 +88,6 @@ def test_columns_and_support_helpers(filled):
     assert [hhmmss(r[0]) for r in filled.execute("SELECT ts FROM s ORDER BY ts")[0].rows] == \
         ["00:01:00", "00:02:00", "00:03:00", "2024-01-02 10:00:00"]
     assert table(filled, "t") == {"a": (2.0,), "b": (3.0,)}
-
-
-def snapshot(*roots) -> dict:
-    """Every file under ``roots`` with its size and modification time."""
-    seen = {}
-    for root in roots:
-        for folder, _, names in os.walk(root):
-            for name in names:
-                st = os.stat(os.path.join(folder, name))
-                seen[os.path.join(folder, name)] = (st.st_size, st.st_mtime_ns)
-    return seen
 
 
 # statement -> (error class, what the message says); {tmp} is the test's own folder

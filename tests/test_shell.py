@@ -95,6 +95,26 @@ def test_ctrl_c_stops_a_print_and_the_shell_goes_on(sqlite_engine, terminal):
     assert shell.leave() == 0
 
 
+@pytest.mark.parametrize("args, header, stored, later", [
+    ((), "item | cost\n", "tea | 2.5", "pot | 9"),
+    (("shell", "--json"), '{"columns": ["item", "cost"]}\n', '{"item": "tea", "cost": 2.5}',
+     '{"item": "pot", "cost": 9.0}'),
+])
+def test_a_push_query_streams_rows_until_ctrl_c_and_the_shell_goes_on(sqlite_engine, terminal, args, header, stored,
+                                                                       later):
+    sqlite_engine.execute(SETUP + "INSERT INTO purchases VALUES (1, 'tea', 2.5);")
+    shell = terminal(*args)
+    shell.run("SET 'auto.offset.reset' = 'earliest';")  # the session's setting: from the first row
+    shell.type("SELECT item, cost FROM purchases WHERE cost > 1 EMIT CHANGES;\n")
+    assert shell.until(stored).endswith(header)  # the columns, then the row stored
+    sqlite_engine.execute("INSERT INTO purchases VALUES (2, 'cup', 0.5), (3, 'pot', 9.0)")
+    assert "cup" not in shell.until(later)  # a row committed while it runs, through its WHERE
+    shell.type(CTRL_C)
+    shell.until()
+    assert "Type: TABLE" in shell.run("DESCRIBE stock;")
+    assert shell.leave() == 0
+
+
 @pytest.mark.parametrize("how", [CTRL_D, "exit\n", "quit;\n"])
 def test_ctrl_d_exit_and_quit_leave_with_0(terminal, how):
     assert terminal().leave(how) == 0

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..engine import QUERY_COLUMNS, Engine
 from ..errors import STATEMENT_ERRORS, CatalogError, NotFoundError, StreamQLError
-from ..results import Result
+from ..results import Result, cell
 from ..runtime.command import options as runtime_options
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -211,13 +211,23 @@ def _exec(args: argparse.Namespace) -> int:
     return code
 
 
+#: what a statement's ``details`` hold when it goes on reading: PRINT, a push query
+FOLLOWED = ("print", "push")
+
+
+def _followed(result: Result) -> str | None:
+    """Which of :data:`FOLLOWED` ``result`` is, if any."""
+    return next((kind for kind in FOLLOWED if kind in result.details), None)
+
+
 def _printing(results: list[Result]) -> bool:
-    return bool(results) and "print" in results[-1].details
+    return bool(results) and _followed(results[-1]) is not None
 
 
 def _show(engine: Engine, results: list[Result], *, as_json: bool) -> int:
     """Print what statements returned (``--json``: one JSON list of them), then follow a
-    PRINT that ends them (a PRINT before other statements shows what its topic holds)."""
+    PRINT or push query that ends them (one before other statements shows what it found at
+    its first look)."""
     printed = results[-1] if _printing(results) else None
     shown = results[:-1] if printed is not None else results
     if as_json and shown:
@@ -273,29 +283,35 @@ class _Console:
 PRINT_POLL = 0.5
 
 
-def _follow(engine: Engine, printed, *, as_json: bool) -> int:
-    """PRINT as ksqlDB's CLI shows it: the topic's format, then each record on a line
-    (``--json``: a JSON object per line), then the records written since, until its LIMIT or
-    Ctrl-C."""
-    # first what the topic holds (a caller knows the PRINT has started), then its records
-    print(json.dumps({"format": printed.message.removeprefix("Format: ")}) if as_json else printed.message, flush=True)
+def _follow(engine: Engine, printed: Result, *, as_json: bool) -> int:
+    """PRINT and push queries as ksqlDB's CLI shows them: a first line (PRINT: the topic's
+    format; a push query: its columns), then each record or row on a line (``--json``: a JSON
+    object per line), then those written since, until its LIMIT or Ctrl-C."""
+    kind = _followed(printed) or "print"  # _show hands on only what _followed names
+    more = engine.follow_push if kind == "push" else engine.follow_print
+    # first what is followed (a caller knows it has started), then its records or rows
+    print(_FIRST_LINES[kind](printed, as_json), flush=True)
     try:
         while True:
+            if kind == "push" and printed.message:  # lines of the source that cannot be read
+                print(f"note: {printed.message}", file=sys.stderr, flush=True)
             for row in printed.rows:
-                # a file topic's record ends with its file, a Kafka topic's with partition and offset
-                fields = dict(zip(printed.columns, row, strict=True))
-                if as_json:
-                    line = json.dumps(fields)
-                else:
-                    line = ", ".join(f"{name}: {_printed(name, value)}" for name, value in fields.items())
-                print(line, flush=True)
-            where = printed.details["print"]
+                print(_LINES[kind](printed, row, as_json), flush=True)
+            where = printed.details[kind]
             if where["limit"] is not None and where["shown"] >= where["limit"]:
                 return EXIT_OK
             time.sleep(PRINT_POLL)
-            printed = engine.follow_print(printed)
-    except KeyboardInterrupt:  # Ctrl-C ends a PRINT, as in ksqlDB
+            printed = more(printed)
+    except KeyboardInterrupt:  # Ctrl-C ends a PRINT or a push query, as in ksqlDB
         return EXIT_OK
+
+
+def _print_line(printed: Result, row: list[Any], as_json: bool) -> str:
+    # a file topic's record ends with its file, a Kafka topic's with partition and offset
+    fields = dict(zip(printed.columns, row, strict=True))
+    if as_json:
+        return json.dumps(fields)
+    return ", ".join(f"{name}: {_printed(name, value)}" for name, value in fields.items())
 
 
 def _printed(column: str, value) -> str:
@@ -303,6 +319,20 @@ def _printed(column: str, value) -> str:
     if value is None or value == "":
         return {"rowtime": "N/A", "key": "<null>", "value": "<null>"}.get(column, "")
     return str(value)
+
+
+def _push_line(pushed: Result, row: list[Any], as_json: bool) -> str:
+    if as_json:
+        return json.dumps(dict(zip(pushed.columns, row, strict=True)), default=str)
+    return " | ".join(cell(v) for v in row)
+
+
+#: the first line and each record's or row's line of what :func:`_follow` follows
+_FIRST_LINES = {
+    "print": lambda r, as_json: json.dumps({"format": r.message.removeprefix("Format: ")}) if as_json else r.message,
+    "push": lambda r, as_json: json.dumps({"columns": r.columns}) if as_json else " | ".join(r.columns),
+}
+_LINES = {"print": _print_line, "push": _push_line}
 
 
 def _wait_for_results(engine: Engine, results, args: argparse.Namespace) -> int:

@@ -39,6 +39,7 @@ FORMS = (
     ("INSERT INTO s SELECT ... | INSERT INTO s [(cols)] VALUES (...)", "another writer | append records"),
     ("ALTER STREAM|TABLE s ADD COLUMN c TYPE", "append a column to a declared source"),
     ("SELECT ... FROM s [WHERE ...] [LIMIT n]", "a pull query: what s holds now"),
+    ("SELECT ... FROM s [WHERE ...] EMIT CHANGES [LIMIT n]", "a push query: s's new rows (Ctrl-C stops)"),
     ("SHOW|LIST STREAMS|TABLES|QUERIES|TOPICS|PROPERTIES|SNAPSHOTS [EXTENDED]", "list"),
     ("DESCRIBE s|query [EXTENDED|STATE]   EXPLAIN query", "describe"),
     ("PRINT s [FROM BEGINNING] [INTERVAL n] [LIMIT n]", "follow a topic's records (Ctrl-C stops)"),

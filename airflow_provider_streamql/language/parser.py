@@ -41,6 +41,7 @@ from .statements import (
     InsertValues,
     PrintTopic,
     PullQuery,
+    PushQuery,
     QueryControl,
     RestoreQuery,
     SetProperty,
@@ -801,15 +802,38 @@ class _StatementParser:
         return tree
 
     def select(self) -> Statement:
+        # ksqlDB writes a push query's LIMIT after EMIT CHANGES: taken off before the SELECT
+        limit = None
+        words = [t.text.upper() for t in self.tokens]
+        at = next((j for j in range(len(words) - 3, 0, -1) if words[j : j + 3] == ["EMIT", "CHANGES", "LIMIT"]), None)
+        if at is not None:
+            begin, self.i = self.i, at + 3
+            limit = self.count_after(None)
+            self.done()
+            self.tokens, self.i = self.tokens[: at + 2], begin
         select, emit = self.select_body()
-        if emit is not None:
+        if emit == "FINAL":
             self.fail(
-                f"SELECT ... EMIT {emit} is a push query, which streams rows to a connected client; "
-                f"streamql has none: create a persistent query (CREATE STREAM <name> AS SELECT ...) "
-                f"and read its output, or leave out EMIT {emit} for a pull query",
+                "SELECT ... EMIT FINAL is a push query of a windowed aggregation, which streamql does not "
+                "run: create a persistent query (CREATE TABLE <name> AS SELECT ... WINDOW ... EMIT FINAL) and "
+                "PRINT it or pull from it, or write EMIT CHANGES for a push query of rows",
                 self.tokens[-2],
             )
-        return self.make(PullQuery, select=select)
+        if emit is None:
+            return self.make(PullQuery, select=select)
+        own = select.args.get("limit")
+        if own is not None:
+            if limit is not None:
+                self.fail("a push query has one LIMIT: before or after EMIT CHANGES, not both", self.tokens[-2])
+            value = own.expression if isinstance(own, exp.Limit) else None
+            if not isinstance(value, exp.Literal) or value.is_string or not value.this.isdigit():
+                self.fail("a push query's LIMIT is a whole number", self.tokens[-2])
+            if not 1 <= int(value.this) <= MAX_COUNT:
+                self.fail(f"a push query's LIMIT is a whole number from 1 to {MAX_COUNT}", self.tokens[-2])
+            limit = int(value.this)
+            select = select.copy()
+            select.set("limit", None)
+        return self.make(PushQuery, select=select, limit=limit)
 
     def control(self) -> Statement:
         action = self.tokens[self.i].text.upper()

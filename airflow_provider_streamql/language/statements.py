@@ -187,6 +187,16 @@ class PullQuery(Statement):
 
 
 @dataclass
+class PushQuery(Statement):
+    """``SELECT ... FROM s [WHERE ...] EMIT CHANGES [LIMIT n]``: the rows ``s`` gets from now
+    on (or from its first: ``auto.offset.reset`` earliest) until ``limit`` (LIMIT n)."""
+
+    select: exp.Select
+    limit: int | None = None
+    writes = False
+
+
+@dataclass
 class QueryControl(Statement):
     """``PAUSE|RESUME|TERMINATE <query_id>|ALL``, ``RESUME <query_id>|ALL SKIP BAD RECORDS``"""
 

@@ -5,7 +5,7 @@ to that snapshot, so the next statement of the script is checked against the cat
 would be. Nothing touches the database until every statement of a script has been planned.
 
 The planner is its statement families (:mod:`.sources`, :mod:`.queries`, :mod:`.control`,
-:mod:`.reads`, :mod:`.snapshots`, :mod:`.shadows`) put together: each holds the one
+:mod:`.reads`, :mod:`.push`, :mod:`.snapshots`, :mod:`.shadows`) put together: each holds the one
 :class:`~.planning.Planning` of the script and, by name, the families it uses (sources and
 shadows make new versions of queries through ``queries``); none inherits another.
 :attr:`Planner.HANDLERS` says which family's method plans which statement class.
@@ -19,6 +19,7 @@ from ..catalog import Snapshot
 from ..language import statements as st
 from .control import ControlStatements
 from .planning import Planning
+from .push import PushQueries
 from .queries import PersistentQueries, Replacement
 from .reads import Reads
 from .shadows import ShadowStatements
@@ -42,6 +43,7 @@ class Planner:
         st.SetProperty: ("control", "set_property"),
         st.InsertValues: ("reads", "insert_values"),
         st.PullQuery: ("reads", "pull_query"),
+        st.PushQuery: ("push", "push_query"),
         st.Show: ("reads", "show"),
         st.Describe: ("reads", "describe"),
         st.Explain: ("reads", "explain"),
@@ -59,6 +61,7 @@ class Planner:
         self.shadows = ShadowStatements(planning, self.queries)
         self.control = ControlStatements(planning)
         self.reads = Reads(planning)
+        self.push = PushQueries(planning)
         self.snapshots = SnapshotStatements(planning)
 
     def plan(self, stmt: st.Statement) -> Step:

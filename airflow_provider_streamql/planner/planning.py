@@ -167,8 +167,8 @@ class Planning:
     def schemas(self) -> dict[str, SourceSchema]:
         return {name: src.schema for name, src in self.snapshot.sources.items()}
 
-    def analyze_pull(self, stmt: st.PullQuery) -> SelectAnalysis:
-        """A pull query's SELECT, checked against the catalog (it never runs on Spark)."""
+    def analyze_pull(self, stmt: st.PullQuery | st.PushQuery) -> SelectAnalysis:
+        """A pull (or push) query's SELECT, checked against the catalog (it never runs on Spark)."""
         if stmt.window or stmt.within:
             raise error_at("WINDOW and WITHIN belong in persistent queries, not pull queries", stmt)
         schemas = {name: src.columns for name, src in self.snapshot.sources.items()}

@@ -97,13 +97,22 @@ class PullQuery:
     #: rows per batch the answer is read in (its rows and bytes are counted as it comes)
     BATCH_ROWS = 8192
 
-    def __init__(self, sources, limits: Limits | None = None, topics: dict[str, list[dict]] | None = None):
+    def __init__(
+        self,
+        sources,
+        limits: Limits | None = None,
+        topics: dict[str, list[dict]] | None = None,
+        *,
+        files: dict[str, list[str]] | None = None,
+    ):
         self.sources = list(sources)
         #: the rows of each source on a Kafka topic, read before (no file of theirs is read)
         self.topics = topics or {}
         self.limits = limits or Limits()
-        #: each source's files as they are now: the only files DuckDB may read
-        self.files = {src.name: data_files(src) for src in self.sources}
+        #: each source's files as they are now (or the ones given, each a table's changes, as a
+        #: push query reads them): the only files DuckDB may read
+        self.changes = files is not None
+        self.files = files if files is not None else {src.name: data_files(src) for src in self.sources}
         self.con = sandbox.connect(self.limits, readable=[f for files in self.files.values() for f in files])
         self.deadline = sandbox.Deadline(self.con, self.limits, "the pull query")
         #: what the answer should say (lines skipped)
@@ -184,9 +193,14 @@ class PullQuery:
             self.con.execute(f"CREATE TABLE {name} ({columns})")
             return
         try:
-            if src.kind != "TABLE":
+            if src.kind != "TABLE" or self.changes:
+                # a table's changes are its rows in order; a row without its key is no change
+                keyed = " AND ".join(f"{_ident(k)} IS NOT NULL" for k in src.key_columns if src.kind == "TABLE")
                 reader, params, values = self._reader(src, files)
-                self.con.execute(f"CREATE TABLE {name} AS SELECT {values} FROM {reader}", params)
+                select = f"SELECT {values} FROM {reader}"
+                if keyed:
+                    select = f"SELECT * FROM ({select}) WHERE {keyed}"
+                self.con.execute(f"CREATE TABLE {name} AS {select}", params)
                 self._note_skipped(src)
                 return
             # latest row per key: rowid follows the file order, then the line order in a file;

@@ -13,6 +13,7 @@ from ..errors import NotFoundError
 from ..results import Result
 from ..storage.kafka_topics import KafkaSettings
 from ..storage.printing import Printed, print_records
+from ..storage.push import Pushed, PushPlan, push_rows
 from .events import EventFeed, QueryEvent
 from .lineage import Dataset, QueryLineage, dataset_of, query_lineage
 from .rows import query_rows, shown_state
@@ -130,6 +131,30 @@ class Reader:
             columns=list(printed.columns),
             rows=more.rows,
             details={"print": {**where, **more.to_dict()}},
+        )
+
+    # -- push queries, followed ----------------------------------------------------------
+    def follow_push(self, pushed: Result) -> Result:
+        """The rows a push query (``SELECT ... EMIT CHANGES``) finds in what was committed to
+        its source since ``pushed`` (its result, or the result of this method), through its
+        projection and WHERE, in order, until its LIMIT: what ksqlDB's push query streams.
+        Its ``details["push"]`` says where it stands (``shown``, ``limit``); a row appears once
+        the query writing the source commits it. Raises :class:`NotFoundError` once the
+        source is dropped, ValueError for a result that is not a push query's."""
+        plan: PushPlan | None = pushed.push_plan
+        if plan is None or "push" not in pushed.details:
+            raise ValueError(f"{pushed.statement.strip()[:80]!r} is not a push query")
+        if self.catalog.source(plan.source.name) is None:
+            raise NotFoundError(f"no stream or table {plan.source.name!r}: it was dropped while pushed")
+        where = pushed.details["push"]
+        more = push_rows(plan, Pushed.from_dict(where))
+        return Result(
+            pushed.statement,
+            "; ".join(more.notes),
+            columns=list(pushed.columns),
+            rows=more.rows,
+            details={"push": {**where, **more.to_dict()}},
+            push_plan=plan,
         )
 
     # -- lineage -----------------------------------------------------------------------
