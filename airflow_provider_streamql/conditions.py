@@ -138,7 +138,8 @@ class QueriesInState(Condition):
         wanted = " or ".join(self.states)
         for q in queries:
             if q.id in waiting:
-                stop = stopped(look(engine.catalog, q, leases.get(q.id)), through_retries=self.through_retries)
+                seen = look(engine.catalog, q, leases.get(q.id))
+                stop = stopped(seen, through_retries=self.through_retries, awaited=self._wanted(q))
                 if stop is not None:
                     return Check.stop(stop, wanted, {"states": states})
         if waiting:

@@ -6,10 +6,11 @@ own, and why; :class:`WaitEnd` is the ending a wait reports (:class:`Ending`).""
 from __future__ import annotations
 
 import enum
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from ..catalog import DesiredState
+from ..catalog import DesiredState, QueryState
 from .waits import QueryLook
 
 
@@ -92,18 +93,19 @@ class Stopped:
         }
 
 
-def stopped(seen: QueryLook, *, through_retries: bool = False) -> Stopped | None:
+def stopped(seen: QueryLook, *, through_retries: bool = False, awaited: Collection[str] = ()) -> Stopped | None:
     """The one decision every wait takes about a query not (yet) where it waits for it:
     whether it can no longer get there on its own, and why. In order: the version waited on
-    was rolled back, the query was terminated, it is held at a bad record, it is in ERROR
-    (unless the wait goes on ``through_retries``: the runtime starts it again after a
-    back-off). A query someone paused may be resumed: waits go on."""
+    was rolled back, the query was terminated (unless TERMINATED is among the ``awaited``
+    states), it is held at a bad record, it is in ERROR (unless the wait goes on
+    ``through_retries``: the runtime starts it again after a back-off). A query someone
+    paused may be resumed: waits go on."""
     record = seen.bad_record
     running = seen.running_version if seen.running_version is not None else seen.version
     if seen.rolled_back is not None:
         version, why = seen.rolled_back
         stop, error, record = Stop.ROLLED_BACK, why, None
-    elif seen.desired == DesiredState.TERMINATED:
+    elif seen.desired == DesiredState.TERMINATED and QueryState.TERMINATED not in awaited:
         stop, error, record, version = Stop.TERMINATED, None, None, None
     elif seen.held:
         stop, error, version = Stop.HELD, None, None

@@ -39,9 +39,14 @@ class QueryLook:
 
     @property
     def failing(self) -> bool:
-        """In ERROR on the version it should run (an ERROR of a version replaced since is
-        not the new version's: it is started once the runtime's back-off ends)."""
-        return self.state == QueryState.ERROR and self.running_version in (None, self.version)
+        """In ERROR on the version it should run, and still to run: an ERROR of a version
+        replaced since is not the new version's (it is started once the runtime's back-off
+        ends), and one asked to pause or terminate is stopped by the runtime's next pass."""
+        return (
+            self.state == QueryState.ERROR
+            and self.desired == DesiredState.RUNNING
+            and self.running_version in (None, self.version)
+        )
 
 
 def look(catalog: Catalog, query: QueryInfo, lease: dict | None, awaited_version: int | None = None) -> QueryLook:
