@@ -1,12 +1,22 @@
 """What a wait waits for, as data: a query reaching a state, a version becoming ready,
-progress since a point, catching up with the input; and which queries need attention.
+progress since a point, catching up with the input; how a wait ends; and which queries need
+attention.
 
 A condition is checked against an :class:`~airflow_provider_streamql.engine.Engine` (any
 :class:`QueryView`) and
 never blocks, so the same object serves ``Engine.wait``, the CLI, a sensor's poke and a
 deferrable trigger. ``to_dict``/``from_dict`` carry it across a trigger's serialisation.
+
+Every wait form ends the same way: each condition looks at its queries
+(:func:`~.views.waits.look`) and asks the one decision, :func:`~.views.endings.stopped`,
+whether they can no longer get there on their own; :func:`end_of` turns a check into the
+wait's :class:`~.views.endings.WaitEnd` (:class:`~.views.endings.Ending`: REACHED,
+FAILED_FAST or TIMED_OUT).
 """
 
+# long module: the conditions a wait waits on are one idea, each a small class read beside
+# the others; how a wait ends is decided apart (views/endings.py), on what views/waits.py
+# observes.
 from __future__ import annotations
 
 import time
@@ -17,7 +27,13 @@ from .catalog import Catalog, DesiredState, Progress, QueryInfo, QueryState
 from .errors import ValidationError
 from .storage.checkpoints import last_committed_batch, processed_files
 from .views import lag
+from .views.endings import Ending, Stop, Stopped, WaitEnd, stopped
 from .views.rows import shown_state
+from .views.waits import doing, look
+
+__all__ = ["Condition", "Check", "QueriesInState", "VersionRunning", "ProgressSince", "CaughtUp", "AllOf"]
+__all__ += ["Ending", "Stop", "Stopped", "WaitEnd", "end_of", "stopped", "unhealthy_queries"]
+__all__ += ["unprocessed_files", "lag_files", "CONDITIONS", "QueryView"]
 
 
 class QueryView(Protocol):
@@ -38,13 +54,20 @@ class QueryView(Protocol):
 
 @dataclass
 class Check:
-    """One look at a condition: ``done``; or ``failed`` (it can no longer come true);
-    else still waiting. ``message`` says where things stand; ``details`` is for XCom."""
+    """One look at a condition: ``done``; or ``failed`` (it can no longer come true:
+    ``stopped`` says why when a query is to blame); else still waiting. ``message`` says
+    where things stand; ``details`` is for XCom."""
 
     done: bool
     message: str
     failed: bool = False
     details: dict[str, Any] = field(default_factory=dict)
+    stopped: Stopped | None = None
+
+    @classmethod
+    def stop(cls, stopped: Stopped, waiting_for: str, details: dict[str, Any]) -> Check:
+        """The check of a wait that gives up on a query."""
+        return cls(False, stopped.message(waiting_for), failed=True, details=details, stopped=stopped)
 
 
 class Condition:
@@ -55,8 +78,16 @@ class Condition:
     def check(self, engine: QueryView) -> Check:
         raise NotImplementedError
 
+    def watched(self) -> list[str]:
+        """The queries a timed-out wait says what they were doing (those it waited on)."""
+        raise NotImplementedError
+
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, **asdict(self)}  # type: ignore[call-overload]  # every Condition is a dataclass
+
+    def through_retries_too(self) -> Condition:
+        """This condition, waiting through the runtime's retries of a query in ERROR."""
+        return Condition.from_dict({**self.to_dict(), "through_retries": True})
 
     @staticmethod
     def from_dict(data: dict[str, Any]) -> Condition:
@@ -72,9 +103,10 @@ class QueriesInState(Condition):
     """Each query (``query_ids=None``: ALL queries of ``pipeline``) is in one of ``states``;
     the state ``DESIRED`` means each query's own desired state (converged).
 
-    ALL leaves out terminated queries unless TERMINATED is awaited. A query in ERROR fails
-    the wait unless ERROR is awaited or ``fail_on_error`` is off; one terminated while
-    another state is awaited fails it too.
+    ALL leaves out terminated queries unless TERMINATED is awaited. A query not in an awaited
+    state that can no longer get there on its own (:func:`stopped`: in ERROR, held at a bad
+    record, terminated) fails the wait; ``through_retries`` (or ``fail_on_error=False``, its
+    older name) waits through the runtime's retries of a query in ERROR instead.
     """
 
     kind: ClassVar[str] = "state"
@@ -82,10 +114,13 @@ class QueriesInState(Condition):
     states: list[str]
     pipeline: str | None = None
     fail_on_error: bool = True
+    through_retries: bool = False
 
     def __post_init__(self) -> None:
         self.states = [s.upper() for s in self.states]
         self.query_ids = [q.upper() for q in self.query_ids] if self.query_ids is not None else None
+        self.through_retries = self.through_retries or not self.fail_on_error
+        self._waiting: list[str] = []
 
     def check(self, engine: QueryView) -> Check:
         if self.query_ids is None:
@@ -99,32 +134,22 @@ class QueriesInState(Condition):
         leases = engine.catalog.leases.holders()
         states = {q.id: shown_state(q, leases.get(q.id)) for q in queries}
         waiting = {q.id: states[q.id] for q in queries if states[q.id] not in self._wanted(q)}
+        self._waiting = list(waiting)
         wanted = " or ".join(self.states)
         for q in queries:
-            state = states[q.id]
-            if state == QueryState.ERROR and QueryState.ERROR not in self._wanted(q) and self.fail_on_error:
-                return Check(
-                    False,
-                    f"query {q.id} is in ERROR while waiting for {wanted}: {q.error}",
-                    failed=True,
-                    details={"states": states},
-                )
-            if (
-                q.desired_state == DesiredState.TERMINATED
-                and QueryState.TERMINATED not in self._wanted(q)
-                and self.query_ids is not None
-            ):
-                return Check(
-                    False,
-                    f"query {q.id} was terminated while waiting for {wanted}",
-                    failed=True,
-                    details={"states": states},
-                )
+            if q.id in waiting:
+                seen = look(engine.catalog, q, leases.get(q.id))
+                stop = stopped(seen, through_retries=self.through_retries, awaited=self._wanted(q))
+                if stop is not None:
+                    return Check.stop(stop, wanted, {"states": states})
         if waiting:
             shown = ", ".join(f"{q} is {s}" for q, s in waiting.items())
             return Check(False, f"{shown}; waiting for {wanted}", details={"states": states})
         what = ", ".join(states) if states else "no queries"
         return Check(True, f"{what}: {wanted}", details={"states": states})
+
+    def watched(self) -> list[str]:
+        return self._waiting if self.query_ids is None else self.query_ids
 
     def _wanted(self, query) -> set[str]:
         """The awaited states for ``query``: DESIRED stands for its own desired state."""
@@ -135,48 +160,54 @@ class QueriesInState(Condition):
 class VersionRunning(Condition):
     """A runtime runs ``version`` of the query; with ``ready``, the version has also left its
     readiness window (committed a batch, or the window passed without a failure). A rolled
-    back version fails the wait with the reason."""
+    back version fails the wait with the reason, and so does a query that can no longer
+    run it on its own (:func:`stopped`)."""
 
     kind: ClassVar[str] = "version"
     query_id: str
     version: int
     ready: bool = False
+    through_retries: bool = False
 
     def check(self, engine: QueryView) -> Check:
         query = engine.query(self.query_id)
         row = next((v for v in engine.catalog.versions(query.id) if v["version"] == self.version), None)
         if row is None:
             return Check(False, f"query {query.id} has no version {self.version}", failed=True)
+        state = engine.state(query.id)
         details = {
             "query_id": query.id,
             "version": self.version,
             "outcome": row["outcome"],
             "running_version": query.running_version,
-            "state": engine.state(query.id),
+            "state": state,
         }
-        if row["outcome"] == "ROLLED_BACK":
-            return Check(
-                False,
-                f"version {self.version} of {query.id} was rolled back: {row['error']}",
-                failed=True,
-                details=details,
-            )
         running = query.running_version == self.version
         if running and (not self.ready or row["outcome"] == "ACTIVE"):
             return Check(
                 True, f"version {self.version} of {query.id} is {'ready' if self.ready else 'running'}", details=details
             )
+        lease = engine.catalog.leases.holders().get(query.id)
+        stop = stopped(look(engine.catalog, query, lease, self.version), through_retries=self.through_retries)
+        if stop is not None:
+            return Check.stop(stop, f"version {self.version} to {'be ready' if self.ready else 'run'}", details)
         return Check(
             False,
-            f"version {self.version} of {query.id}: {row['outcome'] or 'not started'} ({details['state']})",
+            f"version {self.version} of {query.id}: {row['outcome'] or 'not started'} ({state})",
             details=details,
         )
+
+    def watched(self) -> list[str]:
+        return [self.query_id.upper()]
 
 
 @dataclass
 class ProgressSince(Condition):
     """The query committed at least ``batches`` micro-batches after batch ``since_batch``
-    and/or read at least ``rows`` input rows beyond ``since_rows`` (its running total)."""
+    and/or read at least ``rows`` input rows beyond ``since_rows`` (its running total).
+    A query that can no longer make progress on its own (:func:`stopped`; ``version``: the
+    one it ran when the wait started, if it is rolled back) fails it; ``through_retries`` (or
+    ``fail_on_error=False``) waits through the runtime's retries of a query in ERROR."""
 
     kind: ClassVar[str] = "progress"
     query_id: str
@@ -185,10 +216,13 @@ class ProgressSince(Condition):
     since_batch: int = -1
     since_rows: int = 0
     fail_on_error: bool = True
+    through_retries: bool = False
+    version: int | None = None
 
     def __post_init__(self) -> None:
         if self.batches is None and self.rows is None:
             raise ValidationError("progress needs batches or rows (or both)")
+        self.through_retries = self.through_retries or not self.fail_on_error
 
     @classmethod
     def from_now(cls, engine: QueryView, query_id: str, **kw: Any) -> ProgressSince:
@@ -200,40 +234,52 @@ class ProgressSince(Condition):
 
     def check(self, engine: QueryView) -> Check:
         query = engine.query(self.query_id)
-        state = engine.state(query.id)
+        if self.version is None:
+            self.version = query.version
+        lease = engine.catalog.leases.holders().get(query.id)
+        seen = look(engine.catalog, query, lease, self.version)
+        batches = (seen.last_batch - self.since_batch) if seen.last_batch is not None else 0
         p = engine.progress(query.id)
-        batches = (p.batch_id - self.since_batch) if p else 0
         rows = (p.total_input_rows - self.since_rows) if p else 0
         details = {
             "query_id": query.id,
             "batches": batches,
             "rows": rows,
-            "state": state,
-            "batch_id": p.batch_id if p else None,
+            "state": str(seen.state),
+            "batch_id": seen.last_batch,
         }
+        stop = stopped(seen, through_retries=self.through_retries)
+        if stop is not None and stop.stop is Stop.ROLLED_BACK:  # its progress was not the awaited version's
+            return Check.stop(stop, "progress", details)
         if (self.batches is None or batches >= self.batches) and (self.rows is None or rows >= self.rows):
             return Check(True, f"{query.id} committed {batches} batches and {rows} rows", details=details)
-        if state == QueryState.ERROR and self.fail_on_error:
-            return Check(False, f"query {query.id} is in ERROR: {query.error}", failed=True, details=details)
-        if query.desired_state == DesiredState.TERMINATED:
-            return Check(False, f"query {query.id} was terminated", failed=True, details=details)
+        if stop is not None:
+            return Check.stop(stop, "progress", details)
         return Check(
             False,
-            f"{query.id} ({state}) committed {batches}/{self.batches or '-'} "
+            f"{query.id} ({seen.state}) committed {batches}/{self.batches or '-'} "
             f"batches and {rows}/{self.rows or '-'} rows",
             details=details,
         )
+
+    def watched(self) -> list[str]:
+        return [self.query_id.upper()]
 
 
 @dataclass
 class CaughtUp(Condition):
     """Every input record written by ``as_of`` (epoch seconds, default now) has been
     processed and its output committed. File topics: each committed input file whose
-    modification time is not after ``as_of`` appears in a committed batch."""
+    modification time is not after ``as_of`` appears in a committed batch. A query that can
+    no longer catch up on its own (:func:`stopped`; ``version``: the one it ran when the wait
+    started, if it is rolled back) fails it; ``through_retries`` waits through the runtime's
+    retries of a query in ERROR."""
 
     kind: ClassVar[str] = "caught_up"
     query_id: str
     as_of: float = 0.0
+    through_retries: bool = False
+    version: int | None = None
 
     def __post_init__(self) -> None:
         self.as_of = self.as_of or time.time()
@@ -242,12 +288,19 @@ class CaughtUp(Condition):
         self._missing: set[str] = set()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "query_id": self.query_id, "as_of": self.as_of}
+        return {
+            "kind": self.kind,
+            "query_id": self.query_id,
+            "as_of": self.as_of,
+            "through_retries": self.through_retries,
+            "version": self.version,
+        }
 
     def check(self, engine: QueryView) -> Check:
-        # the catalog is read once; later looks read only the checkpoint (waits poll often)
+        query = engine.query(self.query_id)
+        # the input files are listed once; later looks read the checkpoint's logs again
+        # only when a new batch has committed (waits poll often)
         if self._wanted is None:
-            query = engine.query(self.query_id)
             on_kafka = lag.kafka_sources(engine.catalog, query)
             if on_kafka:
                 return Check(
@@ -258,12 +311,16 @@ class CaughtUp(Condition):
                 )
             self._query_id, self._checkpoint = query.id, query.checkpoint
             self._wanted = lag.input_files(engine.catalog, query, self.as_of)
-        # the checkpoint's logs are parsed again only when a new batch has committed
+            self.version = query.version if self.version is None else self.version
         committed = last_committed_batch(self._checkpoint)
         if committed != self._committed:
             self._committed, self._missing = committed, self._wanted - processed_files(self._checkpoint)
         missing = self._missing
         details = {"query_id": self._query_id, "input_files": len(self._wanted), "missing": len(missing)}
+        lease = engine.catalog.leases.holders().get(query.id)
+        stop = stopped(look(engine.catalog, query, lease, self.version), through_retries=self.through_retries)
+        if stop is not None and (missing or stop.stop is Stop.ROLLED_BACK):  # not caught up by the awaited version
+            return Check.stop(stop, "it to catch up", {**details, "state": stop.state})
         if not missing:
             return Check(True, lag.caught_up_message(self._query_id, len(self._wanted)), details=details)
         return Check(
@@ -271,6 +328,9 @@ class CaughtUp(Condition):
             f"query {self._query_id} has not processed {len(missing)} of {len(self._wanted)} input files",
             details=details,
         )
+
+    def watched(self) -> list[str]:
+        return [self.query_id.upper()]
 
 
 @dataclass
@@ -295,11 +355,37 @@ class AllOf(Condition):
         details = {"states": {k: v for c in checks for k, v in c.details.get("states", {}).items()}}
         for c in checks:
             if c.failed:
-                return Check(False, c.message, failed=True, details=details)
+                return Check(False, c.message, failed=True, details=details, stopped=c.stopped)
         waiting = [c.message for c in checks if not c.done]
         if waiting:
             return Check(False, "; ".join(waiting), details=details)
         return Check(True, "; ".join(c.message for c in checks), details=details)
+
+    def watched(self) -> list[str]:
+        return list(dict.fromkeys(q for c in self._parts for q in c.watched()))
+
+    def through_retries_too(self) -> Condition:
+        return AllOf.of(*(c.through_retries_too() for c in self._parts))
+
+
+def end_of(condition: Condition, check: Check, engine: QueryView, *, expired: bool, timeout: float) -> WaitEnd | None:
+    """How a wait on ``condition`` ends at this ``check`` (None: it goes on), for every wait
+    form alike: REACHED when done, FAILED_FAST when it can no longer come true, TIMED_OUT once
+    ``expired`` (after ``timeout`` seconds), saying what each query waited on was doing."""
+    if check.done:
+        return WaitEnd(Ending.REACHED, check.message, check.details)
+    if check.failed:
+        return WaitEnd(Ending.FAILED_FAST, check.message, check.details, check.stopped)
+    if not expired:
+        return None
+    leases = engine.catalog.leases.holders()
+    doings = []
+    for query_id in condition.watched():
+        query = engine.catalog.query(query_id)
+        if query is not None:
+            doings.append(doing(engine.catalog, query, leases.get(query_id)))
+    said = f"; {'; '.join(doings)}" if doings else ""
+    return WaitEnd(Ending.TIMED_OUT, f"{check.message} after {timeout:g}s{said}", check.details)
 
 
 def unprocessed_files(engine: QueryView, query) -> int:

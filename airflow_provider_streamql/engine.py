@@ -30,8 +30,8 @@ from .catalog import (
     default_pipeline,
 )
 from .catalog import urls as catalog_urls
-from .conditions import CaughtUp, Check, Condition, QueriesInState, VersionRunning
-from .errors import NotFoundError, StateError, ValidationError, WaitTimeout
+from .conditions import AllOf, CaughtUp, Check, Condition, Ending, QueriesInState, VersionRunning, WaitEnd, end_of
+from .errors import NotFoundError, ValidationError, WaitFailed, WaitTimeout
 from .language import parse, parse_one
 from .language.limits import Limits
 from .language.starting import timestamp_millis, timestamp_text
@@ -53,7 +53,7 @@ from .views.rows import QUERY_COLUMNS
 __all__ = ["Engine", "DEFAULT_PIPELINE", "RUNTIME_STALE_AFTER", "QUERY_COLUMNS", "EVENTS", "VERDICTS"]
 # the values Engine's methods return, besides results.Result and the errors
 __all__ += ["QueryInfo", "Progress", "BadRecord", "QueryEvent", "QueryLineage", "Dataset", "InputColumn"]
-__all__ += ["Report", "DeployPlan", "QueryState", "DesiredState", "Names"]
+__all__ += ["Report", "DeployPlan", "QueryState", "DesiredState", "Names", "WaitEnd", "Ending"]
 
 
 class Engine(Reader):
@@ -429,46 +429,86 @@ class Engine(Reader):
         runtimes.resolve(log_path)
         return log_path
 
-    # -- waiting -------------------------------------------------------------------------
-    def wait(self, condition: Condition, *, timeout: float = 60.0, poll: float = 0.1) -> Check:
-        """Return the first check of ``condition`` that is done. Raises :class:`StateError`
-        when it can no longer come true and :class:`WaitTimeout` after ``timeout`` seconds."""
+    # -- waiting ----------------------------------------------------------------------------
+    def wait_end(self, condition: Condition, *, timeout: float = 60.0, poll: float = 0.1) -> WaitEnd:
+        """Wait on ``condition`` until it holds (REACHED), can no longer come true on its own
+        (FAILED_FAST: a query in ERROR, terminated, held at a bad record, its version rolled
+        back) or ``timeout`` seconds pass (TIMED_OUT); return how it ended, never raising for
+        either. What every other wait of the engine and the CLI's waits are made of."""
         deadline = time.monotonic() + timeout
         while True:
             check = condition.check(self)
-            if check.done:
-                return check
-            if check.failed:
-                raise StateError(check.message)
-            if time.monotonic() >= deadline:
-                raise WaitTimeout(f"{check.message} after {timeout:g}s")
+            end = end_of(condition, check, self, expired=time.monotonic() >= deadline, timeout=timeout)
+            if end is not None:
+                return end
             time.sleep(poll)
 
-    def wait_for_state(self, query_id: str, state: str, *, timeout: float = 60.0, poll: float = 0.1) -> str:
+    def wait(self, condition: Condition, *, timeout: float = 60.0, poll: float = 0.1) -> Check:
+        """Return the first check of ``condition`` that is done. Raises :class:`WaitFailed` (a
+        :class:`StateError`) when it can no longer come true, with the query's state, last
+        error and what to do next, and :class:`WaitTimeout` after ``timeout`` seconds, with
+        what the query was doing."""
+        end = self.wait_end(condition, timeout=timeout, poll=poll)
+        raise_unless_reached(end)
+        return Check(True, end.message, details=end.details)
+
+    def wait_for_state(
+        self, query_id: str, state: str, *, timeout: float = 60.0, poll: float = 0.1, through_retries: bool = False
+    ) -> str:
         """Return once the query's observed state is ``state``.
 
-        Raises :class:`StateError` if it goes to ERROR (unless ERROR is awaited) and
+        Raises :class:`WaitFailed` as soon as it can no longer get there on its own (in ERROR
+        unless ERROR is awaited or ``through_retries``; terminated; held at a bad record) and
         :class:`WaitTimeout` when ``timeout`` seconds pass.
         """
-        self.wait(QueriesInState([query_id], [state]), timeout=timeout, poll=poll)
+        self.wait(QueriesInState([query_id], [state], through_retries=through_retries), timeout=timeout, poll=poll)
         return state.upper()
 
-    def wait_caught_up(self, query_id: str, *, timeout: float = 60.0, poll: float = 0.2) -> int:
+    def wait_caught_up(
+        self, query_id: str, *, timeout: float = 60.0, poll: float = 0.2, through_retries: bool = False
+    ) -> int:
         """Return once every input record that existed at the call has been processed and
-        its output committed. Returns the number of input files that were awaited."""
-        check = self.wait(CaughtUp(query_id), timeout=timeout, poll=poll)
+        its output committed. Returns the number of input files that were awaited. Raises
+        :class:`WaitFailed` as soon as the query can no longer catch up on its own (in ERROR
+        unless ``through_retries``, terminated, held, its version rolled back) and
+        :class:`WaitTimeout` after ``timeout`` seconds."""
+        check = self.wait(CaughtUp(query_id, through_retries=through_retries), timeout=timeout, poll=poll)
         return check.details["input_files"]
 
-    def wait_for_results(self, results: Iterable[Result], *, timeout: float = 60.0) -> None:
-        """Wait until the observed state reflects each statement's effect (``exec --wait``)."""
-        deadline = time.monotonic() + timeout
+    def wait_for_results(
+        self, results: Iterable[Result], *, timeout: float = 60.0, through_retries: bool = False
+    ) -> None:
+        """Wait until the observed state reflects each statement's effect (``exec --wait``);
+        raises as :meth:`wait` does."""
+        end = self.results_end(results, timeout=timeout, through_retries=through_retries)
+        raise_unless_reached(end)
+
+    def results_end(
+        self, results: Iterable[Result], *, timeout: float = 60.0, poll: float = 0.1, through_retries: bool = False
+    ) -> WaitEnd:
+        """How waiting for each statement's effect ended (:meth:`wait_end` for ``exec --wait``):
+        each query in the state its statement asks for, a replaced one running its new version."""
+        # what the script leaves each query in: a later statement's state wins
+        states: dict[str, str] = {}
+        versions: dict[str, int] = {}
         for result in results:
             for query_id, state in result.waits:
-                self.wait_for_state(query_id, state, timeout=max(0.0, deadline - time.monotonic()))
+                states[query_id] = state
             replaced = result.action == "replaced" and result.query_id and result.version is not None
             if replaced and (result.query_id, QueryState.RUNNING) in result.waits:
                 assert result.query_id is not None and result.version is not None
-                self.wait_for_version(result.query_id, result.version, timeout=max(0.0, deadline - time.monotonic()))
+                versions[result.query_id] = result.version
+        conditions: list[Condition] = [
+            QueriesInState([query_id], [state], through_retries=through_retries) for query_id, state in states.items()
+        ]
+        conditions += [
+            VersionRunning(query_id, version, through_retries=through_retries)
+            for query_id, version in versions.items()
+            if states.get(query_id) == QueryState.RUNNING
+        ]
+        if not conditions:
+            return WaitEnd(Ending.REACHED, "nothing to wait for")
+        return self.wait_end(AllOf.of(*conditions), timeout=timeout, poll=poll)
 
     def _source(self, name: str) -> SourceInfo:
         """Stream or table ``name``, or NotFoundError."""
@@ -478,11 +518,28 @@ class Engine(Reader):
         return source
 
     def wait_for_version(
-        self, query_id: str, version: int, *, timeout: float = 60.0, poll: float = 0.1, ready: bool = False
+        self,
+        query_id: str,
+        version: int,
+        *,
+        timeout: float = 60.0,
+        poll: float = 0.1,
+        ready: bool = False,
+        through_retries: bool = False,
     ) -> None:
         """Return once a runtime runs ``version`` of the query (with ``ready``: and it left
-        its readiness window); raise :class:`StateError` if that version was rolled back."""
-        self.wait(VersionRunning(query_id, version, ready), timeout=timeout, poll=poll)
+        its readiness window); raise :class:`WaitFailed` if that version was rolled back or
+        the query can no longer run it on its own."""
+        self.wait(VersionRunning(query_id, version, ready, through_retries), timeout=timeout, poll=poll)
+
+
+def raise_unless_reached(end: WaitEnd) -> None:
+    """Raise what a wait that did not reach its goal raises: :class:`WaitFailed` or
+    :class:`WaitTimeout`, carrying ``end``."""
+    if end.ending is Ending.FAILED_FAST:
+        raise WaitFailed(end.message, end=end)
+    if end.ending is Ending.TIMED_OUT:
+        raise WaitTimeout(end.message, end=end)
 
 
 def _read_state(checkpoint: str, operators: list, limit: int) -> tuple[list[str], list[list[Any]]]:

@@ -79,7 +79,24 @@ class CatalogError(StreamQLError):
 
 
 class WaitTimeout(StreamQLError):
-    """A wait ended before the awaited state was observed."""
+    """A wait's timeout ran out before what it waits for came true; the message says what the
+    query was doing. ``end`` is how the wait ended (:class:`~.conditions.WaitEnd`)."""
+
+    def __init__(self, message: str, *, end: object = None):
+        super().__init__(message)
+        self.end = end
+
+
+class WaitFailed(StateError):
+    """A wait ended before its timeout: what it waits for can no longer come true on its own
+    (the query is in ERROR, terminated, held at a bad record, or its version was rolled back).
+    The message gives the query's state, last error and what to do next; ``end`` is how the
+    wait ended (:class:`~.conditions.WaitEnd`). A :class:`StateError`, as such a wait raised
+    before it had its own class."""
+
+    def __init__(self, message: str, *, end: object = None):
+        super().__init__(message)
+        self.end = end
 
 
 #: errors in what the user asked for (as opposed to things that failed while doing it): a

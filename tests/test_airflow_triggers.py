@@ -94,7 +94,8 @@ def test_trigger_fails_when_the_state_can_no_longer_come(catalog_conn):
     catalog_conn.execute("TERMINATE CSAS_A_1")
     event = fire(QueriesInState(["CSAS_A_1"], ["RUNNING"]))
     assert event["status"] == "failed"
-    assert event["message"] == "query CSAS_A_1 was terminated while waiting for RUNNING"
+    assert event["message"].startswith("query CSAS_A_1 was terminated while waiting for RUNNING; ")
+    assert (event["wait"]["ending"], event["wait"]["stop"]) == ("FAILED_FAST", "TERMINATED")
     dropped = fire(QueriesInState(["CSAS_GONE_7"], ["RUNNING"]))
     assert (dropped["status"], dropped["message"]) == ("failed", "no query 'CSAS_GONE_7'")
 

@@ -249,9 +249,9 @@ EXIT_CODES = [
     (["exec"], 2),
     (["exec", "-f", "/nonexistent.sql"], 2),
     (["wait", "NOPE_1", "--state", "RUNNING"], 2),
-    (["wait", "CSAS_V_1", "--state", "RUNNING", "--timeout", "0.5"], 1),
-    (["wait", "CSAS_V_1", "--caught-up", "--timeout", "0.5"], 1),
-    (["exec", "--wait", "--timeout", "0.5", "PAUSE CSAS_V_1"], 1),
+    (["wait", "CSAS_V_1", "--state", "RUNNING", "--timeout", "0.5"], 3),  # timed out
+    (["wait", "CSAS_V_1", "--caught-up", "--timeout", "0.5"], 3),
+    (["exec", "--wait", "--timeout", "0.5", "PAUSE CSAS_V_1"], 3),
     (["exec", "SHOW QUERIES"], 0),
     (["queries"], 0),
     (["wait"], 2),

@@ -1,6 +1,8 @@
 """The ``streamql`` command (alone: its interactive shell, :mod:`.shell`).
 
-Exit codes: 0 ok, 1 failed or timed out, 2 usage or statement error.
+Exit codes: 0 ok, 1 failed, 2 usage or statement error. A wait (``wait``, ``exec --wait``,
+``apply --wait``) exits 0 when what it waits for came true, 1 when it failed fast (it can no
+longer come true on its own: the error says why and what to do next), 3 when it timed out.
 """
 
 # long module: the command is one parser and a handler per subcommand with how they print,
@@ -17,12 +19,16 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..engine import QUERY_COLUMNS, Engine
-from ..errors import STATEMENT_ERRORS, CatalogError, NotFoundError, StreamQLError
+from ..conditions import CaughtUp, Condition, QueriesInState
+from ..engine import QUERY_COLUMNS, Ending, Engine, WaitEnd
+from ..errors import STATEMENT_ERRORS, CatalogError, StreamQLError
 from ..results import Result, cell
 from ..runtime.command import options as runtime_options
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_TIMED_OUT = 0, 1, 2, 3
+#: how a wait's ending is the command's exit code
+WAIT_EXITS = {Ending.REACHED: EXIT_OK, Ending.FAILED_FAST: EXIT_FAILED, Ending.TIMED_OUT: EXIT_TIMED_OUT}
+THROUGH_RETRIES = "wait through the runtime's retries of a query in ERROR instead of failing at once"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -75,6 +81,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print results as JSON")
     p.add_argument("--wait", action="store_true", help="return once observed state reflects each statement")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds --wait may take")
+    p.add_argument("--through-retries", action="store_true", help=THROUGH_RETRIES)
     p.add_argument("--issuer", help="who issues the statements (command log)")
     p.set_defaults(handler=_exec)
 
@@ -101,6 +108,8 @@ def _parser() -> argparse.ArgumentParser:
         "--caught-up", action="store_true", help="wait until every input record existing now is processed and committed"
     )
     p.add_argument("--timeout", type=float, default=60.0)
+    p.add_argument("--through-retries", action="store_true", help=THROUGH_RETRIES)
+    p.add_argument("--json", action="store_true", help="print how the wait ended as JSON")
     p.set_defaults(handler=_wait)
 
     p = sub.add_parser(
@@ -133,6 +142,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.add_argument("--wait", action="store_true", help="return once the changed queries run")
     p.add_argument("--timeout", type=float, default=120.0)
+    p.add_argument("--through-retries", action="store_true", help=THROUGH_RETRIES)
     p.add_argument("--issuer", help="who applies it (command log)")
     p.set_defaults(handler=_apply)
 
@@ -336,13 +346,20 @@ _LINES = {"print": _print_line, "push": _push_line}
 
 
 def _wait_for_results(engine: Engine, results, args: argparse.Namespace) -> int:
-    """``--wait``: until observed state reflects each statement; 1 if it does not in time."""
-    try:
-        engine.wait_for_results(results, timeout=args.timeout)
-    except StreamQLError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_FAILED
-    return EXIT_OK
+    """``--wait``: until observed state reflects each statement; exits as ``wait`` does."""
+    end = engine.results_end(results, timeout=args.timeout, through_retries=getattr(args, "through_retries", False))
+    return _ended(end, as_json=False)
+
+
+def _ended(end: WaitEnd, *, as_json: bool, reached: str | None = None) -> int:
+    """Say how a wait ended (``--json``: as the ``wait`` XCom has it), as its exit code."""
+    if as_json:
+        print(json.dumps(end.to_dict(), default=str), flush=True)
+    elif end.ending is not Ending.REACHED:
+        print(f"error: {end.message}", file=sys.stderr, flush=True)
+    elif reached:
+        print(reached, flush=True)
+    return WAIT_EXITS[end.ending]
 
 
 def _queries(args: argparse.Namespace) -> int:
@@ -351,19 +368,14 @@ def _queries(args: argparse.Namespace) -> int:
 
 
 def _wait(args: argparse.Namespace) -> int:
+    """0 when what it waits for came true, 1 when it failed fast, 3 when it timed out."""
     engine = _engine(args)
-    try:
-        if args.caught_up:
-            n = engine.wait_caught_up(args.query_id, timeout=args.timeout)
-            print(f"{args.query_id.upper()} caught up ({n} input files processed and committed)")
-        else:
-            print(engine.wait_for_state(args.query_id, args.state, timeout=args.timeout))
-    except NotFoundError:
-        raise
-    except StreamQLError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_FAILED
-    return EXIT_OK
+    if args.caught_up:
+        condition: Condition = CaughtUp(args.query_id.upper(), through_retries=args.through_retries)
+    else:
+        condition = QueriesInState([args.query_id], [args.state], through_retries=args.through_retries)
+    end = engine.wait_end(condition, timeout=args.timeout, poll=0.2 if args.caught_up else 0.1)  # NotFoundError: 2
+    return _ended(end, as_json=args.json, reached=end.message if args.caught_up else args.state.upper())
 
 
 def _validate(args: argparse.Namespace) -> int:

@@ -13,11 +13,11 @@ from airflow.providers.common.compat.sdk import conf
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from ..conditions import Condition
+from ..conditions import Condition, end_of
 from ..engine import Engine
 from ..errors import CatalogError, NotFoundError, ParseError, StateError, StreamQLError, ValidationError
 from ..hooks.streamql import StreamQLHook
-from ..triggers.streamql import StreamQLConditionTrigger, check_seconds
+from ..triggers.streamql import StreamQLConditionTrigger, check_seconds, event_of
 from .links import LINK_KEYS, SparkUILink, StreamQLQueryLink
 
 # Errors in what the task asked for: retrying cannot help, so the task fails at once.
@@ -92,6 +92,9 @@ class StreamQLOperator(BaseOperator):
         ``[streamql] wait_timeout`` (600).
     :param poll_interval: seconds between looks at the catalog while waiting; default
         ``[streamql] poll_interval`` (2).
+    :param wait_through_retries: keep waiting while the runtime retries a query in ERROR,
+        instead of failing at once (a query terminated, held at a bad record or whose new
+        version was rolled back fails the wait either way).
     """
 
     template_fields: tuple[str, ...] = ("pipeline",)
@@ -107,9 +110,11 @@ class StreamQLOperator(BaseOperator):
         deferrable: bool | None = None,
         timeout: float | None = None,
         poll_interval: float | None = None,
+        wait_through_retries: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.wait_through_retries = wait_through_retries
         self.streamql_conn_id = streamql_conn_id
         self.pipeline = pipeline
         self.wait = wait
@@ -132,12 +137,17 @@ class StreamQLOperator(BaseOperator):
 
     def wait_for(self, context: Context, engine: Engine, condition: Condition) -> Any:
         """Wait for ``condition``, then :meth:`finish`. Deferred, this never returns:
-        :meth:`execute_complete` resumes the task when the trigger fires."""
+        :meth:`execute_complete` resumes the task when the trigger fires. Either way the wait
+        ends as every wait ends (:func:`~..conditions.end_of`): reached, failed fast (the
+        query can no longer get there on its own) or timed out."""
+        if self.wait_through_retries:
+            condition = condition.through_retries_too()
         try:
             with engine_errors():
                 if self.deferrable:
-                    check = condition.check(engine)  # often true already: no need to defer
-                    if not check.done and not check.failed:
+                    # often true already (or failed): no need to defer
+                    end = end_of(condition, condition.check(engine), engine, expired=False, timeout=self.timeout)
+                    if end is None:
                         push_spark_ui(context, engine)
                         defer_until(
                             self,
@@ -147,12 +157,11 @@ class StreamQLOperator(BaseOperator):
                             poll_interval=self.poll_interval,
                         )
                 else:
-                    check = engine.wait(condition, timeout=self.timeout, poll=self.poll_interval)
+                    end = engine.wait_end(condition, timeout=self.timeout, poll=self.poll_interval)
         finally:
             engine.close()
-        return self.finish(
-            context, {"status": "done" if check.done else "failed", "message": check.message, "details": check.details}
-        )
+        assert end is not None, "a deferred wait resumes in execute_complete"
+        return self.finish(context, event_of(end))
 
     def no_wait(self, context: Context, engine: Engine) -> Any:
         """Return without waiting (``wait=False``)."""
@@ -167,12 +176,15 @@ class StreamQLOperator(BaseOperator):
         return self.finish(context, event)
 
     def finish(self, context: Context, event: dict[str, Any]) -> Any:
-        """Fail on a failed or timed-out wait; else push what the wait observed and return
-        what the operator returns. Subclasses add their own XCom values."""
+        """Push how the wait ended (``wait``: its ``ending`` and, failed fast, the query's
+        state, last error, position and advice); fail on a failed or timed-out wait; else push
+        what the wait observed and return what the operator returns. Subclasses add their
+        own XCom values."""
+        push(context, wait=event.get("wait"))
         if event["status"] == "failed":
             raise AirflowFailException(event["message"])
         if event["status"] == "timeout":
-            raise AirflowException(f"timed out after {self.timeout:g}s: {event['message']}")
+            raise AirflowException(f"timed out: {event['message']}")
         if event["message"]:
             self.log.info("%s", event["message"])
         states = event["details"].get("states")

@@ -8,10 +8,11 @@ from typing import Any
 from airflow.sdk import BaseSensorOperator, Context
 from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
 
-from ..conditions import CaughtUp, Condition, ProgressSince, QueriesInState
+from ..conditions import CaughtUp, Condition, Ending, ProgressSince, QueriesInState, WaitEnd, end_of
 from ..engine import Engine, QueryState
 from ..hooks.streamql import StreamQLHook
 from ..operators.base import default_deferrable, defer_until, engine_errors, open_engine, push
+from ..triggers.streamql import event_of
 
 
 class StreamQLSensor(BaseSensorOperator):
@@ -19,10 +20,19 @@ class StreamQLSensor(BaseSensorOperator):
     :class:`StreamQLConditionTrigger` until it holds. ``timeout`` and ``poke_interval`` are
     the usual sensor arguments.
 
+    A sensor fails as soon as what it waits for can no longer come true on its own (the query
+    is in ERROR, terminated, held at a bad record, or its version was rolled back), with the
+    query's state, last error and what to do next; a timeout says what the query was doing.
+    Either way it pushes how it ended as the ``wait`` XCom (``ending``: REACHED, FAILED_FAST
+    or TIMED_OUT; for a failed one ``query_id``, ``stop``, ``state``, ``error``, ``position``,
+    ``advice``).
+
     :param streamql_conn_id: the ``streamql`` connection.
     :param pipeline: the pipeline ``ALL`` means; default the connection's. (templated)
     :param deferrable: wait in the triggerer instead of holding a worker slot; default
         ``[operators] default_deferrable``.
+    :param wait_through_retries: keep waiting while the runtime retries a query in ERROR
+        (instead of failing at once).
     """
 
     template_fields: Sequence[str] = ("pipeline",)
@@ -34,12 +44,15 @@ class StreamQLSensor(BaseSensorOperator):
         streamql_conn_id: str = StreamQLHook.default_conn_name,
         pipeline: str | None = None,
         deferrable: bool | None = None,
+        wait_through_retries: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.streamql_conn_id = streamql_conn_id
         self.pipeline = pipeline
         self.deferrable = default_deferrable() if deferrable is None else deferrable
+        self.wait_through_retries = wait_through_retries
+        self._looked: Condition | None = None  # poke mode: what the last poke looked at
 
     def engine(self, context: Context) -> Engine:
         return open_engine(self, context)
@@ -51,23 +64,30 @@ class StreamQLSensor(BaseSensorOperator):
         engine = self.engine(context)
         try:
             with engine_errors():
-                check = self.condition(context, engine).check(engine)
+                self._looked = condition = self.condition(context, engine)
+                end = end_of(condition, condition.check(engine), engine, expired=False, timeout=self.timeout)
         finally:
             engine.close()
-        return self._outcome(context, check.done, check.failed, check.message, check.details)
+        if end is None:
+            return False
+        self._outcome(context, event_of(end))
+        return True
 
     def execute(self, context: Context) -> Any:
         if not self.deferrable:
-            return super().execute(context)
+            try:
+                return super().execute(context)
+            except AirflowSensorTimeout:
+                raise self._timed_out(context) from None
         engine = self.engine(context)
         try:
             with engine_errors():
                 condition = self.condition(context, engine)
-                check = condition.check(engine)
+                end = end_of(condition, condition.check(engine), engine, expired=False, timeout=self.timeout)
         finally:
             engine.close()
-        if self._outcome(context, check.done, check.failed, check.message, check.details):
-            return check.details
+        if end is not None:
+            return self._outcome(context, event_of(end))
         defer_until(
             self,
             condition,
@@ -77,26 +97,43 @@ class StreamQLSensor(BaseSensorOperator):
         )
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
-        if event["status"] == "timeout":
-            raise AirflowSensorTimeout(f"{self.task_id} timed out after {self.timeout:g}s: {event['message']}")
-        self._outcome(
-            context, event["status"] == "done", event["status"] == "failed", event["message"], event["details"]
-        )
-        return event["details"]
+        return self._outcome(context, event)
 
-    def _outcome(self, context: Context, done: bool, failed: bool, message: str, details: dict[str, Any]) -> bool:
-        self.log.info("%s", message)
-        if failed:
-            raise AirflowFailException(message)
-        if done:
-            push(context, **{k: v for k, v in details.items() if k in ("states", "state", "batch_id")})
-        return done
+    def _timed_out(self, context: Context) -> AirflowSensorTimeout:
+        """Poke mode's timeout, saying what the queries were doing."""
+        condition, end = self._looked, None
+        if condition is not None:
+            engine = self.engine(context)
+            try:
+                with engine_errors():
+                    end = end_of(condition, condition.check(engine), engine, expired=True, timeout=self.timeout)
+            finally:
+                engine.close()
+        if end is None or end.ending is not Ending.TIMED_OUT:  # it came true, or failed, just now
+            end = WaitEnd(Ending.TIMED_OUT, f"timed out after {self.timeout:g}s")
+        self.log.info("%s", end.message)
+        push(context, wait=end.to_dict())
+        return AirflowSensorTimeout(f"{self.task_id} timed out: {end.message}")
+
+    def _outcome(self, context: Context, event: dict[str, Any]) -> Any:
+        """Push how the wait ended (``wait``) and what it observed; fail unless it reached
+        its goal."""
+        self.log.info("%s", event["message"])
+        push(context, wait=event.get("wait"))
+        if event["status"] == "timeout":
+            raise AirflowSensorTimeout(f"{self.task_id} timed out: {event['message']}")
+        if event["status"] == "failed":
+            raise AirflowFailException(event["message"])
+        details = event["details"]
+        push(context, **{k: v for k, v in details.items() if k in ("states", "state", "batch_id")})
+        return details
 
 
 class QueryStateSensor(StreamQLSensor):
     """Wait until a query, or ``ALL`` queries of the pipeline, is in one of
     ``target_states``. A query in ERROR fails the sensor unless ERROR is awaited
-    (``fail_on_error=False`` keeps waiting through the runtime's retries instead).
+    (``wait_through_retries=True``, or its older name ``fail_on_error=False``, keeps waiting
+    through the runtime's retries instead); so does one terminated or held at a bad record.
 
     :param query_id: a query ID or ``ALL``. (templated)
     :param target_states: one state or several (RUNNING, PAUSED, TERMINATED, ...). (templated)
@@ -120,7 +157,13 @@ class QueryStateSensor(StreamQLSensor):
     def condition(self, context: Context, engine: Engine) -> Condition:
         states = [self.target_states] if isinstance(self.target_states, str) else list(self.target_states)
         ids = None if self.query_id.strip().upper() == "ALL" else [self.query_id.strip()]
-        return QueriesInState(ids, states, pipeline=engine.pipeline, fail_on_error=self.fail_on_error)
+        return QueriesInState(
+            ids,
+            states,
+            pipeline=engine.pipeline,
+            fail_on_error=self.fail_on_error,
+            through_retries=self.wait_through_retries,
+        )
 
 
 class QueryProgressSensor(StreamQLSensor):
@@ -163,10 +206,14 @@ class QueryProgressSensor(StreamQLSensor):
         # fixed at the first look, so that every later poke measures from the same point
         if self._condition is None:
             if self.caught_up:
-                self._condition = CaughtUp(self.query_id.strip().upper())
+                self._condition = CaughtUp(self.query_id.strip().upper(), through_retries=self.wait_through_retries)
             else:
                 base = ProgressSince.from_now(
-                    engine, self.query_id.strip(), batches=_int(self.batches), rows=_int(self.rows)
+                    engine,
+                    self.query_id.strip(),
+                    batches=_int(self.batches),
+                    rows=_int(self.rows),
+                    through_retries=self.wait_through_retries,
                 )
                 if self.since_batch not in (None, ""):
                     base.since_batch = int(self.since_batch)

@@ -10,14 +10,18 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from ..conditions import Condition
+from ..conditions import Condition, Ending, WaitEnd, end_of
 
 
 class StreamQLConditionTrigger(BaseTrigger):
     """Fire once ``condition`` (a :class:`~airflow_provider_streamql.conditions.Condition`
     as a dict) is met, can no longer be met, or ``end_at`` (epoch seconds) passes.
 
-    The event's payload is ``{"status": "done"|"failed"|"timeout", "message", "details"}``.
+    The event's payload is ``{"status": "done"|"failed"|"timeout", "message", "details",
+    "wait"}``: ``wait`` is how the wait ended (:class:`~..conditions.WaitEnd` as a dict: its
+    ``ending`` REACHED, FAILED_FAST or TIMED_OUT, and for a failed one the query's state,
+    last error, position and advice). It fails as soon as the condition can no longer come
+    true on its own (the decision every wait form shares, :func:`~..conditions.end_of`).
     The deadline is absolute so that it survives the trigger being serialised and resumed
     elsewhere, and it is enforced here because ``dag.test()`` runs triggers without one.
     """
@@ -53,22 +57,31 @@ class StreamQLConditionTrigger(BaseTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         condition = Condition.from_dict(self.condition)
         engine = await engine_of(self.streamql_conn_id, pipeline=self.pipeline)
+        timeout = round(max(0.0, self.end_at - time.time()))  # what is left of it, when resumed
         try:
             while True:
                 try:
                     check = await asyncio.to_thread(condition.check, engine)
+                    expired = time.time() >= self.end_at
+                    end = await asyncio.to_thread(end_of, condition, check, engine, expired=expired, timeout=timeout)
                 except Exception as e:  # e.g. the query was dropped: say so, do not hang
-                    yield TriggerEvent({"status": "failed", "message": str(e), "details": {}})
+                    yield TriggerEvent(event_of(WaitEnd(Ending.FAILED_FAST, str(e))))
                     return
-                status = "done" if check.done else "failed" if check.failed else None
-                if status is None and time.time() >= self.end_at:
-                    status = "timeout"
-                if status:
-                    yield TriggerEvent({"status": status, "message": check.message, "details": check.details})
+                if end is not None:
+                    yield TriggerEvent(event_of(end))
                     return
                 await asyncio.sleep(self.poll_interval)
         finally:
             engine.close()
+
+
+#: the event's status for each ending (as the trigger has always said it)
+STATUSES = {Ending.REACHED: "done", Ending.FAILED_FAST: "failed", Ending.TIMED_OUT: "timeout"}
+
+
+def event_of(end: WaitEnd) -> dict[str, Any]:
+    """The trigger's event payload for how the wait ended."""
+    return {"status": STATUSES[end.ending], "message": end.message, "details": end.details, "wait": end.to_dict()}
 
 
 def check_seconds(value: object, where: str) -> float:

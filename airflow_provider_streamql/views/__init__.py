@@ -10,6 +10,8 @@ Airflow half read through it.
 - :mod:`.describe`: the tables of SHOW, DESCRIBE and EXPLAIN; DESCRIBE ... STATE reads Spark
   state through a reader it is handed (:data:`.describe.StateReader`), never starting Spark
 - :mod:`.lag`: the input files a query has not processed yet
+- :mod:`.waits`: a query as a wait sees it (state, last error, hold, rollback, last batch)
+- :mod:`.endings`: how a wait ends (reached, failed fast and why, timed out), decided once
 - :mod:`.events`: query events (caught up, held, error, upgraded) and consumers' cursors
 - :mod:`.lineage`: what a query version reads and writes, column by column
 - :mod:`.reader`: :class:`~.reader.Reader`, the read side of :class:`~..engine.Engine`

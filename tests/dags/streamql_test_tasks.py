@@ -57,6 +57,13 @@ single("t_progress_sensor", lambda: QueryProgressSensor(
     query_id="", batches=1)
 single("t_caught_up_sensor", lambda: QueryProgressSensor(
     task_id="task", query_id="{{ params.query_id }}", caught_up=True, **SENSOR), query_id="")
+# the caught-up sensor deferred or poking in the worker, with a timeout that runs out soon
+# (3 s: a wait that times out) or not (90 s)
+for mode, deferrable in (("deferred", True), ("poked", False)):
+    for seconds in (3, 90):
+        single(f"t_caught_up_{mode}_{seconds}s", lambda deferrable=deferrable, seconds=seconds: QueryProgressSensor(
+            task_id="task", query_id="{{ params.query_id }}", caught_up=True, timeout=seconds, poke_interval=0.2,
+            deferrable=deferrable), query_id="")
 single("t_submit_runtime", lambda: SubmitRuntimeOperator(
     task_id="task", spark_conn_id="{{ params.spark_conn_id }}", conf="{{ params.conf }}",
     # a lease far above any reconcile pass (tests/conftest.py LEASE_TTL); SIGTERM releases it

@@ -1,0 +1,99 @@
+"""What a wait sees of a query at one look: its shown state and last error, the version it
+runs, whether the version a wait is on was rolled back, the bad record holding it (or the one
+it failed on) and its last batch. A plain read; :mod:`airflow_provider_streamql.conditions`
+decides from it how a wait stands (observe here, decide there)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from ..catalog import BadRecord, BadRecordStatus, Catalog, DesiredState, QueryInfo, QueryState
+from ..errors import first_line
+from . import lag
+from .rows import shown_state
+
+
+@dataclass(frozen=True)
+class QueryLook:
+    """One query as a wait sees it."""
+
+    query_id: str
+    state: QueryState
+    desired: DesiredState
+    #: the first line of its last error (or of the note on why it runs the version it runs)
+    error: str | None
+    version: int
+    running_version: int | None
+    #: the awaited version, when it was rolled back since, with why
+    rolled_back: tuple[int, str | None] | None
+    #: the bad record holding it (policy PAUSE), or the one its failing batch failed on
+    bad_record: BadRecord | None
+    last_batch: int | None
+    last_batch_at: float | None
+
+    @property
+    def held(self) -> bool:
+        """Paused by its runtime at a bad record (policy PAUSE), not by someone."""
+        return self.bad_record is not None and self.bad_record.status == BadRecordStatus.PENDING
+
+    @property
+    def failing(self) -> bool:
+        """In ERROR on the version it should run, and still to run: an ERROR of a version
+        replaced since is not the new version's (it is started once the runtime's back-off
+        ends), and one asked to pause or terminate is stopped by the runtime's next pass."""
+        return (
+            self.state == QueryState.ERROR
+            and self.desired == DesiredState.RUNNING
+            and self.running_version in (None, self.version)
+        )
+
+
+def look(catalog: Catalog, query: QueryInfo, lease: dict | None, awaited_version: int | None = None) -> QueryLook:
+    """Read ``query`` (its lease from ``catalog.leases.holders()``) as a wait sees it;
+    ``awaited_version``: the version the wait is on (the query's when it started)."""
+    state = QueryState(shown_state(query, lease))
+    progress = catalog.observed.progress(query.id)
+    rolled_back = None
+    if awaited_version is not None and awaited_version != query.version:
+        row = next((v for v in catalog.versions(query.id) if v["version"] == awaited_version), None)
+        if row is not None and row["outcome"] == "ROLLED_BACK":
+            rolled_back = (awaited_version, first_line(row["error"]) if row["error"] else None)
+    bad = None
+    if query.desired_state == DesiredState.PAUSED:
+        bad = next(iter(catalog.bad_records.of(query.id, BadRecordStatus.PENDING)), None)
+    elif state == QueryState.ERROR:
+        # the batch that failed is after the last one committed
+        after = progress.batch_id if progress else -1
+        failed = [r for r in catalog.bad_records.of(query.id, BadRecordStatus.FAILED) if r.batch_id > after]
+        bad = failed[-1] if failed else None
+    return QueryLook(
+        query.id,
+        state,
+        query.desired_state,
+        first_line(query.error) if query.error else None,
+        query.version,
+        query.running_version,
+        rolled_back,
+        bad,
+        progress.batch_id if progress else None,
+        progress.last_batch_at if progress else None,
+    )
+
+
+def doing(catalog: Catalog, query: QueryInfo, lease: dict | None, now: float | None = None) -> str:
+    """What the query is doing, in a line (what a wait that timed out says): its state, its
+    last batch and when, and its lag in input files (file topics)."""
+    seen = look(catalog, query, lease)
+    now = now or time.time()
+    if seen.last_batch is None or seen.last_batch_at is None:
+        batch = "no batch committed yet"
+    else:
+        at = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(seen.last_batch_at))
+        batch = f"last batch {seen.last_batch} at {at} UTC ({now - seen.last_batch_at:.0f}s ago)"
+    parts = [f"{seen.query_id} is {seen.state}", batch]
+    if not lag.kafka_sources(catalog, query) and query.desired_state != DesiredState.TERMINATED:
+        parts.append(f"{lag.unprocessed_files(catalog, query)} input file(s) not processed")
+    if seen.error:
+        parts.append(f"last error: {seen.error}")
+    return ", ".join(parts)
