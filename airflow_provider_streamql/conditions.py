@@ -422,7 +422,9 @@ def unhealthy_queries(engine: QueryView, *, stale_after: float, pipeline: str | 
             problem = "UNASSIGNED: its runtime stopped heartbeating"
         else:
             check = CaughtUp(row["query_id"], as_of=now - stale_after).check(engine)
-            if not check.done:
+            if check.failed:  # it cannot catch up on its own (what stopped it), or lag is not counted (Kafka)
+                problem = check.message if check.stopped is not None else None
+            elif not check.done:
                 progress = engine.progress(row["query_id"])
                 last = (
                     time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(progress.last_batch_at)) if progress else "never"
