@@ -299,9 +299,9 @@ def _follow(engine: Engine, printed: Result, *, as_json: bool) -> int:
     object per line), then those written since, until its LIMIT or Ctrl-C."""
     kind = _followed(printed) or "print"  # _show hands on only what _followed names
     more = engine.follow_push if kind == "push" else engine.follow_print
-    # first what is followed (a caller knows it has started), then its records or rows
-    print(_FIRST_LINES[kind](printed, as_json), flush=True)
-    try:
+    try:  # from the first line on: a Ctrl-C as soon as it shows ends it cleanly too
+        # first what is followed (a caller knows it has started), then its records or rows
+        print(_FIRST_LINES[kind](printed, as_json), flush=True)
         while True:
             if kind == "push" and printed.message:  # lines of the source that cannot be read
                 print(f"note: {printed.message}", file=sys.stderr, flush=True)
