@@ -182,7 +182,8 @@ class VersionRunning(Condition):
             "running_version": query.running_version,
             "state": state,
         }
-        running = query.running_version == self.version
+        # a version rolled back may still be the running one for a moment: never "reached"
+        running = query.running_version == self.version and row["outcome"] != "ROLLED_BACK"
         if running and (not self.ready or row["outcome"] == "ACTIVE"):
             return Check(
                 True, f"version {self.version} of {query.id} is {'ready' if self.ready else 'running'}", details=details
