@@ -122,6 +122,24 @@ class Planning:
             f"unknown stream or table {name!r} (known: {known})", line=stmt.line, col=stmt.col, text=stmt.text
         )
 
+    def kafka_settings(self, what: str, stmt: st.Statement) -> KafkaSettings:
+        """The engine's Kafka settings, or the statement's error saying how to give them."""
+        try:
+            return self.kafka.require(what)
+        except StateError as e:
+            raise state_error_at(e.message, stmt) from None
+
+    def source_read(self, name: str, stmt: st.Statement, what: str) -> SourceInfo:
+        """Stream or table ``name`` that ``stmt`` reads or writes without Spark (``what`` it
+        does: INSERT INTO, PRINT, a push query), with the engine's Kafka settings checked
+        when it is on a Kafka topic; NotFoundError naming the known ones otherwise."""
+        src = self.snapshot.sources.get(name)
+        if src is None:
+            raise self.unknown(name, stmt)
+        if src.kafka_topic:
+            self.kafka_settings(f"{what} {src.name} (Kafka topic {src.kafka_topic!r})", stmt)
+        return src
+
     def if_not_exists(self, stmt: st.CreateSource | st.CreateAsSelect) -> Step | None:
         """``CREATE ... IF NOT EXISTS`` of a name that exists: nothing to do (as in ksqlDB),
         unless the name is the other kind of source."""

@@ -15,7 +15,6 @@ from ..errors import NotFoundError, StateError, ValidationError
 from ..language import statements as st
 from ..results import Result
 from ..storage import kafka_records, kafka_topics, printing, topics
-from ..storage.kafka_topics import KafkaSettings
 from ..storage.topic_tables import topic_rows
 from ..storage.values import ValueEvaluator, record_problem, stored
 from . import properties
@@ -30,17 +29,13 @@ class Reads:
         self.planning = planning
 
     def insert_values(self, stmt: st.InsertValues) -> Step:
-        src = self.planning.snapshot.sources.get(stmt.target)
-        if src is None:
-            raise self.planning.unknown(stmt.target, stmt)
+        src = self.planning.source_read(stmt.target, stmt, "INSERT INTO")
         if src.writer_query:
             raise error_at(
                 f"{src.name} is written by query {src.writer_query}; INSERT VALUES "
                 f"appends only to declared streams and tables",
                 stmt,
             )
-        if src.kafka_topic:
-            self._kafka_settings(f"INSERT INTO {src.name} (Kafka topic {src.kafka_topic!r})", stmt)
         by_lower = {c.name.lower(): c for c in src.columns}
         names = stmt.columns or [c.name for c in src.columns]
         if len(names) != len(stmt.rows[0]):
@@ -99,7 +94,7 @@ class Reads:
         sources = {name: self.planning.snapshot.sources[name] for name in analysis.sources}
         on_kafka = [s for s in sources.values() if s.kafka_topic]
         for src in on_kafka:
-            self._kafka_settings(f"a pull query of {src.name} (Kafka topic {src.kafka_topic!r})", stmt)
+            self.planning.kafka_settings(f"a pull query of {src.name} (Kafka topic {src.kafka_topic!r})", stmt)
 
         result = Result(stmt.text)
 
@@ -123,11 +118,7 @@ class Reads:
         return Step(result, read=read, reads=frozenset(sources))
 
     def print_topic(self, stmt: st.PrintTopic) -> Step:
-        src = self.planning.snapshot.sources.get(stmt.name)
-        if src is None:
-            raise self.planning.unknown(stmt.name, stmt)
-        if src.kafka_topic:
-            self._kafka_settings(f"PRINT {src.name} (Kafka topic {src.kafka_topic!r})", stmt)
+        src = self.planning.source_read(stmt.name, stmt, "PRINT")
         result = Result(stmt.text, f"Format: {src.format}", columns=printing.columns(src))
         kafka, limits = self.planning.kafka, self.planning.limits
 
@@ -146,13 +137,6 @@ class Reads:
             }
 
         return Step(result, read=read, reads=frozenset({src.name}))
-
-    def _kafka_settings(self, what: str, stmt: st.Statement) -> KafkaSettings:
-        """The engine's Kafka settings, or the statement's error saying how to give them."""
-        try:
-            return self.planning.kafka.require(what)
-        except StateError as e:
-            raise state_error_at(e.message, stmt) from None
 
     def _produce(self, stmt: st.InsertValues, src, records: list[dict[str, Any]], count: str) -> Step:
         """INSERT VALUES on a Kafka topic: the records produced, in order, once every check
