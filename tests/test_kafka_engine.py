@@ -179,11 +179,58 @@ def test_print_shows_a_topic_and_follows_it(kafka_topics, kafka_engine):
     assert json.loads(json.dumps(followed.details["print"]))["shown"] == 2
 
 
+# what the topic holds before and after the push query starts (key, value), the push query
+# (its session settings), the rows it shows of what was produced after it started
+PUSHES = [
+    (S, [("1", {"name": "a"})], [("2", {"name": "b"}), ("3", {"name": "c"})], {}, "SELECT * FROM s EMIT CHANGES",
+     [[2, "b"], [3, "c"]]),
+    (S, [("1", {"name": "a"})], [("2", {"name": "b"})], {"auto.offset.reset": "earliest"},
+     "SELECT * FROM s EMIT CHANGES", [[1, "a"], [2, "b"]]),
+    (S, [], [("1", {"name": "a"}), ("2", {"name": "b"}), ("3", {"name": "c"})], {},
+     "SELECT UPPER(name) AS n FROM s WHERE id > 1 EMIT CHANGES LIMIT 1", [["B"]]),
+    # a table's changes as they come: a tombstone and a record without a key show no row
+    (T, [("1", {"name": "a"})], [("1", {"name": "A", "score": 2}), ("1", None), (None, {"name": "x"}),
+                                 ("2", {"name": "b"})], {}, "SELECT id, name FROM t EMIT CHANGES", [[1, "A"], [2, "b"]]),
+    # a record that cannot be read shows no row (the result's note says where it is)
+    (S, [], [("1", "not json"), ("2", {"name": "b"})], {}, "SELECT name FROM s EMIT CHANGES", [["b"]]),
+]
+
+
+@pytest.mark.parametrize("create, before, after, settings, push, expected", PUSHES)
+def test_a_push_query_follows_a_topic(kafka_topics, kafka_engine, create, before, after, settings, push, expected):
+    """SELECT ... EMIT CHANGES on a stream or table over a topic (issue 31): the records
+    committed after it started (from the first with earliest), through its projection and
+    WHERE, each change a row, until its LIMIT; no query is made."""
+    topic = kafka_topics.new("push")
+    kafka_engine.execute(create.format(topic=topic))
+    kafka_topics.produce(topic, before)
+    pushed, = kafka_engine.execute(push, settings=settings)
+    rows = list(pushed.rows)
+    kafka_topics.produce(topic, after)
+    for _ in range(2):
+        pushed = kafka_engine.follow_push(pushed)
+        rows += pushed.rows
+    assert rows == expected
+    assert kafka_engine.execute("SHOW QUERIES")[0].rows == []
+
+
+def test_a_push_query_says_which_records_it_skipped(kafka_topics, kafka_engine):
+    topic = kafka_topics.new("push-bad")
+    kafka_engine.execute(S.format(topic=topic))
+    pushed, = kafka_engine.execute("SELECT * FROM s EMIT CHANGES")
+    kafka_topics.produce(topic, [("1", "not json"), ("2", {"name": "b"})])
+    followed = kafka_engine.follow_push(pushed)
+    assert followed.rows == [[2, "b"]]
+    assert followed.message == (
+        f"Skipped 1 record of STREAM S that cannot be read (no JSON object), the first: kafka:{topic}/0@0")
+
+
 # a statement on a Kafka topic that the engine must talk to Kafka for
 NEEDS_KAFKA = [
     "INSERT INTO orders VALUES (1, 'tea', 2, NULL)",
     "SELECT * FROM orders",
     "PRINT orders",
+    "SELECT * FROM orders EMIT CHANGES",
 ]
 
 

@@ -1,8 +1,8 @@
 """Push queries: ``SELECT ... FROM s [WHERE ...] EMIT CHANGES [LIMIT n]``.
 
 ksqlDB runs a push query as a transient query that streams rows to its client. streamql runs
-it on the committed output of ``s``'s file topic instead (:mod:`..storage.push`): each new
-file's rows go through the SELECT's projection and WHERE on a locked DuckDB, rendered from the
+it on the committed output of ``s``'s topic instead (:mod:`..storage.push`): each new file's
+(or Kafka record's) rows go through the SELECT's projection and WHERE on a locked DuckDB, rendered from the
 tree as pull queries are. No Spark, no query in the catalog, no file written; a row appears
 once the query writing ``s`` commits it. What needs state across rows (aggregations, windows,
 joins, DISTINCT, ORDER BY) is refused with where it runs instead: a persistent query, whose
@@ -85,15 +85,8 @@ class PushQueries:
         for refused, reason in self.REFUSED:
             if refused(select, analysis):
                 raise error_at(f"push query refused: {reason}", stmt)
-        src = self.planning.snapshot.sources[analysis.sources[0]]
-        if src.kafka_topic:
-            raise error_at(
-                f"push query refused: {src.name} is the Kafka topic {src.kafka_topic!r}, and push queries "
-                f"follow file topics for now: a persistent query reads it (CREATE STREAM x AS SELECT ... "
-                f"FROM {src.name}), then SELECT ... FROM x EMIT CHANGES",
-                stmt,
-            )
-        plan = PushPlan(src, select, analysis, stmt.limit, self.planning.limits)
+        src = self.planning.source_read(analysis.sources[0], stmt, "a push query of")
+        plan = PushPlan(src, select, analysis, stmt.limit, self.planning.limits, self.planning.kafka)
         earliest = self.planning.settings.get("auto.offset.reset") == "earliest"
         result = Result(stmt.text, columns=plan.columns, push_plan=plan)
 

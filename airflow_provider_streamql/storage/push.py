@@ -1,16 +1,21 @@
-"""Push queries on file topics: ``SELECT ... FROM s [WHERE ...] EMIT CHANGES [LIMIT n]``.
+"""Push queries: ``SELECT ... FROM s [WHERE ...] EMIT CHANGES [LIMIT n]``.
 
 A push query follows the committed output of ``s``'s topic, as ``PRINT`` does
-(:mod:`.printing`): each data file committed after the query started (a table: each entry of
-its changelog; its tombstones delete and show no row) is loaded into a pull query's locked
-DuckDB (:class:`.pull.PullQuery`) and the SELECT's projection and WHERE run on its rows, in
-the order they were written. Nothing runs on Spark and no persistent query is touched: a row
-appears once the query writing ``s`` (or an INSERT VALUES) commits it, so a push query's
-latency is that query's batch interval.
+(:mod:`.printing`): on a file topic each data file committed after the query started (a
+table: each entry of its changelog; its tombstones delete and show no row), on a Kafka topic
+each committed record after the offsets it started at (read by the engine's own consumer,
+``read_committed``, decoded as a runtime decodes them: :mod:`.topic_tables`; a table's
+tombstones and records without a key show no row). Those rows are loaded into a pull
+query's locked DuckDB (:class:`.pull.PullQuery`) and the SELECT's projection and WHERE run on
+them, in the order they were written (a Kafka topic: partition by partition in offset
+order). Nothing runs on Spark and no persistent query is touched: a row appears once the
+query writing ``s`` (or an INSERT VALUES, or any producer of a Kafka topic) commits it, so a
+push query's latency is that query's batch interval.
 """
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,12 +24,16 @@ from sqlglot import exp
 from ..catalog import SourceInfo
 from ..language.analyzer import SelectAnalysis
 from ..language.limits import Limits
-from . import topics
+from . import kafka_topics, topics
+from .kafka_topics import KafkaSettings
 from .pull import PullQuery, data_files
+from .topic_tables import Decoded
 
 #: files read at most at one look: an earliest push query over a long history shows its rows
 #: in bounded steps (each within the pull query's bounds), not in one answer
 FILES_PER_LOOK = 64
+#: Kafka records read at most at one look, for the same reason
+RECORDS_PER_LOOK = 10_000
 
 
 @dataclass(frozen=True)
@@ -37,6 +46,8 @@ class PushPlan:
     analysis: SelectAnalysis
     limit: int | None
     limits: Limits
+    #: the engine's Kafka settings, for a source on a Kafka topic
+    kafka: KafkaSettings = field(default_factory=KafkaSettings)
 
     @property
     def columns(self) -> list[str]:
@@ -46,27 +57,37 @@ class PushPlan:
 
 @dataclass(frozen=True)
 class Pushed:
-    """Where a push query stands: the rows found at the last look, every file read so far,
-    how many rows were shown in all, and what a reader should know (lines skipped)."""
+    """Where a push query stands: the rows found at the last look, every file read so far
+    (a Kafka topic: each partition read and the offset to read next), how many rows were
+    shown in all, and what a reader should know (lines or records skipped)."""
 
     rows: list[list[Any]] = field(default_factory=list)
     files: frozenset[str] = frozenset()
     shown: int = 0
     notes: tuple[str, ...] = ()
+    offsets: dict[int, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """Where it stands, without the rows (a JSON value)."""
-        return {"files": sorted(self.files), "shown": self.shown}
+        offsets = {"offsets": {str(p): o for p, o in sorted(self.offsets.items())}} if self.offsets else {}
+        return {"files": sorted(self.files), "shown": self.shown, **offsets}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Pushed:
-        return cls(files=frozenset(data["files"]), shown=data["shown"])
+        offsets = {int(p): int(o) for p, o in data.get("offsets", {}).items()}
+        return cls(files=frozenset(data["files"]), shown=data["shown"], offsets=offsets)
 
 
 def start(plan: PushPlan, *, earliest: bool) -> Pushed:
-    """Where a push query starts: after every file committed now (ksqlDB's default,
-    ``auto.offset.reset`` latest), or before the first (``earliest``)."""
-    return Pushed() if earliest else Pushed(files=frozenset(data_files(plan.source)))
+    """Where a push query starts: after everything committed now (ksqlDB's default,
+    ``auto.offset.reset`` latest: every file, or each partition's end offset), or before
+    the first record (``earliest``)."""
+    if earliest:
+        return Pushed()
+    topic = plan.source.kafka_topic
+    if topic:
+        return Pushed(offsets=kafka_topics.end_offsets(plan.kafka.require(_what(plan)), topic))
+    return Pushed(files=frozenset(data_files(plan.source)))
 
 
 def push_rows(plan: PushPlan, since: Pushed) -> Pushed:
@@ -74,14 +95,42 @@ def push_rows(plan: PushPlan, since: Pushed) -> Pushed:
     (at most :data:`FILES_PER_LOOK`, oldest first), through the SELECT, in order, until
     ``plan.limit`` rows are shown in all."""
     if plan.limit is not None and since.shown >= plan.limit:
-        return Pushed(files=since.files, shown=since.shown)
+        return Pushed(files=since.files, shown=since.shown, offsets=since.offsets)
+    if plan.source.kafka_topic:
+        return _push_kafka(plan, since)
     new = [f for f in data_files(plan.source) if f not in since.files][:FILES_PER_LOOK]
     readable = [f for f in new if not topics.is_tombstones(f)]
     if not readable:
         return Pushed(files=since.files | set(new), shown=since.shown)
-    select = plan.select
-    if plan.limit is not None:  # the rows still to show: a typed number, never text
-        select = select.limit(plan.limit - since.shown)
     with PullQuery([plan.source], plan.limits, files={plan.source.name: readable}) as query:
-        _, rows = query.run(select, plan.analysis)
+        _, rows = query.run(_select(plan, since), plan.analysis)
     return Pushed(rows, since.files | set(new), since.shown + len(rows), tuple(query.notes))
+
+
+def _push_kafka(plan: PushPlan, since: Pushed) -> Pushed:
+    """:func:`push_rows` of a source on a Kafka topic: the records committed after
+    ``since``'s offsets (at most :data:`RECORDS_PER_LOOK`), each change a row."""
+    src, offsets, what = plan.source, dict(since.offsets), _what(plan)
+    decoded = Decoded(src)
+    records = kafka_topics.read(plan.kafka.require(what), str(src.kafka_topic), offsets, plan.limits, what)
+    with contextlib.closing(records):  # a full look closes the consumer at once
+        for n, record in enumerate(records, start=1):
+            offsets[record.partition] = record.offset + 1
+            decoded.add(record)
+            if n >= RECORDS_PER_LOOK:
+                break
+    if not decoded.rows:
+        return Pushed(files=since.files, shown=since.shown, notes=tuple(decoded.notes()), offsets=offsets)
+    with PullQuery([src], plan.limits, {src.name: decoded.rows}) as query:
+        _, rows = query.run(_select(plan, since), plan.analysis)
+    notes = tuple(decoded.notes() + query.notes)
+    return Pushed(rows, since.files, since.shown + len(rows), notes, offsets)
+
+
+def _select(plan: PushPlan, since: Pushed) -> exp.Select:
+    """The SELECT of one look: with a LIMIT of the rows still to show (a typed number, never text)."""
+    return plan.select if plan.limit is None else plan.select.limit(plan.limit - since.shown)
+
+
+def _what(plan: PushPlan) -> str:
+    return f"the push query of {plan.source.kind} {plan.source.name}"

@@ -19,6 +19,46 @@ from ..catalog import SourceInfo
 from ..errors import ValidationError
 from ..language.limits import Limits
 from . import kafka_records, kafka_topics
+from .kafka_records import KafkaRecord
+
+
+class Decoded:
+    """Records of ``src``'s Kafka topic decoded as a runtime decodes them, in the order given:
+    :meth:`row` decodes one (a record whose value is no JSON object is skipped and counted),
+    :meth:`add` keeps each change as a row, as a push query shows it (a table's tombstones
+    and records without a key show none)."""
+
+    def __init__(self, src: SourceInfo):
+        self.src = src
+        self.rows: list[dict] = []
+        self.skipped = 0
+        self.first = ""  # the position of the first record skipped
+
+    def row(self, record: KafkaRecord) -> dict | None:
+        """``record``'s row (each column's JSON value, None when missing), or None when it
+        cannot be read."""
+        row = kafka_records.decode(record, self.src.columns)
+        if row is None:
+            self.skipped += 1
+            self.first = self.first or f"kafka:{self.src.kafka_topic}/{record.position}"
+        return row
+
+    def add(self, record: KafkaRecord) -> None:
+        if self.src.kind == "TABLE" and (record.key is None or record.value is None):
+            return
+        row = self.row(record)
+        if row is not None:
+            self.rows.append(row)
+
+    def notes(self) -> list[str]:
+        """What a reader should know: the records skipped, and the first one's position."""
+        if not self.skipped:
+            return []
+        s = "s" if self.skipped != 1 else ""
+        return [
+            f"Skipped {self.skipped} record{s} of {self.src.kind} {self.src.name} that cannot be read "
+            f"(no JSON object), the first: {self.first}"
+        ]
 
 
 def topic_rows(kafka: kafka_topics.KafkaSettings, src: SourceInfo, limits: Limits, notes: list[str]) -> list[dict]:
@@ -29,7 +69,8 @@ def topic_rows(kafka: kafka_topics.KafkaSettings, src: SourceInfo, limits: Limit
     what = f"the pull query of {src.kind} {src.name}"
     table = src.kind == "TABLE"
     rows: dict[Any, tuple[int, dict]] = {}  # key (a stream: the position) -> (size, row)
-    held, skipped, first = 0, 0, ""
+    held = 0
+    decoded = Decoded(src)
     records = kafka_topics.read(kafka.require(what), topic, None, limits, what)
     with contextlib.closing(records):
         for record in records:
@@ -39,9 +80,8 @@ def topic_rows(kafka: kafka_topics.KafkaSettings, src: SourceInfo, limits: Limit
             if table and record.value is None:
                 held -= rows.pop(identity, (0, {}))[0]
                 continue
-            row = kafka_records.decode(record, src.columns)
+            row = decoded.row(record)
             if row is None:
-                skipped, first = skipped + 1, first or f"kafka:{topic}/{record.position}"
                 continue
             size = len(record.value or b"") + len(record.key or b"")
             held += size - rows.get(identity, (0, {}))[0]
@@ -53,9 +93,5 @@ def topic_rows(kafka: kafka_topics.KafkaSettings, src: SourceInfo, limits: Limit
                     )
                 )
             rows[identity] = (size, row)
-    if skipped:
-        notes.append(
-            f"Skipped {skipped} record{'s' if skipped != 1 else ''} of {src.kind} {src.name} that cannot be "
-            f"read (no JSON object), the first: {first}"
-        )
+    notes.extend(decoded.notes())
     return [row for _size, row in rows.values()]
