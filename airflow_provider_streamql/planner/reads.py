@@ -16,7 +16,6 @@ from ..language import statements as st
 from ..results import Result
 from ..storage import kafka_records, kafka_topics, printing, topics
 from ..storage.topic_tables import topic_rows
-from ..storage.values import ValueEvaluator, record_problem, stored
 from . import properties
 from .planning import Planning, error_at, state_error_at
 from .step import Step, remove_files
@@ -48,6 +47,9 @@ class Reads:
             )
         # every value of every row is evaluated and checked against its column before anything
         # is written; columns left out of the column list are NULL (as in ksqlDB)
+        # DuckDB evaluates the values: loaded by the statements that need it, not by every command
+        from ..storage.values import ValueEvaluator, record_problem, stored
+
         records = []
         with ValueEvaluator(self.planning.limits) as evaluator:
             for n, row in enumerate(stmt.rows, start=1):

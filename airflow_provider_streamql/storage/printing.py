@@ -17,7 +17,6 @@ from ..catalog import SourceInfo
 from ..language.limits import Limits
 from . import kafka_topics, topics
 from .kafka_records import KafkaRecord
-from .pull import data_files
 
 #: the columns of a printed record of a file topic
 COLUMNS = ["rowtime", "key", "value", "file"]
@@ -58,7 +57,7 @@ def skip_all(src: SourceInfo, kafka: kafka_topics.KafkaSettings | None = None) -
     if src.kafka_topic:
         settings = (kafka or kafka_topics.KafkaSettings()).require(f"PRINT {src.name}")
         return Printed(offsets=kafka_topics.end_offsets(settings, src.kafka_topic))
-    return Printed(files=frozenset(data_files(src)))
+    return Printed(files=frozenset(topics.data_files(src)))
 
 
 def print_records(
@@ -78,7 +77,7 @@ def print_records(
     rows: list[list[Any]] = []
     files, read, shown = set(since.files), since.read, since.shown
     keys = src.key_columns
-    for path in data_files(src):
+    for path in topics.data_files(src):
         if path in files:
             continue
         if limit is not None and shown >= limit:

@@ -37,6 +37,7 @@ from ..language.analyzer import SelectAnalysis
 from ..language.limits import Limits
 from ..language.types import TypeName
 from . import sandbox, topics
+from .topics import data_files
 
 Answer = tuple[list[str], list[list[Any]]]  # column names, rows
 
@@ -58,15 +59,6 @@ def run_pull_query(
     if notes is not None:
         notes.extend(query.notes)
     return answer
-
-
-def data_files(src: SourceInfo) -> list[str]:
-    """The files a reader of ``src`` may see now, oldest first (a table's later rows win)."""
-    if src.kafka_topic:
-        return []  # read through a Kafka client (.topic_tables)
-    if src.kind == "TABLE":
-        return topics.changelog_files(src.path)
-    return topics.committed_files(src.path)
 
 
 class PullQuery:

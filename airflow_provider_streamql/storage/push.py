@@ -26,7 +26,6 @@ from ..language.analyzer import SelectAnalysis
 from ..language.limits import Limits
 from . import kafka_topics, topics
 from .kafka_topics import KafkaSettings
-from .pull import PullQuery, data_files
 from .topic_tables import Decoded
 
 #: files read at most at one look: an earliest push query over a long history shows its rows
@@ -87,7 +86,7 @@ def start(plan: PushPlan, *, earliest: bool) -> Pushed:
     topic = plan.source.kafka_topic
     if topic:
         return Pushed(offsets=kafka_topics.end_offsets(plan.kafka.require(_what(plan)), topic))
-    return Pushed(files=frozenset(data_files(plan.source)))
+    return Pushed(files=frozenset(topics.data_files(plan.source)))
 
 
 def push_rows(plan: PushPlan, since: Pushed) -> Pushed:
@@ -98,13 +97,12 @@ def push_rows(plan: PushPlan, since: Pushed) -> Pushed:
         return Pushed(files=since.files, shown=since.shown, offsets=since.offsets)
     if plan.source.kafka_topic:
         return _push_kafka(plan, since)
-    new = [f for f in data_files(plan.source) if f not in since.files][:FILES_PER_LOOK]
+    new = [f for f in topics.data_files(plan.source) if f not in since.files][:FILES_PER_LOOK]
     readable = [f for f in new if not topics.is_tombstones(f)]
     if not readable:
         return Pushed(files=since.files | set(new), shown=since.shown)
-    with PullQuery([plan.source], plan.limits, files={plan.source.name: readable}) as query:
-        _, rows = query.run(_select(plan, since), plan.analysis)
-    return Pushed(rows, since.files | set(new), since.shown + len(rows), tuple(query.notes))
+    rows, notes = _look(plan, since, files={plan.source.name: readable})
+    return Pushed(rows, since.files | set(new), since.shown + len(rows), tuple(notes))
 
 
 def _push_kafka(plan: PushPlan, since: Pushed) -> Pushed:
@@ -121,15 +119,20 @@ def _push_kafka(plan: PushPlan, since: Pushed) -> Pushed:
                 break
     if not decoded.rows:
         return Pushed(files=since.files, shown=since.shown, notes=tuple(decoded.notes()), offsets=offsets)
-    with PullQuery([src], plan.limits, {src.name: decoded.rows}) as query:
-        _, rows = query.run(_select(plan, since), plan.analysis)
-    notes = tuple(decoded.notes() + query.notes)
-    return Pushed(rows, since.files, since.shown + len(rows), notes, offsets)
+    rows, notes = _look(plan, since, topics={src.name: decoded.rows})
+    return Pushed(rows, since.files, since.shown + len(rows), tuple(decoded.notes() + notes), offsets)
 
 
-def _select(plan: PushPlan, since: Pushed) -> exp.Select:
-    """The SELECT of one look: with a LIMIT of the rows still to show (a typed number, never text)."""
-    return plan.select if plan.limit is None else plan.select.limit(plan.limit - since.shown)
+def _look(plan: PushPlan, since: Pushed, **data: dict[str, list]) -> tuple[list[list[Any]], list[str]]:
+    """The SELECT run on one look's rows (``data``: the files or the Kafka rows a
+    :class:`.pull.PullQuery` loads), with a LIMIT of the rows still to show (a typed number,
+    never text): the rows and what a reader should know."""
+    from .pull import PullQuery  # DuckDB and Arrow load at a push query's look, not with every command
+
+    select = plan.select if plan.limit is None else plan.select.limit(plan.limit - since.shown)
+    with PullQuery([plan.source], plan.limits, **data) as query:
+        _, rows = query.run(select, plan.analysis)
+    return rows, query.notes
 
 
 def _what(plan: PushPlan) -> str:

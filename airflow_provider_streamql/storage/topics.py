@@ -20,7 +20,7 @@ import re
 import time
 import uuid
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ValidationError
 from ..language.statements import Column
@@ -36,6 +36,9 @@ from .formats import (  # noqa: F401 (the format table and helpers, as topics.* 
 )
 from .layout import Part
 from .logs import SINK_LOG, is_data_name, read_log, sink_file, uri_path  # noqa: F401 (as topics.*)
+
+if TYPE_CHECKING:
+    from ..catalog import SourceInfo
 
 
 def committed_files(path: str) -> list[str]:
@@ -89,6 +92,15 @@ def changelog_files(path: str) -> list[str]:
     paths, each checked to lie in the table's folder)."""
     part = Part(path)
     return [f for entry in changelog_entries(path) for f in entry_files(entry, part)]
+
+
+def data_files(src: SourceInfo) -> list[str]:
+    """The files a reader of ``src`` may see now, oldest first (a table's later rows win)."""
+    if src.kafka_topic:
+        return []  # read through a Kafka client (.topic_tables)
+    if src.kind == "TABLE":
+        return changelog_files(src.path)
+    return committed_files(src.path)
 
 
 def entry_files(entry: str, part: Part) -> list[str]:
