@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pyspark.sql import SparkSession
 
+from . import class_archive
+
 # Defaults sized for one machine; any can be overridden with --conf.
 DEFAULT_CONF = {
     # Stateful queries fix their shuffle partitions in the checkpoint; 200 makes every
@@ -31,11 +33,15 @@ def build_session(
     master: str | None = "local[*]", app_name: str = "streamql", conf: dict[str, str] | None = None
 ) -> SparkSession:
     """A session on ``master``; ``None`` or ``''`` keeps the master (and application
-    name) spark-submit was given."""
+    name) spark-submit was given. A session whose JVM this call starts (a master given)
+    maps the driver's classes from the class archive when there is one (:mod:`.class_archive`)."""
     builder = SparkSession.builder
+    settings = {**DEFAULT_CONF, **(conf or {})}
     if master:
         builder = builder.master(master).appName(app_name)
-    for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
+        if SparkSession.getActiveSession() is None:
+            settings = class_archive.java_options(settings, class_archive.archive_path())
+    for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
