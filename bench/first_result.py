@@ -70,7 +70,7 @@ def main() -> None:
 
     archive = class_archive.archive_path()
     if archive is None or not os.path.isfile(archive):
-        sys.exit(f"no class archive at {archive}: make it with python -m airflow_provider_streamql.runtime.class_archive")
+        sys.exit(f"no class archive at {archive}: python -m airflow_provider_streamql.runtime.class_archive makes it")
     times: dict[str, list[float]] = {"without the archive": [], "with the archive": []}
     for _ in range(args.rounds):
         times["without the archive"].append(first_result(False))

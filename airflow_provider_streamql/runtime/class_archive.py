@@ -10,8 +10,9 @@ exists. ``-Xshare:auto`` makes a JVM that cannot use it (another Java build, ano
 pyspark, another class path) start as without it, silently: the archive only ever saves time.
 
 The archive is made for one Java and one pyspark installation: its name holds both versions
-and a digest of pyspark's folder, so an upgrade of either makes the runtime look for a new one (``scripts/setup`` makes it;
-``python -m airflow_provider_streamql.runtime.class_archive`` makes it by hand). It lives
+and a digest of pyspark's folder, so an upgrade of either makes the runtime look for a new
+one (``scripts/setup`` makes it; ``python -m airflow_provider_streamql.runtime.class_archive``
+makes it by hand). It lives
 beside the Python environment (``<sys.prefix>/share/streamql``) or where
 ``$STREAMQL_CLASS_ARCHIVE`` names; ``STREAMQL_CLASS_ARCHIVE=off`` turns it off.
 """
