@@ -5,9 +5,13 @@ records produced while it was paused; the CLI prints them as ksqlDB's CLI does, 
 from __future__ import annotations
 
 import json
+import re
+
+import pytest
 
 from airflow_provider_streamql.cli import main
 from airflow_provider_streamql.engine import Engine
+from airflow_provider_streamql.errors import StreamQLError
 
 from .support import wait_until
 from .test_bad_records import MALFORMED, PAYMENTS, good, produce, start
@@ -104,3 +108,50 @@ def test_a_paused_kafka_query_shows_its_consumer_lag(kafka_spark, kafka_topics, 
     assert f"Max lag              : {group.max_lag}" in result.message
     assert " Partition | Start Offset | End Offset | Offset | Lag" in result.message
     engine.close()
+
+
+def test_a_kafka_source_described_without_kafka_says_why_it_shows_no_positions(sqlite_engine):
+    engine = sqlite_engine
+    engine.execute("CREATE STREAM k (id STRING KEY, v INT) WITH (kafka_topic='k');"
+                   "CREATE STREAM k2 WITH (kafka_topic='k2') AS SELECT * FROM k")
+    result = described(engine, "k")
+    (group,) = result.description.consumer_offsets
+    assert (group.group_id, group.offsets) == ("CSAS_K2_1", ())
+    assert "this engine has no Kafka bootstrap servers" in group.note
+    assert "Consumer Group       : CSAS_K2_1" in result.message
+    assert (result.description.key_format, result.description.partitions) == ("KAFKA", None)
+    assert "Kafka topic          : k" in result.message.splitlines()
+
+
+# a name handed to Engine.describe_source -> the error it gets (never SQL text to parse)
+NAMES = [
+    ("x; DROP STREAM s", "is not a plain SQL name"),
+    ("nope", "unknown stream or table 'nope'"),
+    ("CSAS_T_1", "unknown stream or table 'CSAS_T_1'"),  # a query: DESCRIBE ... EXTENDED of a source only
+]
+
+
+@pytest.mark.parametrize("name, error", NAMES)
+def test_describe_source_takes_only_a_source_name(sqlite_engine, name, error):
+    sqlite_engine.execute("CREATE STREAM s (id INT KEY, v STRING); CREATE STREAM t AS SELECT * FROM s")
+    with pytest.raises(StreamQLError, match=re.escape(error)):
+        sqlite_engine.describe_source(name)
+
+
+def test_the_engine_gives_the_typed_descriptions(sqlite_engine):
+    """What a DAG reads through the engine: the declared source's statement rendered from the
+    catalog, its fields, the query's plan and overridden properties."""
+    engine = sqlite_engine
+    engine.execute("CREATE TABLE users (id STRING PRIMARY KEY, name STRING) WITH (partitions=2);"
+                   "SET 'auto.offset.reset' = 'earliest';"
+                   "CREATE TABLE names AS SELECT id, UCASE(name) AS name FROM users")
+    users = engine.describe_source("users")
+    assert users.statement == "CREATE TABLE `USERS` (`id` STRING PRIMARY KEY, `name` STRING) WITH (PARTITIONS=2);"
+    assert [(f.name, f.type, f.key) for f in users.fields] == [("id", "STRING", "primary key"), ("name", "STRING", "")]
+    assert [q.id for q in users.read_queries] == ["CTAS_NAMES_1"] and users.write_queries == ()
+    (query,) = engine.describe_queries()
+    assert (query.id, query.status, query.runtime, query.sources, query.sinks) == (
+        "CTAS_NAMES_1", "PENDING", None, ("USERS",), ("NAMES",))
+    assert query.overridden_properties == {"auto.offset.reset": "earliest"}
+    assert query.execution_plan.splitlines()[0].startswith(" > [ SINK ] | NAMES (file topic)")
+    assert query.to_dict()["statistics"]["total_messages"] == 0

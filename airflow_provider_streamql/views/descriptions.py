@@ -17,6 +17,7 @@ from sqlglot import exp
 
 from ..catalog import Catalog, QueryInfo, Snapshot, SourceInfo
 from ..catalog.model import INTERNAL_PROPERTIES
+from ..errors import StreamQLError
 from ..storage import kafka_topics
 from ..storage.checkpoints import last_committed_batch, source_positions
 from ..storage.kafka_topics import KafkaSettings
@@ -212,9 +213,8 @@ def with_consumer_offsets(
     topic = description.topic
     try:
         ranges = kafka_topics.offset_ranges(kafka.require(f"DESCRIBE {description.name} EXTENDED"), topic)
-    except Exception as e:  # DESCRIBE still answers: the positions say why they are missing
-        why = getattr(e, "message", str(e))
-        offsets = tuple(ConsumerOffsets(q.id, topic, note=why) for q in description.read_queries)
+    except StreamQLError as e:  # DESCRIBE still answers: the positions say why they are missing
+        offsets = tuple(ConsumerOffsets(q.id, topic, note=e.message) for q in description.read_queries)
         return dataclasses.replace(description, consumer_offsets=offsets)
     offsets = tuple(
         consumer_offsets(snapshot.queries[q.id], topic, ranges)
@@ -321,17 +321,22 @@ def execution_plan(catalog: Catalog, conn: Connection, snapshot: Snapshot, q: Qu
         f"kafka:{src.kafka_topic}" if (src := snapshot.sources.get(name)) and src.kafka_topic else "file topic"
     )
     lines = [f" > [ SINK ] | {q.sink} ({where(q.sink)}) | Output mode: {q.plan.output_mode}"]
-    lines.append(f"\t\t > [ SELECT ] | {q.select_sql}")
+    lines.append(f"{_LEVEL} > [ SELECT ] | {q.select_sql}")
     p = catalog.observed.progress(q.id, conn)
+    operators = p.state_operators if p else []
     lines += [
-        f"\t\t\t\t > [ STATE ] | {op['operator']}: {op['rows']} rows, {op['memory_bytes']} bytes"
-        for op in (p.state_operators if p else [])
+        f"{_LEVEL * 2} > [ STATE ] | {op['operator']}: {op['rows']} rows, {op['memory_bytes']} bytes"
+        for op in operators
     ]
     for name in q.sources:
         watermark = q.plan.watermarks.get(name)
         mark = f" | Watermark: {watermark[0]} - {watermark[1]:g} s" if watermark else ""
-        lines.append(f"\t\t\t\t\t\t > [ SOURCE ] | {name} ({where(name)}){mark}")
+        lines.append(f"{_LEVEL * (3 if operators else 2)} > [ SOURCE ] | {name} ({where(name)}){mark}")
     return "\n".join(lines)
+
+
+#: how far each step of the execution plan is indented under the one it feeds
+_LEVEL = " " * 8
 
 
 def fields_of(src: SourceInfo) -> tuple[FieldInfo, ...]:
