@@ -55,11 +55,11 @@ def query_text(d: QueryDescription) -> str:
     lines += _fields(d.fields)
     for title, names, what in (
         (
-            "Sources that this query reads from: ",
+            "Sources that this query reads from:",
             d.sources,
             "source description please run: DESCRIBE [EXTENDED] <SourceId>",
         ),
-        ("Sinks that this query writes to: ", d.sinks, "sink description please run: DESCRIBE [EXTENDED] <SinkId>"),
+        ("Sinks that this query writes to:", d.sinks, "sink description please run: DESCRIBE [EXTENDED] <SinkId>"),
     ):
         lines += ["", title, "-" * 35, *names, "", f"For {what}"]
     lines += ["", "Execution plan", "-" * 14, d.execution_plan]
