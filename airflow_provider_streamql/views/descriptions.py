@@ -25,6 +25,10 @@ from .rows import shown_state
 
 #: the window ``messages-per-sec`` is measured over, seconds (ksqlDB's rates are windowed too)
 RATE_WINDOW = 30.0
+#: a query's errors shown, the most recent (ksqlDB's ``ksql.query.error.max.queue.size``
+#: default): a query that logs thousands of bad records lists its last ones, and counts all
+#: of them in ``failed-messages``
+RECENT_ERRORS = 10
 
 
 class ErrorType(enum.StrEnum):
@@ -297,8 +301,8 @@ def _statistics(catalog: Catalog, conn: Connection, queries: list[QueryInfo], so
 
 
 def _errors(catalog: Catalog, conn: Connection, q: QueryInfo) -> list[QueryError]:
-    """The query's errors, oldest first: each bad record that stopped or held it (the
-    user's: a record), the versions that failed, and its current error (the system's)."""
+    """The query's :data:`RECENT_ERRORS` latest errors, oldest first: its bad records (the
+    user's), the versions that failed and its current error (the system's)."""
     errors = [
         QueryError(r.recorded_at, f"{r.status} at {r.position}: {r.error}", ErrorType.USER)
         for r in catalog.bad_records.of(q.id, conn=conn)
@@ -310,7 +314,7 @@ def _errors(catalog: Catalog, conn: Connection, q: QueryInfo) -> list[QueryError
     ]
     if q.error and not any(q.error in e.message for e in errors):
         errors.append(QueryError(q.updated_at or None, q.error, ErrorType.SYSTEM))
-    return sorted(errors, key=lambda e: e.timestamp or 0.0)
+    return sorted(errors, key=lambda e: e.timestamp or 0.0)[-RECENT_ERRORS:]
 
 
 def execution_plan(catalog: Catalog, conn: Connection, snapshot: Snapshot, q: QueryInfo) -> str:
