@@ -527,9 +527,11 @@ class Engine(Reader):
         fields, formats, topic, statement, the queries reading and writing it, their runtime
         statistics and, on a Kafka topic, each reading query's position and lag per partition
         (the engine's Kafka settings). Raises :class:`NotFoundError` for an unknown source."""
-        if self.catalog.source(check_object_name(name, "stream or table name")) is None:
+        checked = check_object_name(name, "stream or table name")  # never text to parse
+        if self.catalog.source(checked) is None:
             raise NotFoundError(f"unknown stream or table {name!r}")
-        (result,) = self.run([Describe.of(name, extended=True)], pipeline=pipeline)
+        stmt = Describe(name=checked, extended=True, text=f"DESCRIBE {checked} EXTENDED")
+        (result,) = self.run([stmt], pipeline=pipeline)
         return result.description
 
     def describe_queries(self, *, pipeline: str | None = None) -> list[QueryDescription]:

@@ -263,13 +263,6 @@ class Describe(Statement):
     state_limit: int = 20
     writes = False
 
-    @classmethod
-    def of(cls, name: str, *, extended: bool = False) -> Describe:
-        """``DESCRIBE name [EXTENDED]`` built from checked parts (a name that is not a plain
-        name is a :class:`ParseError`, never text to parse)."""
-        name = check_object_name(name, "stream, table or query name")
-        return cls(name=name, extended=extended, text=f"DESCRIBE {name}" + (" EXTENDED" if extended else ""))
-
 
 #: the largest snapshot number or keep count a statement takes (a catalog INTEGER)
 MAX_COUNT = 2**31 - 1
