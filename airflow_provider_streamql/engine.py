@@ -34,8 +34,18 @@ from .conditions import AllOf, CaughtUp, Check, Condition, Ending, QueriesInStat
 from .errors import NotFoundError, ValidationError, WaitFailed, WaitTimeout
 from .language import parse, parse_one
 from .language.limits import Limits
+from .language.names import check_object_name
 from .language.starting import timestamp_millis, timestamp_text
-from .language.statements import CreateAsSelect, CreateSource, DropSource, QueryControl, SetProperty, Statement
+from .language.statements import (
+    CreateAsSelect,
+    CreateSource,
+    Describe,
+    DropSource,
+    QueryControl,
+    SetProperty,
+    Show,
+    Statement,
+)
 from .planner import Planner, Planning, deploy
 from .planner.deploy import DeployPlan
 from .planner.step import reads_last
@@ -45,6 +55,7 @@ from .storage.kafka_topics import KafkaSettings
 from .storage.layout import Layout, Part
 from .upgrades import Report
 from .upgrades.report import VERDICTS
+from .views.descriptions import QueryDescription, SourceDescription
 from .views.events import EVENTS, QueryEvent, check_events
 from .views.lineage import Dataset, InputColumn, QueryLineage
 from .views.reader import RUNTIME_STALE_AFTER, Names, Reader
@@ -54,6 +65,7 @@ __all__ = ["Engine", "DEFAULT_PIPELINE", "RUNTIME_STALE_AFTER", "QUERY_COLUMNS",
 # the values Engine's methods return, besides results.Result and the errors
 __all__ += ["QueryInfo", "Progress", "BadRecord", "QueryEvent", "QueryLineage", "Dataset", "InputColumn"]
 __all__ += ["Report", "DeployPlan", "QueryState", "DesiredState", "Names", "WaitEnd", "Ending"]
+__all__ += ["SourceDescription", "QueryDescription"]
 
 
 class Engine(Reader):
@@ -509,6 +521,25 @@ class Engine(Reader):
         if not conditions:
             return WaitEnd(Ending.REACHED, "nothing to wait for")
         return self.wait_end(AllOf.of(*conditions), timeout=timeout, poll=poll)
+
+    def describe_source(self, name: str, *, pipeline: str | None = None) -> SourceDescription:
+        """``DESCRIBE <name> EXTENDED`` as typed values (ksqlDB's ``SourceDescription``): its
+        fields, formats, topic, statement, the queries reading and writing it, their runtime
+        statistics and, on a Kafka topic, each reading query's position and lag per partition
+        (the engine's Kafka settings). Raises :class:`NotFoundError` for an unknown source."""
+        checked = check_object_name(name, "stream or table name")  # never text to parse
+        if self.catalog.source(checked) is None:
+            raise NotFoundError(f"unknown stream or table {name!r}")
+        stmt = Describe(name=checked, extended=True, text=f"DESCRIBE {checked} EXTENDED")
+        (result,) = self.run([stmt], pipeline=pipeline)
+        return result.description
+
+    def describe_queries(self, *, pipeline: str | None = None) -> list[QueryDescription]:
+        """``SHOW QUERIES EXTENDED`` as typed values (ksqlDB's ``QueryDescription``), oldest
+        first: each query's state, SQL, sources, sinks, execution plan, overridden properties,
+        runtime statistics and errors."""
+        (result,) = self.run([Show(what="QUERIES", extended=True, text="SHOW QUERIES EXTENDED")], pipeline=pipeline)
+        return result.description
 
     def _source(self, name: str) -> SourceInfo:
         """Stream or table ``name``, or NotFoundError."""

@@ -30,6 +30,10 @@ class Result:
     #: for a push query: what it follows, resolved once (a ``storage.push.PushPlan``, which
     #: ``Engine.follow_push`` reads on with); not part of :meth:`to_dict`
     push_plan: Any = field(default=None, repr=False, compare=False)
+    #: for DESCRIBE <source> EXTENDED and SHOW QUERIES EXTENDED: the typed description
+    #: (``views.descriptions.SourceDescription``, or a list of ``QueryDescription``) whose
+    #: ksqlDB layout is the message; :meth:`to_dict` gives it as ``description``
+    description: Any = field(default=None, repr=False)
 
     @property
     def query(self) -> str:
@@ -57,10 +61,14 @@ class Result:
             "version": self.version,
             "action": self.action,
             "details": self.details,
+            **({"description": _described(self.description)} if self.description is not None else {}),
         }
 
     def render(self) -> str:
-        """Human-readable text: the message, then the table if there is one."""
+        """Human-readable text: the message, then the table if there is one (a description's
+        message is its whole layout, its fields' table within it)."""
+        if self.description is not None:
+            return self.message
         out = [self.message] if self.message else []
         if self.columns:
             cells = [[cell(v) for v in row] for row in self.rows]
@@ -70,6 +78,13 @@ class Result:
             out += [line(r) for r in cells]
             out.append(f"({len(self.rows)} row{'s' if len(self.rows) != 1 else ''})")
         return "\n".join(out)
+
+
+def _described(description: Any) -> Any:
+    """A description (or a list of them) as JSON-ready values."""
+    if isinstance(description, list):
+        return [d.to_dict() for d in description]
+    return description.to_dict()
 
 
 def cell(value: Any) -> str:

@@ -171,7 +171,8 @@ class Reads:
         )
 
     def describe(self, stmt: st.Describe) -> Step:
-        from ..views.describe import describe, describe_query, describe_state
+        from ..views.describe import describe, describe_query, describe_state, described
+        from ..views.descriptions import with_consumer_offsets
 
         if stmt.state:
             if stmt.name not in self.planning.snapshot.queries:
@@ -188,8 +189,19 @@ class Reads:
             return Step(describe_query(self.planning.catalog, self.planning.conn, self.planning.snapshot, stmt))
         if stmt.name not in self.planning.snapshot.sources:
             raise self.planning.unknown(stmt.name, stmt)
-        notes = properties.recorded(self.planning.snapshot.sources[stmt.name].properties)
-        return Step(describe(self.planning.catalog, self.planning.conn, self.planning.snapshot, stmt, notes))
+        src = self.planning.snapshot.sources[stmt.name]
+        notes = properties.recorded(src.properties)
+        result = describe(self.planning.catalog, self.planning.conn, self.planning.snapshot, stmt, notes)
+        if not (stmt.extended and src.kafka_topic):
+            return Step(result)
+        snapshot, kafka = self.planning.snapshot, self.planning.kafka
+
+        def read() -> None:
+            # the topic's offsets from the broker after the catalog transaction, as a pull
+            # query reads: DESCRIBE never holds the catalog's write lock while Kafka answers
+            described(result, with_consumer_offsets(result.description, snapshot, kafka))
+
+        return Step(result, read=read, reads=frozenset({src.name}))
 
     def explain(self, stmt: st.Explain) -> Step:
         from ..views.describe import explain

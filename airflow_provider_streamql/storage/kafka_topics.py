@@ -121,6 +121,16 @@ def end_offsets(settings: KafkaSettings, topic: str) -> dict[int, int]:
         consumer.close()
 
 
+def offset_ranges(settings: KafkaSettings, topic: str) -> dict[int, tuple[int, int]]:
+    """Each partition of ``topic`` and its first and next offsets (``read_committed``: its
+    last stable offset); empty for a topic that does not exist."""
+    consumer = _consumer(settings)
+    try:
+        return _watermarks(consumer, settings, topic)
+    finally:
+        consumer.close()
+
+
 def read(
     settings: KafkaSettings, topic: str, since: Mapping[int, int] | None, limits: Limits, what: str
 ) -> Generator[KafkaRecord, None, None]:

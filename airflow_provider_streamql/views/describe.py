@@ -16,6 +16,8 @@ from ..language.streaming import DEFAULT_GRACE_SECONDS, duration_sql
 from ..results import Result
 from ..storage.checkpoints import last_committed_batch, planned_watermark_ms
 from ..storage.state import StateOperator, recorded_state
+from .console import queries_text, source_text
+from .descriptions import SourceDescription, describe_queries, describe_source
 from .rows import QUERY_COLUMNS, SNAPSHOT_COLUMNS, query_rows, snapshot_row
 
 #: reads the state a checkpoint holds as of its last committed batch: ``(checkpoint, its
@@ -49,9 +51,13 @@ def show(
     if stmt.what == "QUERIES":
         queries = sorted(snapshot.queries.values(), key=lambda q: q.seq)
         shown = QUERY_COLUMNS if stmt.extended else QUERY_COLUMNS[:6]
-        return Result(
+        result = Result(
             stmt.text, columns=shown, rows=[[r[c] for c in shown] for r in query_rows(catalog, queries, conn)]
         )
+        if stmt.extended:  # ksqlDB's query descriptions, the table's rows kept for callers
+            result.description = describe_queries(catalog, conn, snapshot)
+            result.message = queries_text(result.description)
+        return result
     kind = stmt.what[:-1]
     sources = [s for s in sorted(snapshot.sources.values(), key=lambda s: s.name) if s.kind == kind]
     columns = ["name", "format", "written_by", "path"] if stmt.extended else ["name", "format", "written_by"]
@@ -76,8 +82,8 @@ def describe(
         f"Written by: {', '.join(writers) or '(declared; INSERT VALUES)'}",
         f"Read by: {', '.join(readers) or '-'}",
     ]
-    if stmt.extended:
-        lines += [f"Property {note}" for note in recorded]
+    if stmt.extended:  # ksqlDB's fields first, then what streamql adds (its details)
+        lines = [f"Property {note}" for note in recorded]
         for writer in writers:
             lines += [f"{label} of {writer}: {text}" for label, text in version_history(catalog, writer, conn)]
             lines += [f"Bad record of {writer}: {text}" for text in bad_record_lines(catalog, writer, conn)]
@@ -89,12 +95,21 @@ def describe(
                 f"last batch {row['last_batch']}, {row['rows_per_sec']} rows/s"
                 + (f", error: {row['error']}" if row["error"] else "")
             )
-    return Result(
+    result = Result(
         stmt.text,
         message="\n".join(lines),
         columns=["column", "type", "key"],
         rows=[[c.name, c.type.spark(), "KEY" if c.key else ""] for c in src.columns],
     )
+    if stmt.extended:
+        described(result, describe_source(catalog, conn, snapshot, src, lines))
+    return result
+
+
+def described(result: Result, description: SourceDescription) -> None:
+    """Give ``result`` the source's description and its ksqlDB layout as its message."""
+    result.description = description
+    result.message = source_text(description)
 
 
 def explain(catalog: Catalog, conn: Connection, snapshot: Snapshot, stmt: st.Explain) -> Result:
