@@ -86,8 +86,10 @@ def archive_path(java: str | None = None) -> str | None:
         return None
     import pyspark
 
-    # the JVM maps an archive only for the class path it was made with: pyspark's jars, by path
-    where = hashlib.sha256(os.path.dirname(pyspark.__file__).encode()).hexdigest()[:8]
+    # the JVM maps an archive only for the class path it was made with: Spark's jars, under
+    # SPARK_HOME as pyspark finds it ($SPARK_HOME, else pyspark's folder with links resolved)
+    spark_home = os.environ.get("SPARK_HOME") or os.path.realpath(os.path.dirname(pyspark.__file__))
+    where = hashlib.sha256(spark_home.encode()).hexdigest()[:8]
     name = f"spark-{pyspark.__version__}-java-{re.sub(r'[^0-9A-Za-z._-]', '_', java)}-{where}.jsa"
     return os.path.join(sys.prefix, "share", "streamql", name)
 
