@@ -91,6 +91,9 @@ def test_a_paused_kafka_query_shows_its_consumer_lag(kafka_spark, kafka_topics, 
     kafka_topics.produce(source, [(str(i), {"item": f"i{i}"}) for i in range(4)])
     runtimes.start(engine)
     kafka_topics.consume(sink, 4, timeout=120)
+    # the sink has the records once the batch wrote them, its checkpoint once it committed them:
+    # a PAUSE in between stops the batch before its commit (it is run again on RESUME)
+    wait_until(lambda: described(engine, "orders").description.consumer_offsets[0].offsets, timeout=60)
     engine.execute(f"PAUSE {query_id}")
     engine.wait_for_state(query_id, "PAUSED", timeout=60)
     kafka_topics.produce(source, [(str(i), {"item": f"i{i}"}) for i in range(4, 9)])
