@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from airflow_provider_streamql.cli import WAIT_EXITS
+from airflow_provider_streamql.cli.output import WAIT_EXITS
 from airflow_provider_streamql.conditions import CaughtUp, Condition, Ending, QueriesInState, VersionRunning
 from airflow_provider_streamql.engine import Engine
 from airflow_provider_streamql.errors import StateError, WaitFailed, WaitTimeout

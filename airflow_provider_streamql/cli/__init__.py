@@ -1,14 +1,10 @@
-"""The ``streamql`` command (alone: its interactive shell, :mod:`.shell`).
+"""The ``streamql`` command (alone: its interactive shell, :mod:`.shell`): its parser and a
+handler per subcommand; how they print is :mod:`.output`.
 
 Exit codes: 0 ok, 1 failed, 2 usage or statement error. A wait (``wait``, ``exec --wait``,
 ``apply --wait``) exits 0 when what it waits for came true, 1 when it failed fast (it can no
 longer come true on its own: the error says why and what to do next), 3 when it timed out.
 """
-
-# long module: the command is one parser and a handler per subcommand with how they print,
-# read together; the shell (shell.py) and its completion (completion.py) live apart. How
-# commands print (_show, _follow, _table, _report) is the next part to move out, once the
-# PRINT of Kafka topics, which changes _follow, has landed.
 
 from __future__ import annotations
 
@@ -20,14 +16,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..conditions import CaughtUp, Condition, QueriesInState
-from ..engine import QUERY_COLUMNS, Ending, Engine, WaitEnd
-from ..errors import STATEMENT_ERRORS, CatalogError, StreamQLError
-from ..results import Result, cell
+from ..engine import QUERY_COLUMNS, Engine
+from ..errors import StreamQLError
+from ..results import Result
 from ..runtime.command import options as runtime_options
+from .output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, FAILURES, ended, printing, report, show, table
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_TIMED_OUT = 0, 1, 2, 3
-#: how a wait's ending is the command's exit code
-WAIT_EXITS = {Ending.REACHED: EXIT_OK, Ending.FAILED_FAST: EXIT_FAILED, Ending.TIMED_OUT: EXIT_TIMED_OUT}
 THROUGH_RETRIES = "wait through the runtime's retries of a query in ERROR instead of failing at once"
 
 
@@ -42,25 +36,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except _Unreadable:
         return EXIT_USAGE
     except FAILURES as e:
-        return _report(e, as_json=getattr(args, "json", False))
-
-
-#: what a command (or a request of the shell) fails with, and :func:`_report` shows
-FAILURES = (StreamQLError, CatalogError, OSError)
-
-
-def _report(e: Exception, *, as_json: bool) -> int:
-    """Show why a command failed, as its exit code: a statement's error (``--json``: also a
-    JSON line with its position) is a usage error; anything else a failure."""
-    if isinstance(e, STATEMENT_ERRORS):
-        if as_json:
-            print(json.dumps({"error": str(e), "type": type(e).__name__, "line": e.line, "col": e.col}), flush=True)
-        print(f"error: {e}", file=sys.stderr, flush=True)
-        return EXIT_USAGE
-    # an I/O failure (a home that cannot be made, a file effect after the catalog commit)
-    # failed the command; it is not an error in the statements
-    print(f"error: {e}", file=sys.stderr, flush=True)
-    return EXIT_FAILED
+        return report(e, as_json=getattr(args, "json", False))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -215,38 +191,10 @@ def _exec(args: argparse.Namespace) -> int:
     script = _read(args.file) if args.file else args.sql
     engine = _engine(args, issuer=args.issuer)
     results = engine.execute(script)
-    code = _show(engine, results, as_json=args.json)
-    if code == EXIT_OK and args.wait and not _printing(results):
+    code = show(engine, results, as_json=args.json)
+    if code == EXIT_OK and args.wait and not printing(results):
         return _wait_for_results(engine, results, args)
     return code
-
-
-#: what a statement's ``details`` hold when it goes on reading: PRINT, a push query
-FOLLOWED = ("print", "push")
-
-
-def _followed(result: Result) -> str | None:
-    """Which of :data:`FOLLOWED` ``result`` is, if any."""
-    return next((kind for kind in FOLLOWED if kind in result.details), None)
-
-
-def _printing(results: list[Result]) -> bool:
-    return bool(results) and _followed(results[-1]) is not None
-
-
-def _show(engine: Engine, results: list[Result], *, as_json: bool) -> int:
-    """Print what statements returned (``--json``: one JSON list of them), then follow a
-    PRINT or push query that ends them (one before other statements shows what it found at
-    its first look)."""
-    printed = results[-1] if _printing(results) else None
-    shown = results[:-1] if printed is not None else results
-    if as_json and shown:
-        print(json.dumps([r.to_dict() for r in shown], default=str), flush=True)
-    elif shown:
-        print("\n\n".join(r.render() for r in shown if r.render()), flush=True)
-    if printed is not None:
-        return _follow(engine, printed, as_json=as_json)
-    return EXIT_OK
 
 
 def _shell(args: argparse.Namespace) -> int:
@@ -271,9 +219,9 @@ class _Console:
         try:
             results = self.engine.execute(script, settings=settings)
         except FAILURES as e:
-            _report(e, as_json=self.as_json)
+            report(e, as_json=self.as_json)
             return None
-        _show(self.engine, results, as_json=self.as_json)
+        show(self.engine, results, as_json=self.as_json)
         return results
 
     def read(self, path: str) -> str | None:
@@ -283,87 +231,20 @@ class _Console:
             return None
 
     def show(self, result: Result) -> None:
-        _show(self.engine, [result], as_json=self.as_json)
+        show(self.engine, [result], as_json=self.as_json)
 
     def error(self, error: StreamQLError) -> None:
-        _report(error, as_json=self.as_json)
-
-
-#: seconds between two looks at a printed topic for new records
-PRINT_POLL = 0.5
-
-
-def _follow(engine: Engine, printed: Result, *, as_json: bool) -> int:
-    """PRINT and push queries as ksqlDB's CLI shows them: a first line (PRINT: the topic's
-    format; a push query: its columns), then each record or row on a line (``--json``: a JSON
-    object per line), then those written since, until its LIMIT or Ctrl-C."""
-    kind = _followed(printed) or "print"  # _show hands on only what _followed names
-    more = engine.follow_push if kind == "push" else engine.follow_print
-    try:  # from the first line on: a Ctrl-C as soon as it shows ends it cleanly too
-        # first what is followed (a caller knows it has started), then its records or rows
-        print(_FIRST_LINES[kind](printed, as_json), flush=True)
-        while True:
-            if kind == "push" and printed.message:  # lines of the source that cannot be read
-                print(f"note: {printed.message}", file=sys.stderr, flush=True)
-            for row in printed.rows:
-                print(_LINES[kind](printed, row, as_json), flush=True)
-            where = printed.details[kind]
-            if where["limit"] is not None and where["shown"] >= where["limit"]:
-                return EXIT_OK
-            time.sleep(PRINT_POLL)
-            printed = more(printed)
-    except KeyboardInterrupt:  # Ctrl-C ends a PRINT or a push query, as in ksqlDB
-        return EXIT_OK
-
-
-def _print_line(printed: Result, row: list[Any], as_json: bool) -> str:
-    # a file topic's record ends with its file, a Kafka topic's with partition and offset
-    fields = dict(zip(printed.columns, row, strict=True))
-    if as_json:
-        return json.dumps(fields)
-    return ", ".join(f"{name}: {_printed(name, value)}" for name, value in fields.items())
-
-
-def _printed(column: str, value) -> str:
-    """A PRINT field as ksqlDB's CLI shows it: no time ``N/A``, no key or value ``<null>``."""
-    if value is None or value == "":
-        return {"rowtime": "N/A", "key": "<null>", "value": "<null>"}.get(column, "")
-    return str(value)
-
-
-def _push_line(pushed: Result, row: list[Any], as_json: bool) -> str:
-    if as_json:
-        return json.dumps(dict(zip(pushed.columns, row, strict=True)), default=str)
-    return " | ".join(cell(v) for v in row)
-
-
-#: the first line and each record's or row's line of what :func:`_follow` follows
-_FIRST_LINES = {
-    "print": lambda r, as_json: json.dumps({"format": r.message.removeprefix("Format: ")}) if as_json else r.message,
-    "push": lambda r, as_json: json.dumps({"columns": r.columns}) if as_json else " | ".join(r.columns),
-}
-_LINES = {"print": _print_line, "push": _push_line}
+        report(error, as_json=self.as_json)
 
 
 def _wait_for_results(engine: Engine, results, args: argparse.Namespace) -> int:
     """``--wait``: until observed state reflects each statement; exits as ``wait`` does."""
     end = engine.results_end(results, timeout=args.timeout, through_retries=getattr(args, "through_retries", False))
-    return _ended(end, as_json=False)
-
-
-def _ended(end: WaitEnd, *, as_json: bool, reached: str | None = None) -> int:
-    """Say how a wait ended (``--json``: as the ``wait`` XCom has it), as its exit code."""
-    if as_json:
-        print(json.dumps(end.to_dict(), default=str), flush=True)
-    elif end.ending is not Ending.REACHED:
-        print(f"error: {end.message}", file=sys.stderr, flush=True)
-    elif reached:
-        print(reached, flush=True)
-    return WAIT_EXITS[end.ending]
+    return ended(end, as_json=False)
 
 
 def _queries(args: argparse.Namespace) -> int:
-    _table(_engine(args).queries(args.pipeline), QUERY_COLUMNS, args.json)
+    table(_engine(args).queries(args.pipeline), QUERY_COLUMNS, args.json)
     return EXIT_OK
 
 
@@ -375,7 +256,7 @@ def _wait(args: argparse.Namespace) -> int:
     else:
         condition = QueriesInState([args.query_id], [args.state], through_retries=args.through_retries)
     end = engine.wait_end(condition, timeout=args.timeout, poll=0.2 if args.caught_up else 0.1)  # NotFoundError: 2
-    return _ended(end, as_json=args.json, reached=end.message if args.caught_up else args.state.upper())
+    return ended(end, as_json=args.json, reached=end.message if args.caught_up else args.state.upper())
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -387,13 +268,6 @@ def _validate(args: argparse.Namespace) -> int:
         report = engine.validate(args.sql)
     print(json.dumps(report.to_dict()) if args.json else report.render())
     return EXIT_OK if report.verdict == "IN_PLACE" else EXIT_FAILED
-
-
-def _table(rows: list[dict[str, Any]], columns: list[str], as_json: bool) -> None:
-    if as_json:
-        print(json.dumps(rows, default=str))
-    else:
-        print(Result("", columns=columns, rows=[[r.get(c) for c in columns] for r in rows]).render())
 
 
 def _plan(args: argparse.Namespace) -> int:
@@ -418,12 +292,11 @@ def _apply(args: argparse.Namespace) -> int:
 
 
 def _runtimes(args: argparse.Namespace) -> int:
-    import time
 
     rows = _engine(args).runtimes(args.pipeline, live=not args.all)
     for r in rows:
         r["heartbeat_age_s"] = round(time.time() - r["heartbeat_at"], 1)
-    _table(rows, ["id", "pipeline", "host", "pid", "master", "heartbeat_age_s", "spark_ui_url"], args.json)
+    table(rows, ["id", "pipeline", "host", "pid", "master", "heartbeat_age_s", "spark_ui_url"], args.json)
     return EXIT_OK
 
 
@@ -431,7 +304,7 @@ def _health(args: argparse.Namespace) -> int:
     from ..conditions import unhealthy_queries
 
     problems = unhealthy_queries(_engine(args), stale_after=args.stale_after, pipeline=args.pipeline)
-    _table(problems, ["query_id", "pipeline", "state", "problem"], args.json)
+    table(problems, ["query_id", "pipeline", "state", "problem"], args.json)
     return EXIT_FAILED if problems else EXIT_OK
 
 
@@ -439,7 +312,7 @@ def _bad_records(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     rows = [{**asdict(r), "position": r.position} for r in _engine(args).bad_records(args.query_id, args.status)]
-    _table(rows, ["status", "batch_id", "source", "position", "error", "raw", "handled_by"], args.json)
+    table(rows, ["status", "batch_id", "source", "position", "error", "raw", "handled_by"], args.json)
     return EXIT_OK
 
 
