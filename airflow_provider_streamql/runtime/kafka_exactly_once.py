@@ -23,6 +23,7 @@ them (murmur2 of the key), like Spark's own Kafka sink.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -33,8 +34,9 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from ..catalog import ProcessingGuarantee, QueryInfo, SourceInfo
-from ..errors import StateError
-from ..storage import kafka_client
+from ..errors import StateError, ValidationError
+from ..language.limits import Limits
+from ..storage import kafka_client, kafka_topics
 from ..storage.checkpoints import source_positions
 from . import kafka
 
@@ -213,33 +215,15 @@ def _ensure_control_topic(settings: Mapping[str, str]) -> None:
 def _last_marker(settings: Mapping[str, str], key: str) -> Marker | None:
     """The last committed marker under ``key``: the control topic read to its end
     (read_committed, so after init_transactions aborted what a dead producer left open)."""
-    from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
-
-    consumer = kafka_client.consumer(
-        settings,
-        **{
-            "group.id": key,  # never joined nor committed: partitions are assigned
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        },
+    records = kafka_topics.read(
+        kafka_topics.KafkaSettings(settings), CONTROL_TOPIC, None, Limits(pull_seconds=TIMEOUT_S), "a commit marker"
     )
+    wanted, last = key.encode(), None
     try:
-        partitions = consumer.list_topics(CONTROL_TOPIC, timeout=TIMEOUT_S).topics[CONTROL_TOPIC].partitions
-        consumer.assign([TopicPartition(CONTROL_TOPIC, p, OFFSET_BEGINNING) for p in partitions])
-        pending, last = set(partitions), None
-        wanted = key.encode()
-        while pending:
-            message = consumer.poll(TIMEOUT_S)
-            if message is None:
-                raise StateError(f"reading {CONTROL_TOPIC!r}: no answer from Kafka in {TIMEOUT_S:.0f} s")
-            if message.error():
-                if message.error().code() == KafkaError._PARTITION_EOF:
-                    pending.discard(message.partition())
-                    continue
-                raise _failure(message.error()) from None
-            if message.key() == wanted:
-                last = Marker.decode(message.value())
-        return last
-    finally:
-        consumer.close()
+        with contextlib.closing(records):
+            for record in records:
+                if record.key == wanted:
+                    last = Marker.decode(record.value)
+    except ValidationError:  # its time ran out
+        raise StateError(f"reading {CONTROL_TOPIC!r}: not read to its end in {TIMEOUT_S:.0f} s") from None
+    return last
