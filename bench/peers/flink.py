@@ -33,6 +33,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from collections.abc import Callable
@@ -48,7 +49,10 @@ from pyspark.sql import functions as F  # noqa: E402
 from pyspark.sql.streaming import DataStreamWriter  # noqa: E402
 from upgrade import in_place  # noqa: E402
 
-from airflow_provider_streamql.runtime import build_session  # noqa: E402
+from airflow_provider_streamql.catalog import Catalog  # noqa: E402
+from airflow_provider_streamql.engine import Engine  # noqa: E402
+from airflow_provider_streamql.runtime import Runtime, build_session  # noqa: E402
+from airflow_provider_streamql.storage.layout import ALLOWED_PATHS_ENV  # noqa: E402
 
 FLINK_PYTHON = os.path.join(ROOT, ".venv-flink", "bin", "python")
 GROUP_BY = ("CREATE TABLE t AS SELECT user, COUNT(*) AS n, SUM(cost) AS total FROM s GROUP BY user", "CTAS_T_1")
@@ -251,6 +255,98 @@ def pauses(spark, flink: Flink, base: str, rounds: int) -> dict:
     }
 
 
+class Arrivals(threading.Thread):
+    """When each record (by id) was first seen in a committed file under ``out`` (both sides
+    put whole files in place; hidden and ``_`` files are not output), polled every 5 ms."""
+
+    def __init__(self, out: str):
+        super().__init__(daemon=True)
+        self.out, self.files, self.seen, self.stopping = out, set(), {}, threading.Event()
+
+    def run(self) -> None:
+        while not self.stopping.wait(0.005):
+            now = time.time()
+            for parent, dirs, files in os.walk(self.out):
+                dirs[:] = [d for d in dirs if not d.startswith((".", "_"))]
+                for name in files:
+                    path = os.path.join(parent, name)
+                    if name.startswith((".", "_")) or path in self.files:
+                        continue
+                    self.files.add(path)
+                    with open(path) as f:
+                        for line in f:
+                            self.seen.setdefault(json.loads(line)["id"], now)
+
+
+class Writer(threading.Thread):
+    """``rate`` files a second into ``source``, one record each (``cost`` 1.0: every record
+    passes the filter), each written aside and renamed in; when each was in place, by id."""
+
+    def __init__(self, source: str, rate: float):
+        super().__init__(daemon=True)
+        self.source, self.every, self.stopping, self.written = source, 1 / rate, threading.Event(), {}
+
+    def run(self) -> None:
+        n, next_at = 0, time.monotonic()
+        while not self.stopping.is_set():
+            n += 1
+            hidden = os.path.join(self.source, f".r{n:07d}.json")
+            with open(hidden, "w") as f:
+                f.write(json.dumps({"id": n, "user": f"u{n % 1000}", "cost": 1.0}) + "\n")
+            os.rename(hidden, os.path.join(self.source, f"r{n:07d}.json"))
+            self.written[n] = time.time()
+            next_at += self.every
+            time.sleep(max(0.0, next_at - time.monotonic()))
+
+
+def steady(source: str, out: str, rate: float, warmup: float, seconds: float) -> list[float]:
+    """Write at ``rate`` for ``warmup`` + ``seconds``; the latency (s) of each record written
+    after the warm-up, from in place in the source to seen in the committed output."""
+    arrivals, writer = Arrivals(out), Writer(source, rate)
+    arrivals.start()
+    writer.start()
+    time.sleep(warmup)
+    counted_from = time.time()
+    time.sleep(seconds)
+    writer.stopping.set()
+    time.sleep(5)  # the last records' way through
+    arrivals.stopping.set()
+    counted = {n: t for n, t in writer.written.items() if t >= counted_from}
+    missing = [n for n in counted if n not in arrivals.seen]
+    if missing:
+        raise AssertionError(f"{len(missing)} records never reached {out!r}")
+    return [arrivals.seen[n] - t for n, t in counted.items()]
+
+
+def latencies(spark, flink: Flink, base: str, rate: float, warmup: float, seconds: float) -> dict:
+    """End-to-end latency of the filter at a steady rate: a streamql runtime, then a Flink job
+    (local mini-cluster), one after the other on sources of their own."""
+    home, src = os.path.join(base, "latency-streamql"), os.path.join(base, "latency-streamql-source")
+    os.makedirs(src)
+    os.environ[ALLOWED_PATHS_ENV] = os.path.dirname(src)
+    engine = Engine(f"sqlite:///{home}/catalog.db", home=home)
+    engine.execute(f"CREATE STREAM s (id INT, user STRING, cost DOUBLE) WITH (path='{src}');" + FILTER[0])
+    runtime = Runtime(Catalog(engine.catalog.url), "default", spark, interval=0.5)
+    thread = threading.Thread(target=runtime.run, daemon=True)
+    thread.start()
+    engine.wait_for_state(FILTER[1], "RUNNING", timeout=120)
+    ours = steady(src, engine.catalog.source("F").path, rate, warmup, seconds)
+    runtime.stop()
+    thread.join()
+    work = os.path.join(base, "latency-flink")
+    os.makedirs(os.path.join(work, "source"))
+    flink("start", source=os.path.join(work, "source"), work=work)
+    theirs = steady(os.path.join(work, "source"), os.path.join(work, "out"), rate, warmup, seconds)
+    flink("cancel")
+    return {"rate_per_s": rate, "streamql_s": percentiles(ours), "flink_local_s": percentiles(theirs)}
+
+
+def percentiles(values: list[float]) -> dict:
+    values = sorted(values)
+    at = lambda q: round(values[min(len(values) - 1, int(q * len(values)))], 3)
+    return {"p50": at(0.5), "p99": at(0.99), "max": round(values[-1], 3), "n": len(values)}
+
+
 def summary(values: list[float]) -> dict:
     values = sorted(values)
     return {
@@ -261,7 +357,7 @@ def summary(values: list[float]) -> dict:
     }
 
 
-PARTS = ("throughput", "upgrade", "pause_resume")
+PARTS = ("throughput", "upgrade", "pause_resume", "latency")
 
 
 def main() -> None:
@@ -271,6 +367,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=1, help="throughput rounds run first and not counted")
     parser.add_argument("--checkpoint-ms", type=int, default=200, help="Flink's checkpoint (and file commit) interval")
     parser.add_argument("--monitor-ms", type=int, default=100, help="how often Flink's source looks for new files")
+    parser.add_argument("--rate", type=float, default=10, help="latency: records (files) a second")
+    parser.add_argument("--seconds", type=float, default=30, help="latency: seconds counted, after 10 of warm-up")
     parser.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {', '.join(PARTS)}")
     args = parser.parse_args()
     parts = args.parts.split(",")
@@ -286,6 +384,8 @@ def main() -> None:
             result["upgrade"] = upgrades(spark, flink, base, args.rounds)
         if "pause_resume" in parts:
             result["pause_resume"] = pauses(spark, flink, base, args.rounds)
+        if "latency" in parts:
+            result["latency"] = latencies(spark, flink, base, args.rate, 10, args.seconds)
     finally:
         flink.close()
         cluster.stop()

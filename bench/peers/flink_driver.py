@@ -14,6 +14,8 @@ side. Commands (``op``):
 * ``upgrade`` ``source`` ``work``: a job fed one new file every 0.1 s; after 3 s it is stopped
   with a savepoint and the changed SQL is started from it; answers the gap from the last output
   file committed before the stop to the first committed after the restart.
+* ``start`` ``source`` ``work``, then ``cancel``: the filter left running between the two (the
+  caller feeds it and times its output: the end-to-end latency).
 * ``pause_resume`` ``source`` ``work``: an idle running job is stopped with a savepoint (the
   pause: until the savepoint is written and the job stopped); one record is written; the job is
   started from the savepoint (the resume: until that record's output is committed).
@@ -272,7 +274,22 @@ def pause_resume(cmd: dict) -> dict:
     return {"pause_s": paused, "resume_to_first_output_s": resumed, "stop_failed": failed}
 
 
-OPS = {"throughput": throughput, "upgrade": upgrade, "pause_resume": pause_resume}
+#: the job ``start`` left running, for ``cancel``
+RUNNING: list[TableResult] = []
+
+
+def start(cmd: dict) -> dict:
+    """The filter started on ``source`` (the caller feeds it and watches its output)."""
+    RUNNING.append(start_job(cmd, FILTERS[0], None))
+    return {}
+
+
+def cancel(cmd: dict) -> dict:
+    RUNNING.pop().get_job_client().cancel().result()
+    return {}
+
+
+OPS = {"throughput": throughput, "upgrade": upgrade, "pause_resume": pause_resume, "start": start, "cancel": cancel}
 
 
 def main() -> None:
