@@ -19,6 +19,13 @@ so that no two sides ever run at once and every JVM stays warm. Rounds alternate
 * **pause and resume** of an idle query, one record arriving while paused: streamql's PAUSE ->
   PAUSED and RESUME -> first commit (bench/pause_resume.py ``latency``) against Flink's
   stop-with-savepoint and the job started from it -> first committed output file.
+* **end-to-end latency** of the filter at a steady ``--rate`` (one record a file): from the file
+  in place in the source to the record seen in a committed output file, p50 and p99, streamql
+  then Flink (local mini-cluster), ``--seconds`` counted after 10 s of warm-up.
+
+Flink's upgrade and pause/resume run twice a round: each job in a local mini-cluster of its own
+(the driver's JVM stays up: no new JVM is started) and on a standalone session cluster started
+here from PyFlink's scripts (the job's own restart only: Flink's floor).
 """
 
 from __future__ import annotations
