@@ -28,6 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from progress import ProgressEvents
+from pyspark.sql import DataFrame
+from pyspark.sql.streaming import DataStreamWriter
 
 from airflow_provider_streamql.catalog import Catalog
 from airflow_provider_streamql.engine import Engine
@@ -109,7 +111,18 @@ def write_input(path: str, rows: int, files: int) -> None:
                 out.write(json.dumps({"id": i, "user": f"u{i % 1000}", "cost": (i % 200) - 50.0}) + "\n")
 
 
-def handwritten(spark, src: str, out: str) -> float:
+def hand_filter(df: DataFrame, out: str) -> DataStreamWriter:
+    """The filter as a user writes it in PySpark, into Spark's file sink."""
+    return df.where("cost > 0").writeStream.format("json").option("path", out).outputMode("append")
+
+
+#: the filter as a statement to a runtime, and the query id it gets
+FILTER = ("CREATE STREAM f AS SELECT * FROM s WHERE cost > 0", "CSAS_F_1")
+
+
+def handwritten(spark, src: str, out: str, shape: Callable[[DataFrame, str], DataStreamWriter] = hand_filter) -> float:
+    """``shape`` (the query from the source to its writer) over ``src``, hand-written in PySpark:
+    the time from ``start()`` to every input file processed."""
     t0 = time.monotonic()
     # the session is the runtime's, which makes the parsers read whole records for its
     # queries: the hand-written query gets Spark's defaults, as in a session of its own
@@ -119,21 +132,17 @@ def handwritten(spark, src: str, out: str) -> float:
     # source starts with it off, as the runtime's own older queries do
     with source_evolution(spark, False):
         df = spark.readStream.format("json").schema("`id` INT, `user` STRING, `cost` DOUBLE").load(src)
-        query = (
-            df.where("cost > 0")
-            .writeStream.format("json")
-            .option("path", out)
-            .option("checkpointLocation", out + "-checkpoint")
-            .outputMode("append")
-            .start()
-        )
+        query = shape(df, out).option("checkpointLocation", out + "-checkpoint").start()
     query.processAllAvailable()
     elapsed = time.monotonic() - t0
     query.stop()
     return elapsed
 
 
-def via_runtime(spark, src: str, home: str) -> float:
+def via_runtime(spark, src: str, home: str, query: tuple[str, str] = FILTER) -> float:
+    """``query`` (a statement and its query id) over ``src`` by an idle runtime: the time from
+    the statement to every input file processed and committed."""
+    statement, query_id = query
     # the shared input lies outside this round's home: allow its folder, as an operator would
     os.environ[ALLOWED_PATHS_ENV] = os.path.dirname(src)
     engine = Engine(f"sqlite:///{home}/catalog.db", home=home)
@@ -143,8 +152,8 @@ def via_runtime(spark, src: str, home: str) -> float:
     thread.start()
     time.sleep(1.0)  # the runtime is up and idle, as in production
     t0 = time.monotonic()
-    engine.execute("CREATE STREAM f AS SELECT * FROM s WHERE cost > 0")
-    engine.wait_caught_up("CSAS_F_1", timeout=600, poll=POLL)
+    engine.execute(statement)
+    engine.wait_caught_up(query_id, timeout=600, poll=POLL)
     elapsed = time.monotonic() - t0
     runtime.stop()
     thread.join()
