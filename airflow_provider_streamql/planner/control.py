@@ -1,5 +1,6 @@
 """Control statements: ``PAUSE|RESUME|TERMINATE <query_id>|ALL`` (with ``RESUME ... SKIP BAD
-RECORDS``, which sends the records holding a query to its dead-letter stream) and the session's
+RECORDS``, which sends the records holding a query, paused at them or failing on them, to its
+dead-letter stream) and the session's
 ``SET 'key' = 'value'`` (:data:`SESSION_PROPERTIES`).
 """
 
@@ -11,10 +12,12 @@ from dataclasses import replace
 
 from sqlalchemy import Connection
 
+from ..catalog import BadRecord, QueryInfo
 from ..catalog.states import BadRecordStatus, DesiredState, ProcessingGuarantee
 from ..language import statements as st
 from ..language.starting import timestamp_millis, timestamp_text
 from ..results import Result
+from ..storage.checkpoints import last_committed_batch
 from ..storage.deadletter import append_dead_letters, dead_letter_source
 from .planning import Planning, error_at, state_error_at
 from .step import Step, remove_files
@@ -77,20 +80,15 @@ class ControlStatements:
                     stmt,
                 )
             chosen = [query]
-        # records holding paused queries: a RESUME retries their batch, or skips them
-        held = (
-            {
-                q.id: self.planning.catalog.bad_records.of(q.id, BadRecordStatus.PENDING, self.planning.conn)
-                for q in chosen
-            }
-            if target == DesiredState.RUNNING
-            else {}
-        )
+        # records holding queries: a RESUME retries the batch of a paused one, or skips them
+        held = {q.id: self._holding(q, stmt.skip_bad_records) for q in chosen} if target == DesiredState.RUNNING else {}
         held = {q: records for q, records in held.items() if records}
         if stmt.skip_bad_records and not held:
             what = stmt.query_id or f"any query of pipeline {self.planning.pipeline!r}"
             raise state_error_at(
-                f"no bad records are holding {what}; nothing to skip (RESUME without SKIP BAD RECORDS)", stmt
+                f"no bad records are holding {what} (none holds it paused under on_error='PAUSE' or fails "
+                f"its next batch under on_error='FAIL'); nothing to skip (RESUME without SKIP BAD RECORDS)",
+                stmt,
             )
         changed = [q for q in chosen if q.desired_state != target]
         for q in changed:
@@ -109,14 +107,16 @@ class ControlStatements:
                 self.planning.catalog.set_desired(conn, q.id, target)
             for d in new_dead_letters:
                 self.planning.catalog.insert_source(conn, d)
-            for query_id in held:
-                self.planning.catalog.bad_records.mark(
-                    conn,
-                    query_id,
-                    BadRecordStatus.PENDING,
-                    BadRecordStatus.SKIPPED if stmt.skip_bad_records else BadRecordStatus.RETRIED,
-                    handled_by=self.planning.issuer,
-                )
+            for query_id, records in held.items():
+                for status in sorted({r.status for r in records}):
+                    self.planning.catalog.bad_records.mark(
+                        conn,
+                        query_id,
+                        status,
+                        BadRecordStatus.SKIPPED if stmt.skip_bad_records else BadRecordStatus.RETRIED,
+                        handled_by=self.planning.issuer,
+                        after_batch=min(r.batch_id for r in records if r.status == status) - 1,
+                    )
 
         def files() -> Callable[[], None]:
             written = []
@@ -148,6 +148,17 @@ class ControlStatements:
             write=write,
             files=files if stmt.skip_bad_records else None,
         )
+
+    def _holding(self, query: QueryInfo, skip: bool) -> list[BadRecord]:
+        """The bad records holding ``query``: those it is paused at (policy PAUSE) and, to be
+        skipped, those its next batch fails on (policy FAIL: recorded for a batch its
+        checkpoint has not committed, so every retry fails on them again)."""
+        records = self.planning.catalog.bad_records.of(query.id, BadRecordStatus.PENDING, self.planning.conn)
+        if skip:
+            committed = last_committed_batch(query.checkpoint)
+            failed = self.planning.catalog.bad_records.of(query.id, BadRecordStatus.FAILED, self.planning.conn)
+            records += [r for r in failed if r.batch_id > committed]
+        return records
 
     def set_property(self, stmt: st.SetProperty) -> Step:
         if stmt.key in KSQL_ALIASES:
