@@ -13,7 +13,7 @@ from dataclasses import replace
 from sqlalchemy import Connection
 
 from ..catalog import BadRecord, QueryInfo
-from ..catalog.states import BadRecordStatus, DesiredState, ProcessingGuarantee
+from ..catalog.states import BadRecordStatus, DesiredState, OnError, ProcessingGuarantee
 from ..language import statements as st
 from ..language.starting import timestamp_millis, timestamp_text
 from ..results import Result
@@ -28,11 +28,13 @@ SESSION_PROPERTIES = {
     "auto.offset.reset": ("earliest", "latest"),
     "starting.timestamp": ("an ISO-8601 time with its zone", "epoch milliseconds"),
     "processing.guarantee": tuple(ProcessingGuarantee),
+    "on_error": tuple(OnError),  # the error policy of the queries created after it, as WITH (on_error=...)
 }
 #: a property whose value is not one of a few words: its value resolved once, at SET, to the
 #: text recorded (a ValueError saying what is wrong with it otherwise)
 SESSION_VALUES: dict[str, Callable[[str], str]] = {
     "starting.timestamp": lambda text: timestamp_text(timestamp_millis(text)),
+    "on_error": lambda text: _policy(text),
 }
 #: values of a session property that are refused with a reason rather than as unknown
 REFUSED_VALUES = {
@@ -43,6 +45,11 @@ REFUSED_VALUES = {
 KSQL_ALIASES = {
     "ksql.streams.auto.offset.reset": "auto.offset.reset",
     "ksql.streams.processing.guarantee": "processing.guarantee",
+    "ksql.fail.on.deserialization.error": "on_error",
+}
+#: ksqlDB's values of a setting :data:`KSQL_ALIASES` maps, as the values of streamql's property
+KSQL_VALUES = {
+    "ksql.fail.on.deserialization.error": {"true": OnError.FAIL, "false": OnError.LOG_AND_CONTINUE},
 }
 #: ksqlDB and Kafka Streams settings streamql accepts without effect, and why they have none
 #: (each also under ksqlDB's ``ksql.streams.`` prefix); any other ``ksql.*`` setting is
@@ -161,6 +168,11 @@ class ControlStatements:
         return records
 
     def set_property(self, stmt: st.SetProperty) -> Step:
+        if stmt.key in KSQL_VALUES and stmt.value is not None:
+            values = KSQL_VALUES[stmt.key]
+            if stmt.value.lower() not in values:
+                raise error_at(f"{stmt.key} must be one of {', '.join(values)}, not {stmt.value!r}", stmt)
+            stmt = replace(stmt, value=str(values[stmt.value.lower()]))
         if stmt.key in KSQL_ALIASES:
             stmt = replace(stmt, key=KSQL_ALIASES[stmt.key])
         if (reason := _without_effect(stmt.key)) is not None:
@@ -187,6 +199,13 @@ class ControlStatements:
         self.planning.settings[stmt.key] = stmt.value.lower()
         set_to = {stmt.key: stmt.value.lower()}  # what a shell carries into its next request
         return Step(Result(stmt.text, f"Set {stmt.key} = {stmt.value.lower()}", details={"set": set_to}))
+
+
+def _policy(text: str) -> str:
+    """``SET 'on_error'``'s value as the policy recorded (a ValueError saying why not)."""
+    if text.upper() not in tuple(OnError):
+        raise ValueError(f"not one of {', '.join(OnError)}")
+    return str(OnError(text.upper()))
 
 
 def _without_effect(key: str) -> str | None:

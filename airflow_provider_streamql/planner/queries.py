@@ -368,8 +368,8 @@ def _written_alike(current: QueryInfo, stmt: st.CreateAsSelect | st.InsertSelect
         old = current.statement()
     except StreamQLError:  # a statement this release no longer reads is no match
         return False
-    given = {k: v for k, v in current.settings.items() if k != "on_error"}
-    return type(old) is type(stmt) and _as_written(old) == _as_written(stmt) and given == dict(settings)
+    given, now = ({k: v for k, v in s.items() if k != "on_error"} for s in (current.settings, settings))
+    return type(old) is type(stmt) and _as_written(old) == _as_written(stmt) and given == now
 
 
 def _as_written(stmt: st.Statement) -> tuple:
