@@ -237,6 +237,30 @@ def test_under_fail_each_query_stopped_by_a_bad_record_skips_it(sqlite_engine, r
         assert ids(engine, output) == [1, 2, 3, 4]
 
 
+def test_a_policy_change_moves_a_failing_query_on_in_place(sqlite_engine, runtimes):
+    """CREATE OR REPLACE ... WITH (on_error='LOG_AND_CONTINUE') of a query in ERROR on a bad
+    record: a named upgrade, swapped in place (offsets kept: nothing read twice), the record
+    logged to the dead-letter stream."""
+    engine = sqlite_engine
+    engine.execute(PAYMENTS + "CREATE STREAM copy WITH (on_error='FAIL') AS SELECT * FROM payments;")
+    start(engine, runtimes, "CSAS_COPY_1")
+    produce(engine, "payments", [good(1)], "a.json")
+    engine.wait_caught_up("CSAS_COPY_1", timeout=90)
+    path = produce(engine, "payments", [good(2), MALFORMED, good(3)], "b.json")
+    engine.wait_for_state("CSAS_COPY_1", "ERROR", timeout=90)
+    result = engine.execute("CREATE OR REPLACE STREAM copy WITH (on_error='LOG_AND_CONTINUE') AS "
+                            "SELECT * FROM payments")[0]
+    assert result.message == ("Replaced CSAS_COPY_1 in place: version 2 (transparent); "
+                              "error policy FAIL -> LOG_AND_CONTINUE")
+    assert [f["code"] for f in result.report["findings"]] == ["ERROR_POLICY_CHANGED"]
+    engine.wait_for_version("CSAS_COPY_1", 2, timeout=90)
+    engine.wait_caught_up("CSAS_COPY_1", timeout=90)
+    assert len(stream_rows(engine, "copy")) == 3 and ids(engine, "copy") == [1, 2, 3]
+    wait_until(lambda: engine.bad_records("CSAS_COPY_1", "LOGGED"), 60, "the record logged")
+    dead = engine.execute("SELECT raw, file, line, status FROM CSAS_COPY_1_DLQ")[0].rows
+    assert dead == [[MALFORMED, path, 2, "LOGGED"]]
+
+
 def test_a_paused_query_stays_held_across_a_runtime_restart(sqlite_engine, runtimes):
     """Also: the pipeline's default policy (the runtime's) applies to queries that set none,
     and a CSV record's line counts the header."""
