@@ -180,6 +180,87 @@ def test_fail_puts_the_query_in_error_naming_the_record(sqlite_engine, runtimes)
     assert ids(engine, "copy") == []  # the batch committed nothing
 
 
+#: two queries reading one topic, with the error policy each is given ({policy}: a WITH clause)
+SIBLINGS = PAYMENTS + ("CREATE STREAM a{policy} AS SELECT * FROM payments;"
+                       "CREATE STREAM b{policy} AS SELECT id, user FROM payments WHERE amount > 0;")
+SIBLING_IDS = {"CSAS_A_1": "a", "CSAS_B_2": "b"}
+
+
+def test_by_default_every_query_reading_a_bad_record_goes_on(sqlite_engine, runtimes):
+    """As in ksqlDB (ksql.fail.on.deserialization.error=false): a bad record goes to each
+    reading query's dead-letter stream, and each query goes on."""
+    engine = sqlite_engine
+    engine.execute(SIBLINGS.format(policy=""))
+    runtimes.start(engine)  # the runtime's default policy too
+    for query_id in SIBLING_IDS:
+        engine.wait_for_state(query_id, "RUNNING", timeout=120)
+    path = produce(engine, "payments", [good(1), MALFORMED, good(2)], "a.json")
+    produce(engine, "payments", [good(3)], "b.json")
+    for query_id, output in SIBLING_IDS.items():
+        engine.wait_caught_up(query_id, timeout=90)
+        assert ids(engine, output) == [1, 2, 3]
+        wait_until(lambda: engine.bad_records(query_id), 60, f"the record logged for {query_id}")
+        assert engine.state(query_id) == "RUNNING"
+        dead = engine.execute(f"SELECT raw, file, line, status FROM {query_id}_DLQ")[0].rows
+        assert dead == [[MALFORMED, path, 2, "LOGGED"]]
+
+
+def test_under_fail_each_query_stopped_by_a_bad_record_skips_it(sqlite_engine, runtimes):
+    """FAIL stops every query reading the record, each retried in vain; RESUME ... SKIP BAD
+    RECORDS moves each past it (to its dead-letter stream) and each output has exactly the
+    good rows. A query no bad record holds is refused a skip, with the reason."""
+    engine = sqlite_engine
+    engine.execute(SIBLINGS.format(policy=" WITH (on_error='FAIL')"))
+    start(engine, runtimes, "CSAS_B_2")
+    produce(engine, "payments", [good(1)], "a.json")
+    for query_id in SIBLING_IDS:
+        engine.wait_caught_up(query_id, timeout=90)
+    bad_file = produce(engine, "payments", [good(2), MALFORMED, good(3)], "b.json")
+    for query_id in SIBLING_IDS:
+        engine.wait_for_state(query_id, "ERROR", timeout=90)
+        wait_until(lambda: engine.bad_records(query_id, "FAILED"), 30, f"the record {query_id} failed on")
+    assert [ids(engine, output) for output in SIBLING_IDS.values()] == [[1], [1]]  # the batch committed nothing
+
+    for query_id, output in SIBLING_IDS.items():
+        result = engine.execute(f"RESUME {query_id} SKIP BAD RECORDS", issuer="user:ops")[0]
+        assert f"1 bad record(s) skipped (sent to {query_id}_DLQ)" in result.message
+        engine.wait_caught_up(query_id, timeout=90)
+        assert engine.state(query_id) == "RUNNING"
+        assert ids(engine, output) == [1, 2, 3]
+        dead = engine.execute(f"SELECT raw, file, line, status, handled_by FROM {query_id}_DLQ")[0].rows
+        assert dead == [[MALFORMED, bad_file, 2, "SKIPPED", "user:ops"]]
+        with pytest.raises(StateError, match=f"no bad records are holding {query_id} .*under on_error='FAIL'"):
+            engine.execute(f"RESUME {query_id} SKIP BAD RECORDS")
+    produce(engine, "payments", [good(4)], "c.json")
+    for query_id, output in SIBLING_IDS.items():
+        engine.wait_caught_up(query_id, timeout=90)
+        assert ids(engine, output) == [1, 2, 3, 4]
+
+
+def test_a_policy_change_moves_a_failing_query_on_in_place(sqlite_engine, runtimes):
+    """CREATE OR REPLACE ... WITH (on_error='LOG_AND_CONTINUE') of a query in ERROR on a bad
+    record: a named upgrade, swapped in place (offsets kept: nothing read twice), the record
+    logged to the dead-letter stream."""
+    engine = sqlite_engine
+    engine.execute(PAYMENTS + "CREATE STREAM copy WITH (on_error='FAIL') AS SELECT * FROM payments;")
+    start(engine, runtimes, "CSAS_COPY_1")
+    produce(engine, "payments", [good(1)], "a.json")
+    engine.wait_caught_up("CSAS_COPY_1", timeout=90)
+    path = produce(engine, "payments", [good(2), MALFORMED, good(3)], "b.json")
+    engine.wait_for_state("CSAS_COPY_1", "ERROR", timeout=90)
+    result = engine.execute("CREATE OR REPLACE STREAM copy WITH (on_error='LOG_AND_CONTINUE') AS "
+                            "SELECT * FROM payments")[0]
+    assert result.message == ("Replaced CSAS_COPY_1 in place: version 2 (transparent); "
+                              "error policy FAIL -> LOG_AND_CONTINUE")
+    assert [f["code"] for f in result.report["findings"]] == ["ERROR_POLICY_CHANGED"]
+    engine.wait_for_version("CSAS_COPY_1", 2, timeout=90)
+    engine.wait_caught_up("CSAS_COPY_1", timeout=90)
+    assert len(stream_rows(engine, "copy")) == 3 and ids(engine, "copy") == [1, 2, 3]
+    wait_until(lambda: engine.bad_records("CSAS_COPY_1", "LOGGED"), 60, "the record logged")
+    dead = engine.execute("SELECT raw, file, line, status FROM CSAS_COPY_1_DLQ")[0].rows
+    assert dead == [[MALFORMED, path, 2, "LOGGED"]]
+
+
 def test_a_paused_query_stays_held_across_a_runtime_restart(sqlite_engine, runtimes):
     """Also: the pipeline's default policy (the runtime's) applies to queries that set none,
     and a CSV record's line counts the header."""

@@ -29,7 +29,9 @@ CASES = [
     (ERROR, False, (), "ERROR", ["query CSAS_O_1 is in ERROR while waiting for X: boom; ", "--through-retries"]),
     (ERROR, True, (), None, []),
     (replace(ERROR, bad_record=ON_RECORD, error="malformed JSON: {"), False, (), "ERROR",
-     [": malformed JSON: { (at /t/o/part-5.json:51); every retry fails on it again", "on_error='PAUSE'"]),
+     [": malformed JSON: { (at /t/o/part-5.json:51); every retry fails on it again: RESUME CSAS_O_1 SKIP BAD "
+      "RECORDS sends it to the dead-letter stream", "on_error='PAUSE'"]),
+    (replace(ERROR, skipped=True), False, (), None, []),  # its record was just skipped: it starts again past it
     (replace(ERROR, running_version=1), False, (), None, []),  # the ERROR of the version replaced
     (replace(ERROR, desired=DesiredState.PAUSED), False, (), None, []),  # the runtime pauses it next
     (look(desired=DesiredState.TERMINATED), False, (), "TERMINATED",

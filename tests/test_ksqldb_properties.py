@@ -60,6 +60,7 @@ SETTINGS = [
     ("SET 'processing.guarantee' = 'exactly_once_v2'", "Set processing.guarantee = exactly_once_v2", None),
     ("SET 'ksql.streams.processing.guarantee' = 'AT_LEAST_ONCE'", "Set processing.guarantee = at_least_once", None),
     ("SET 'ksql.query.pull.table.scan.enabled' = 'true'", "a ksqlDB server setting, which no streamql", None),
+    ("SET 'ksql.fail.on.deserialization.error' = 'false'", "Set on_error = LOG_AND_CONTINUE", None),
 ]
 
 
@@ -112,3 +113,31 @@ def test_the_processing_guarantee_is_recorded_with_the_query(engine, sets, recor
 def test_a_setting_that_is_not_ksqldbs_is_still_unknown(engine):
     with pytest.raises(ValidationError, match="unknown property 'colour'"):
         engine.execute("SET 'colour' = 'red'")
+
+
+# (the script's SETs, the on_error its query records, or the refusal: None follows the
+# pipeline's default, LOG_AND_CONTINUE unless its runtime says otherwise)
+POLICIES_RECORDED = [
+    ("", None),
+    ("SET 'ksql.fail.on.deserialization.error' = 'true';", "FAIL"),
+    ("SET 'ksql.fail.on.deserialization.error' = 'FALSE';", "LOG_AND_CONTINUE"),
+    ("SET 'on_error' = 'pause';", "PAUSE"),
+    ("SET 'ksql.fail.on.deserialization.error' = 'true'; UNSET 'ksql.fail.on.deserialization.error';", None),
+    ("SET 'ksql.fail.on.deserialization.error' = 'yes';",
+     ValidationError("ksql.fail.on.deserialization.error must be one of true, false, not 'yes'")),
+    ("SET 'on_error' = 'ignore';", ValidationError("on_error 'ignore' is not one of FAIL, LOG_AND_CONTINUE, PAUSE")),
+]
+
+
+@pytest.mark.parametrize("sets, recorded", POLICIES_RECORDED)
+def test_ksqldbs_fail_on_deserialization_error_sets_the_error_policy(engine, sets, recorded):
+    script = (f"CREATE STREAM s (id INT KEY, v STRING); {sets} CREATE STREAM t AS SELECT * FROM s;"
+              f"CREATE STREAM w WITH (on_error='PAUSE') AS SELECT * FROM s")
+    if isinstance(recorded, Exception):
+        with pytest.raises(type(recorded), match=str(recorded)):
+            engine.execute(script)
+        assert engine.catalog.queries() == []
+        return
+    engine.execute(script)
+    assert engine.query("CSAS_T_1").settings.get("on_error") == recorded
+    assert engine.query("CSAS_W_2").settings["on_error"] == "PAUSE"  # a query's own WITH comes first

@@ -44,6 +44,7 @@ PLANS = [
     ("a new version that proved itself is kept",                     RUNNING_V2, seen(**{**ACTIVE, "version": 2}, upgrade=Upgrade.READY),     Step.KEEP),
     ("a query whose start failed waits out its back-off",            RUNNING,    seen(reported="ERROR", failures=1, retry_in=0.4),            Step.WAIT),
     ("a query whose start failed is started again after it",         RUNNING,    seen(reported="ERROR", failures=1, retry_in=0.0),            Step.START),
+    ("one failing on a record just skipped starts without waiting",  RUNNING,    seen(reported="ERROR", failures=4, retry_in=9.0, skipped=True), Step.START),
     ("a start that ran the driver out of memory is not retried",     RUNNING,    seen(reported="ERROR", stuck=1),                             Step.STAY_FAILED),
     ("a new version of it is started",                               RUNNING_V2, seen(reported="ERROR", stuck=1),                             Step.START),
     ("paused, it shows PAUSED (RESUME starts it again)",             PAUSED,     seen(reported="ERROR", stuck=1),                             Step.PAUSE),

@@ -39,5 +39,6 @@ def test_show_topics_and_properties(engine):
                            "SHOW PROPERTIES")
     timestamp = ["starting.timestamp", None, "an ISO-8601 time with its zone, epoch milliseconds"]
     guarantee = ["processing.guarantee", None, "at_least_once, exactly_once_v2"]
-    assert shown[1].rows == [["auto.offset.reset", "earliest", "earliest, latest"], timestamp, guarantee]
-    assert shown[3].rows == [["auto.offset.reset", None, "earliest, latest"], timestamp, guarantee]
+    policy = ["on_error", None, "FAIL, LOG_AND_CONTINUE, PAUSE"]
+    assert shown[1].rows == [["auto.offset.reset", "earliest", "earliest, latest"], timestamp, guarantee, policy]
+    assert shown[3].rows == [["auto.offset.reset", None, "earliest, latest"], timestamp, guarantee, policy]

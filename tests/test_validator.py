@@ -152,11 +152,37 @@ def test_a_branch_that_widens_an_aggregated_column(tmp_path, having, code, verdi
     assert report.verdict == verdict and code in {f.code for f in report.findings}, report.render()
 
 
+# the error policy (WITH (on_error=...)) is the query's, not its shape's: a change of it is
+# named (never UNCHANGED) and applied in place
+P = "CREATE STREAM v{} AS SELECT id, user, cost FROM purchases"
+POLICIES = [
+    # old WITH                            new WITH (and WHERE)                         the change named
+    ("",                                  " WITH (on_error='PAUSE')",                 "error policy (the pipeline's default) -> PAUSE"),
+    (" WITH (on_error='FAIL')",           " WITH (on_error='LOG_AND_CONTINUE')",      "error policy FAIL -> LOG_AND_CONTINUE"),
+    (" WITH (on_error='LOG_AND_CONTINUE')", " WITH (on_error='fail')",                "error policy LOG_AND_CONTINUE -> FAIL"),
+    (" WITH (on_error='PAUSE')",          " WITH (on_error='FAIL') WHERE cost > 0",   "error policy PAUSE -> FAIL"),
+    (" WITH (on_error='PAUSE')",          "",                                         None),  # not restated: kept
+    (" WITH (on_error='PAUSE')",          " WITH (on_error='PAUSE')",                 None),
+]
+
+
+@pytest.mark.parametrize("old, new, named", POLICIES)
+def test_an_error_policy_change_is_an_upgrade_the_validator_names(tmp_path, old, new, named):
+    engine = Engine(f"sqlite:///{tmp_path}/c.db", home=str(tmp_path))
+    engine.execute(SOURCES + P.format(old))
+    new, where = new.split(" WHERE ") if " WHERE " in new else (new, None)
+    report = engine.validate(P.format(new).replace("CREATE ", "CREATE OR REPLACE ", 1) + (f" WHERE {where}" if where else ""))
+    assert report.verdict == "IN_PLACE", report.render()
+    changes = [f.message.split(":")[0] for f in report.findings if f.code == "ERROR_POLICY_CHANGED"]
+    assert changes == ([named] if named else []), report.render()
+    assert named is not None or [f.code for f in report.findings] == ["UNCHANGED"]
+
+
 def test_every_trait_and_kind_is_covered():
     from airflow_provider_streamql.upgrades.report import KINDS
     from airflow_provider_streamql.upgrades.rules import RULES
     from airflow_provider_streamql.upgrades.traits import TRAITS
-    covered_codes = {code for *_, codes in PAIRS + KAFKA_PAIRS for code in codes}
+    covered_codes = {code for *_, codes in PAIRS + KAFKA_PAIRS for code in codes} | {"ERROR_POLICY_CHANGED"}  # POLICIES
     # MULTIPLE_WRITERS needs an INSERT INTO query; STATE_SCHEMA_INCOMPATIBLE a checkpoint
     # (RECORDED_KEYS below, and against Spark in test_validator_spark)
     assert {rule.code for rule in RULES} <= covered_codes | {"MULTIPLE_WRITERS", "STATE_SCHEMA_INCOMPATIBLE"}

@@ -28,7 +28,7 @@ from .support import CLI, insert, wait_until
 WORLD = """
 CREATE STREAM bad_in (id INT KEY, user STRING, amount INT);
 CREATE STREAM good_in (id INT KEY, user STRING, amount INT);
-CREATE STREAM failing AS SELECT * FROM bad_in;
+CREATE STREAM failing WITH (on_error='FAIL') AS SELECT * FROM bad_in;
 CREATE STREAM held WITH (on_error='PAUSE') AS SELECT * FROM bad_in;
 CREATE STREAM gone AS SELECT * FROM good_in;
 CREATE STREAM fine AS SELECT * FROM good_in;
@@ -174,7 +174,7 @@ def caught_up(query_id: str, **kw) -> CaughtUp:
 
 # (form, what it waits for, how long it may wait, the ending, stop, fragments of its message)
 CASES = [
-    # the query fails on a record it cannot read at every retry (policy FAIL, the default)
+    # the query fails on a record it cannot read at every retry (policy FAIL)
     ("engine", lambda: caught_up(FAILING), LONG, "FAILED_FAST", "ERROR",
      ["query CSAS_FAILING_1 is in ERROR while waiting for it to catch up: ", "part-bad.json:2)",
       "on_error='LOG_AND_CONTINUE'"]),

@@ -182,7 +182,7 @@ def test_a_varchar_event_time_with_timestamp_format_drives_windows(sqlite_engine
           SELECT title, COUNT(*) AS rating_count, WINDOWSTART AS window_start, WINDOWEND AS window_end
           FROM ratings WINDOW TUMBLING (SIZE 6 HOURS) GROUP BY title EMIT CHANGES;
         CREATE STREAM stamped WITH (on_error='LOG_AND_CONTINUE') AS SELECT title, ROWTIME AS rt, ts FROM ratings;
-        CREATE STREAM strict AS SELECT title FROM ratings;
+        CREATE STREAM strict WITH (on_error='FAIL') AS SELECT title FROM ratings;
         INSERT INTO ratings VALUES ('Die Hard', 1998, 8.2, '2019-07-09 01:00:00'), ('Die Hard', 1998, 4.5, '2019-07-09 05:00:00'),
           ('Die Hard', 1998, 5.1, '2019-07-09 09:00:00'), ('Tree of Life', 2011, 4.9, '2019-07-09 00:00:00'),
           ('A Walk in the Clouds', 1995, 3.6, '2019-07-09 12:00:00'), ('A Walk in the Clouds', 1995, 6.0, '2019-07-09 15:00:00');
@@ -199,7 +199,7 @@ def test_a_varchar_event_time_with_timestamp_format_drives_windows(sqlite_engine
         ("Die Hard", 2, day + "00:00:00", day + "06:00:00"), ("Tree of Life", 1, day + "00:00:00", day + "06:00:00")]
     stamped = engine.execute("SELECT title, rt, ts FROM stamped WHERE title = 'Tree of Life'")[0].rows
     assert stamped == [["Tree of Life", 1562630400000, "2019-07-09 00:00:00"]]  # the text is kept as written
-    wait_until(lambda: engine.query("CSAS_STRICT_3").error, 60, "the default policy (FAIL) stops at the record")
+    wait_until(lambda: engine.query("CSAS_STRICT_3").error, 60, "policy FAIL stops at the record")
     assert "cannot read a record of RATINGS in" in engine.query("CSAS_STRICT_3").error
     assert [r.raw for r in engine.bad_records("CTAS_RATING_COUNT_1")] == \
         ['{"title": "Tree of Life", "release_year": 2011, "rating": 5.6, "ts": "09/07/2019 08:00"}']

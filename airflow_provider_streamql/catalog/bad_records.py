@@ -16,7 +16,7 @@ from .commands import CommandLog
 from .connections import reading, write_connection
 from .leases import Leases
 from .model import HOLD_ISSUER, BadRecord
-from .states import DesiredState, QueryState
+from .states import BadRecordStatus, DesiredState, QueryState
 
 
 class BadRecords:
@@ -53,16 +53,17 @@ class BadRecords:
 
     def record(self, records: list[BadRecord], conn: Connection | None = None) -> None:
         """Store bad records; one already stored (same query, record and batch) takes the
-        new status (a retried batch that fails again holds the query again)."""
+        new status (a retried batch that fails again holds the query again), unless it was
+        skipped: a retry under policy FAIL that was already failing on it when ``RESUME ...
+        SKIP BAD RECORDS`` came does not undo the skip (the next start leaves it out)."""
         with reading(self.engine, conn) if conn is not None else write_connection(self.engine) as conn:
             b = s.bad_records
             for r in records:
+                same = (b.c.query_id == r.query_id, b.c.record_id == r.record_id, b.c.batch_id == r.batch_id)
                 done = conn.execute(
-                    update(b)
-                    .where(b.c.query_id == r.query_id, b.c.record_id == r.record_id, b.c.batch_id == r.batch_id)
-                    .values(status=r.status, error=r.error)
+                    update(b).where(*same, b.c.status != BadRecordStatus.SKIPPED).values(status=r.status, error=r.error)
                 ).rowcount
-                if not done:
+                if not done and conn.execute(select(func.count()).select_from(b).where(*same)).scalar_one() == 0:
                     conn.execute(
                         insert(b).values(
                             query_id=r.query_id,
@@ -110,12 +111,16 @@ class BadRecords:
         to_status: str,
         handled_by: str | None = None,
         upto_batch: int | None = None,
+        after_batch: int | None = None,
     ) -> int:
-        """Move a query's bad records from one status to another; returns how many."""
+        """Move a query's bad records from one status to another (of batches up to
+        ``upto_batch`` and after ``after_batch`` if given); returns how many."""
         b = s.bad_records
         stmt = update(b).where(b.c.query_id == query_id, b.c.status == from_status)
         if upto_batch is not None:
             stmt = stmt.where(b.c.batch_id <= upto_batch)
+        if after_batch is not None:
+            stmt = stmt.where(b.c.batch_id > after_batch)
         values: dict[str, Any] = {"status": to_status}
         if handled_by is not None:
             values.update(handled_by=handled_by, handled_at=time.time())

@@ -48,6 +48,13 @@ class OnError(enum.StrEnum):
     PAUSE = "PAUSE"
 
 
+#: the policy of a query that sets no ``on_error``, when its runtime is given none
+#: (``streamql runtime --on-error``): as in ksqlDB, whose ``ksql.fail.on.deserialization.error``
+#: is false, a bad record goes to the processing log (here the query's dead-letter stream) and
+#: the query goes on; FAIL would stop every query reading the topic at it
+DEFAULT_ON_ERROR = OnError.LOG_AND_CONTINUE
+
+
 class ProcessingGuarantee(enum.StrEnum):
     """``SET 'processing.guarantee'`` as a query records it: how its Kafka output is written.
     (File outputs are exactly once per batch either way.)"""

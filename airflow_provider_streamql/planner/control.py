@@ -1,5 +1,6 @@
 """Control statements: ``PAUSE|RESUME|TERMINATE <query_id>|ALL`` (with ``RESUME ... SKIP BAD
-RECORDS``, which sends the records holding a query to its dead-letter stream) and the session's
+RECORDS``, which sends the records holding a query, paused at them or failing on them, to its
+dead-letter stream) and the session's
 ``SET 'key' = 'value'`` (:data:`SESSION_PROPERTIES`).
 """
 
@@ -11,10 +12,12 @@ from dataclasses import replace
 
 from sqlalchemy import Connection
 
-from ..catalog.states import BadRecordStatus, DesiredState, ProcessingGuarantee
+from ..catalog import BadRecord, QueryInfo
+from ..catalog.states import BadRecordStatus, DesiredState, OnError, ProcessingGuarantee
 from ..language import statements as st
 from ..language.starting import timestamp_millis, timestamp_text
 from ..results import Result
+from ..storage.checkpoints import last_committed_batch
 from ..storage.deadletter import append_dead_letters, dead_letter_source
 from .planning import Planning, error_at, state_error_at
 from .step import Step, remove_files
@@ -25,11 +28,13 @@ SESSION_PROPERTIES = {
     "auto.offset.reset": ("earliest", "latest"),
     "starting.timestamp": ("an ISO-8601 time with its zone", "epoch milliseconds"),
     "processing.guarantee": tuple(ProcessingGuarantee),
+    "on_error": tuple(OnError),  # the error policy of the queries created after it, as WITH (on_error=...)
 }
 #: a property whose value is not one of a few words: its value resolved once, at SET, to the
 #: text recorded (a ValueError saying what is wrong with it otherwise)
 SESSION_VALUES: dict[str, Callable[[str], str]] = {
     "starting.timestamp": lambda text: timestamp_text(timestamp_millis(text)),
+    "on_error": lambda text: _policy(text),
 }
 #: values of a session property that are refused with a reason rather than as unknown
 REFUSED_VALUES = {
@@ -40,6 +45,11 @@ REFUSED_VALUES = {
 KSQL_ALIASES = {
     "ksql.streams.auto.offset.reset": "auto.offset.reset",
     "ksql.streams.processing.guarantee": "processing.guarantee",
+    "ksql.fail.on.deserialization.error": "on_error",
+}
+#: ksqlDB's values of a setting :data:`KSQL_ALIASES` maps, as the values of streamql's property
+KSQL_VALUES = {
+    "ksql.fail.on.deserialization.error": {"true": OnError.FAIL, "false": OnError.LOG_AND_CONTINUE},
 }
 #: ksqlDB and Kafka Streams settings streamql accepts without effect, and why they have none
 #: (each also under ksqlDB's ``ksql.streams.`` prefix); any other ``ksql.*`` setting is
@@ -77,20 +87,15 @@ class ControlStatements:
                     stmt,
                 )
             chosen = [query]
-        # records holding paused queries: a RESUME retries their batch, or skips them
-        held = (
-            {
-                q.id: self.planning.catalog.bad_records.of(q.id, BadRecordStatus.PENDING, self.planning.conn)
-                for q in chosen
-            }
-            if target == DesiredState.RUNNING
-            else {}
-        )
+        # records holding queries: a RESUME retries the batch of a paused one, or skips them
+        held = {q.id: self._holding(q, stmt.skip_bad_records) for q in chosen} if target == DesiredState.RUNNING else {}
         held = {q: records for q, records in held.items() if records}
         if stmt.skip_bad_records and not held:
             what = stmt.query_id or f"any query of pipeline {self.planning.pipeline!r}"
             raise state_error_at(
-                f"no bad records are holding {what}; nothing to skip (RESUME without SKIP BAD RECORDS)", stmt
+                f"no bad records are holding {what} (none holds it paused under on_error='PAUSE' or fails "
+                f"its next batch under on_error='FAIL'); nothing to skip (RESUME without SKIP BAD RECORDS)",
+                stmt,
             )
         changed = [q for q in chosen if q.desired_state != target]
         for q in changed:
@@ -109,14 +114,16 @@ class ControlStatements:
                 self.planning.catalog.set_desired(conn, q.id, target)
             for d in new_dead_letters:
                 self.planning.catalog.insert_source(conn, d)
-            for query_id in held:
-                self.planning.catalog.bad_records.mark(
-                    conn,
-                    query_id,
-                    BadRecordStatus.PENDING,
-                    BadRecordStatus.SKIPPED if stmt.skip_bad_records else BadRecordStatus.RETRIED,
-                    handled_by=self.planning.issuer,
-                )
+            for query_id, records in held.items():
+                for status in sorted({r.status for r in records}):
+                    self.planning.catalog.bad_records.mark(
+                        conn,
+                        query_id,
+                        status,
+                        BadRecordStatus.SKIPPED if stmt.skip_bad_records else BadRecordStatus.RETRIED,
+                        handled_by=self.planning.issuer,
+                        after_batch=min(r.batch_id for r in records if r.status == status) - 1,
+                    )
 
         def files() -> Callable[[], None]:
             written = []
@@ -149,7 +156,23 @@ class ControlStatements:
             files=files if stmt.skip_bad_records else None,
         )
 
+    def _holding(self, query: QueryInfo, skip: bool) -> list[BadRecord]:
+        """The bad records holding ``query``: those it is paused at (policy PAUSE) and, to be
+        skipped, those its next batch fails on (policy FAIL: recorded for a batch its
+        checkpoint has not committed, so every retry fails on them again)."""
+        records = self.planning.catalog.bad_records.of(query.id, BadRecordStatus.PENDING, self.planning.conn)
+        if skip:
+            committed = last_committed_batch(query.checkpoint)
+            failed = self.planning.catalog.bad_records.of(query.id, BadRecordStatus.FAILED, self.planning.conn)
+            records += [r for r in failed if r.batch_id > committed]
+        return records
+
     def set_property(self, stmt: st.SetProperty) -> Step:
+        if stmt.key in KSQL_VALUES and stmt.value is not None:
+            values = KSQL_VALUES[stmt.key]
+            if stmt.value.lower() not in values:
+                raise error_at(f"{stmt.key} must be one of {', '.join(values)}, not {stmt.value!r}", stmt)
+            stmt = replace(stmt, value=str(values[stmt.value.lower()]))
         if stmt.key in KSQL_ALIASES:
             stmt = replace(stmt, key=KSQL_ALIASES[stmt.key])
         if (reason := _without_effect(stmt.key)) is not None:
@@ -176,6 +199,13 @@ class ControlStatements:
         self.planning.settings[stmt.key] = stmt.value.lower()
         set_to = {stmt.key: stmt.value.lower()}  # what a shell carries into its next request
         return Step(Result(stmt.text, f"Set {stmt.key} = {stmt.value.lower()}", details={"set": set_to}))
+
+
+def _policy(text: str) -> str:
+    """``SET 'on_error'``'s value as the policy recorded (a ValueError saying why not)."""
+    if text.upper() not in tuple(OnError):
+        raise ValueError(f"not one of {', '.join(OnError)}")
+    return str(OnError(text.upper()))
 
 
 def _without_effect(key: str) -> str | None:

@@ -105,7 +105,7 @@ class PersistentQueries:
         version = max(self.planning.catalog.next_version(self.planning.conn, current.id), current.version + 1)
         compiled = self.compile(stmt, analysis, sink, current.id, named=current.shape.named)
         new = self.query_info(current.id, current.seq, sink, compiled, stmt, version=version, register=False)
-        if "on_error" not in stmt.properties and "on_error" in current.settings:
+        if "on_error" not in new.settings and "on_error" in current.settings:  # not restated: kept
             new.settings["on_error"] = current.settings["on_error"]
         # a paused query stays paused (RESUME it when ready); a terminated one restarts
         new.desired_state = (
@@ -116,8 +116,10 @@ class PersistentQueries:
             for q in self.planning.snapshot.queries.values()
             if sink.name in q.sources and q.desired_state != DesiredState.TERMINATED
         )
+        policies = (current.settings.get("on_error"), new.settings.get("on_error"))
+        key = _state_key(current)
         report = validate_upgrade(
-            current.id, current.shape, new.shape, state_key=_state_key(current), downstream=readers
+            current.id, current.shape, new.shape, state_key=key, downstream=readers, policies=policies
         )
         writers = [
             q.id
@@ -165,7 +167,7 @@ class PersistentQueries:
         return Step(
             Result(
                 stmt.text,
-                f"Replaced {new.id} in place: version {new.version} ({', '.join(report.kinds)})",
+                f"Replaced {new.id} in place: version {new.version} ({', '.join(report.kinds)}){report.policy_note}",
                 query_id=new.id,
                 waits=[(new.id, new.desired_state)],
                 report=report.to_dict(),
@@ -366,8 +368,8 @@ def _written_alike(current: QueryInfo, stmt: st.CreateAsSelect | st.InsertSelect
         old = current.statement()
     except StreamQLError:  # a statement this release no longer reads is no match
         return False
-    given = {k: v for k, v in current.settings.items() if k != "on_error"}
-    return type(old) is type(stmt) and _as_written(old) == _as_written(stmt) and given == dict(settings)
+    given, now = ({k: v for k, v in s.items() if k != "on_error"} for s in (current.settings, settings))
+    return type(old) is type(stmt) and _as_written(old) == _as_written(stmt) and given == now
 
 
 def _as_written(stmt: st.Statement) -> tuple:

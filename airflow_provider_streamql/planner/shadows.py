@@ -193,7 +193,7 @@ class ShadowStatements:
         compiled = self.queries.compile(shadow_stmt, analysis, sink, shadow_id, named=current.shape.named)
         shadow = self.queries.query_info(shadow_id, seq, sink, compiled, shadow_stmt)
         batch = last_committed_batch(current.checkpoint)
-        if "on_error" not in proposed.properties and "on_error" in current.settings:
+        if "on_error" not in shadow.settings and "on_error" in current.settings:  # not restated: kept
             shadow.settings["on_error"] = current.settings["on_error"]
         shadow.settings.update(
             shadow_of=current.id,

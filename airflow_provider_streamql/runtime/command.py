@@ -43,10 +43,11 @@ def options() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--on-error",
-        default="FAIL",
+        default=None,  # the Runtime's default (catalog.states.DEFAULT_ON_ERROR), not loaded here
         type=str.upper,
         choices=("FAIL", "LOG_AND_CONTINUE", "PAUSE"),
-        help="what a record a query cannot read does, for queries that set no on_error (default FAIL)",
+        help="what a record a query cannot read does, for queries that set no on_error (default "
+        "LOG_AND_CONTINUE: to its dead-letter stream, as ksqlDB's processing log)",
     )
     p.add_argument(
         "--readiness-window",

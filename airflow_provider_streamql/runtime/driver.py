@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pyspark.sql import SparkSession
 
 from ..catalog import ERROR_POLICIES, Catalog, QueryInfo
+from ..catalog.states import DEFAULT_ON_ERROR, OnError
 from . import kafka
 from .holds import Holds
 from .leases import Leases
@@ -59,7 +60,8 @@ class Runtime:
     :param readiness_window: seconds a new version has, after an in-place swap, to fail
         and be rolled back automatically; it is ready earlier once it commits a batch.
     :param on_error: the pipeline's error policy for records a query cannot read (FAIL,
-        LOG_AND_CONTINUE or PAUSE), for queries whose statement sets none.
+        LOG_AND_CONTINUE or PAUSE), for queries whose statement sets none; None:
+        LOG_AND_CONTINUE (:data:`~..catalog.states.DEFAULT_ON_ERROR`, ksqlDB's default).
     :param metrics_port: serve the pipeline's queries in Prometheus' format at
         ``http://<host>:<port>/metrics`` (:mod:`.metrics`; 0: any free port, see
         ``metrics.port``); None: no endpoint.
@@ -79,15 +81,16 @@ class Runtime:
         lease_ttl: float = 10.0,
         runtime_id: str | None = None,
         readiness_window: float = 30.0,
-        on_error: str = "FAIL",
+        on_error: OnError | str | None = None,
         workers: int = 8,
         metrics_port: int | None = None,
     ):
         if workers < 1:
             raise ValueError(f"workers must be at least 1, not {workers!r}")
+        on_error = DEFAULT_ON_ERROR if on_error is None else on_error
         if on_error.upper() not in ERROR_POLICIES:
             raise ValueError(f"on_error must be one of {', '.join(ERROR_POLICIES)}, not {on_error!r}")
-        self.on_error = on_error.upper()
+        self.on_error = OnError(on_error.upper())
         self.catalog, self.pipeline, self.spark = catalog, pipeline, spark
         self.interval, self.lease_ttl = interval, lease_ttl
         self.host, self.pid = socket.gethostname(), os.getpid()

@@ -64,17 +64,32 @@ class Holds:
         self.catalog, self.spark, self.runtime_id, self.on_error = catalog, spark, runtime_id, on_error
         #: query id -> last batch whose bad records a RESUME retries
         self.retried: dict[str, int] = {}
+        #: query id -> the skipped records its last start left out
+        self.left_out: dict[str, frozenset[str]] = {}
 
     def guard(self, query: QueryInfo) -> RecordGuard:
         """The query's error policy, and the skipped records its next batches must leave out
         (those of batches not committed yet)."""
-        committed = last_committed_batch(query.checkpoint)
         records = self.catalog.bad_records.of(query.id)
-        skipped = frozenset(r.record_id for r in records if r.status == "SKIPPED" and r.batch_id > committed)
+        skipped = self._skipped(query, records)
         retried = [r.batch_id for r in records if r.status == "RETRIED"]
         if retried:
             self.retried[query.id] = max(retried)
+        self.left_out[query.id] = skipped
         return RecordGuard(query.id, self.policy(query), skipped)
+
+    def skipped_since_start(self, query: QueryInfo) -> bool:
+        """Records were skipped since the query last started (``RESUME ... SKIP BAD RECORDS``
+        of a query failing on them under FAIL): its next start need not wait out its back-off."""
+        skipped = self._skipped(query, self.catalog.bad_records.of(query.id, BadRecordStatus.SKIPPED))
+        return not skipped <= self.left_out.get(query.id, frozenset())
+
+    @staticmethod
+    def _skipped(query: QueryInfo, records: list[BadRecord]) -> frozenset[str]:
+        """The skipped records of batches the query has not committed yet: its next batches
+        leave them out."""
+        committed = last_committed_batch(query.checkpoint)
+        return frozenset(r.record_id for r in records if r.status == "SKIPPED" and r.batch_id > committed)
 
     def policy(self, query: QueryInfo) -> str:
         """The query's own on_error, else the pipeline's default (this runtime's)."""

@@ -81,6 +81,9 @@ class Observation:
     retry_in: float = 0.0
     #: the version whose start ran the driver out of memory (:class:`~.schedule.Stuck`)
     stuck: int | None = None
+    #: records it failed on were skipped since its last start (RESUME ... SKIP BAD RECORDS
+    #: under policy FAIL): its back-off is cut short
+    skipped: bool = False
 
 
 class Observer:
@@ -103,6 +106,9 @@ class Observer:
         upgrade = Upgrade.NONE
         if self.rollout.is_pending(query.id):
             upgrade = Upgrade.READY if self.rollout.is_ready(query, now) else Upgrade.PENDING
+        retry_in = self.schedule.due_in(query.id, now)
+        # read only while a failed query waits out its back-off, not at every look
+        skipped = running is None and retry_in > 0 and self.holds.skipped_since_start(query)
         return Observation(
             lease=lease,
             reported=query.observed_state,
@@ -113,8 +119,9 @@ class Observer:
             upgrade=upgrade,
             retried_committed=self.holds.retried_committed(query),
             failures=self.schedule.failures(query.id),
-            retry_in=self.schedule.due_in(query.id, now),
+            retry_in=retry_in,
             stuck=self.schedule.stuck(query.id),
+            skipped=skipped,
         )
 
     def _failure(self, query: QueryInfo, running: Running) -> Failure:

@@ -56,7 +56,8 @@ class Step(enum.Enum):
     #: stop it after its in-flight batch (its checkpoint kept), or just say it is paused
     PAUSE = "pause"
     TERMINATE = "terminate"
-    #: it should run and does not, but its back-off after a failure is not over
+    #: it should run and does not, but its back-off after a failure is not over (and no
+    #: record it failed on was skipped since)
     WAIT = "wait"
     #: its start ran the driver out of memory: it stays in ERROR until paused or replaced
     STAY_FAILED = "stay failed"
@@ -86,7 +87,7 @@ def plan(desired: Desired, seen: Observation) -> Step:
     if seen.run is Run.NONE:
         if seen.stuck == desired.version:
             return Step.STAY_FAILED
-        return Step.WAIT if seen.retry_in > 0 else Step.START
+        return Step.WAIT if seen.retry_in > 0 and not seen.skipped else Step.START
     return Step.UPGRADE if seen.version != desired.version else Step.KEEP
 
 

@@ -40,6 +40,11 @@ class Report:
         self.verdict = worst(self.findings)
 
     @property
+    def policy_note(self) -> str:
+        """The error policy change it names ("; error policy FAIL -> LOG_AND_CONTINUE"), or ""."""
+        return "".join(f"; {f.message.split(':')[0]}" for f in self.findings if f.code == Code.ERROR_POLICY_CHANGED)
+
+    @property
     def traits(self) -> list[str]:
         return sorted(set(self.old_traits) | set(self.new_traits), key=list(_TRAIT_ORDER).index)
 
@@ -75,11 +80,13 @@ def validate_upgrade(
     *,
     state_key: list[tuple[str, str]] | None = None,
     downstream: list[str] | None = None,
+    policies: tuple[str | None, str | None] = (None, None),
 ) -> Report:
     """Compare two compiled shapes (and, with ``state_key``, the aggregation state the old
-    version's checkpoint records); never raises on a difference, it reports it. A difference
+    version's checkpoint records; ``policies``: the old and new version's ``on_error``, None
+    for the pipeline's default); never raises on a difference, it reports it. A difference
     no rule explains is REJECTED (fail closed)."""
-    found = findings(RULES, Versions(old, new, state_key)) or [
+    found = findings(RULES, Versions(old, new, state_key, *policies)) or [
         Finding(
             Code.UNCHANGED,
             "query",

@@ -35,6 +35,10 @@ class Versions:
     old: QueryShape
     new: QueryShape
     state_key: list[tuple[str, str]] | None = None
+    #: each version's ``WITH (on_error=...)`` (an ``OnError`` of the catalog; None: the
+    #: pipeline's default): the query's, not its shape's, so given beside the shapes
+    old_policy: str | None = None
+    new_policy: str | None = None
 
 
 def _names(shape: QueryShape) -> list[str]:
@@ -74,6 +78,24 @@ def kafka_topic_changed(v: Versions) -> Iterator[str]:
         yield (
             f"the Kafka sink's topic changed from {v.old.sink.path[6:]!r} to "
             f"{v.new.sink.path[6:]!r}: Spark allows it; records from the swap on go to the new topic"
+        )
+
+
+#: what a record a version cannot read does, under each error policy
+POLICY_EFFECTS = {
+    "FAIL": "fails its batch and puts the query in ERROR until it is skipped (RESUME ... SKIP BAD RECORDS)",
+    "LOG_AND_CONTINUE": "goes to the query's dead-letter stream and the query goes on",
+    "PAUSE": "pauses the query at it until RESUME (or RESUME ... SKIP BAD RECORDS)",
+}
+
+
+def error_policy_changed(v: Versions) -> Iterator[str]:
+    if v.old_policy != v.new_policy:
+        old, new = (p or "(the pipeline's default)" for p in (v.old_policy, v.new_policy))
+        effect = POLICY_EFFECTS.get(v.new_policy or "", "follows the policy its runtime was started with")
+        yield (
+            f"error policy {old} -> {new}: from the swap on, a record the query cannot read {effect}; "
+            f"its offsets and state are kept"
         )
 
 
@@ -346,4 +368,5 @@ RULES: tuple[Rule[Versions], ...] = (
     Rule(Code.HAVING_CHANGED, "HAVING", UpgradeKind.DATA_SELECTION, Verdict.IN_PLACE, having_changed),
     Rule(Code.GRACE_CHANGED, "GRACE PERIOD", UpgradeKind.DATA_SELECTION, Verdict.IN_PLACE, grace_changed),
     Rule(Code.PROJECTION_CHANGED, "SELECT", UpgradeKind.DATA_SELECTION, Verdict.IN_PLACE, projection_changed),
+    Rule(Code.ERROR_POLICY_CHANGED, "WITH", UpgradeKind.TRANSPARENT, Verdict.IN_PLACE, error_policy_changed),
 )

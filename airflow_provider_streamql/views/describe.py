@@ -3,6 +3,7 @@ DESCRIBE ... STATE) a reader of Spark state handed in by the caller."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -254,15 +255,19 @@ def bad_record_lines(catalog: Catalog, query_id: str, conn: Connection | None = 
 
 
 def version_history(catalog: Catalog, query_id: str, conn: Connection | None = None) -> list[tuple[str, str]]:
-    """One (label, text) per version: its verdict, start, end, outcome, error and SQL."""
+    """One (label, text) per version: its verdict and what the validator found changed,
+    start, end, outcome, error and SQL."""
     rows = []
     for v in catalog.versions(query_id, conn):
         when = lambda t: time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t else "-"
+        report = json.loads(v["report"]) if isinstance(v["report"], str) else v["report"] or {}
+        codes = [f["code"] for f in report.get("findings", [])]
         rows.append(
             (
                 f"version {v['version']}",
-                f"{v['outcome'] or 'PENDING'}; verdict {v['verdict'] or '(created)'}; "
-                f"started {when(v['started_at'])}; ended {when(v['ended_at'])}"
+                f"{v['outcome'] or 'PENDING'}; verdict {v['verdict'] or '(created)'}"
+                + (f" ({', '.join(codes)})" if codes else "")
+                + f"; started {when(v['started_at'])}; ended {when(v['ended_at'])}"
                 + (f"; error: {v['error']}" if v["error"] else "")
                 + f"; sql: {v['sql']}",
             )

@@ -71,9 +71,9 @@ class Stopped:
     #: what to do next for an ERROR on a record the query cannot read (policy FAIL): every
     #: retry fails on it again
     ON_RECORD: ClassVar[str] = (
-        "every retry fails on it again: CREATE OR REPLACE the query WITH (on_error='LOG_AND_CONTINUE') "
-        "to send such records to its dead-letter stream, or on_error='PAUSE' to hold at them and "
-        "RESUME {q} SKIP BAD RECORDS"
+        "every retry fails on it again: RESUME {q} SKIP BAD RECORDS sends it to the dead-letter "
+        "stream and runs the query on; CREATE OR REPLACE the query WITH (on_error='LOG_AND_CONTINUE') "
+        "to send such records there from now on, or on_error='PAUSE' to hold at them"
     )
 
     def message(self, waiting_for: str) -> str:

@@ -31,6 +31,9 @@ class QueryLook:
     bad_record: BadRecord | None
     last_batch: int | None
     last_batch_at: float | None
+    #: the record its failing batch failed on was skipped (RESUME ... SKIP BAD RECORDS) since
+    #: it last reported: its runtime starts it again past it
+    skipped: bool = False
 
     @property
     def held(self) -> bool:
@@ -41,11 +44,13 @@ class QueryLook:
     def failing(self) -> bool:
         """In ERROR on the version it should run, and still to run: an ERROR of a version
         replaced since is not the new version's (it is started once the runtime's back-off
-        ends), and one asked to pause or terminate is stopped by the runtime's next pass."""
+        ends), one asked to pause or terminate is stopped by the runtime's next pass, and one
+        whose bad record was just skipped is started again past it."""
         return (
             self.state == QueryState.ERROR
             and self.desired == DesiredState.RUNNING
             and self.running_version in (None, self.version)
+            and not self.skipped
         )
 
 
@@ -59,7 +64,7 @@ def look(catalog: Catalog, query: QueryInfo, lease: dict | None, awaited_version
         row = next((v for v in catalog.versions(query.id) if v["version"] == awaited_version), None)
         if row is not None and row["outcome"] == "ROLLED_BACK":
             rolled_back = (awaited_version, first_line(row["error"]) if row["error"] else None)
-    bad = None
+    bad, skipped = None, False
     if query.desired_state == DesiredState.PAUSED:
         bad = next(iter(catalog.bad_records.of(query.id, BadRecordStatus.PENDING)), None)
     elif state == QueryState.ERROR:
@@ -67,6 +72,10 @@ def look(catalog: Catalog, query: QueryInfo, lease: dict | None, awaited_version
         after = progress.batch_id if progress else -1
         failed = [r for r in catalog.bad_records.of(query.id, BadRecordStatus.FAILED) if r.batch_id > after]
         bad = failed[-1] if failed else None
+        skipped = any(
+            r.batch_id > after and (r.handled_at or 0) >= query.updated_at
+            for r in catalog.bad_records.of(query.id, BadRecordStatus.SKIPPED)
+        )
     return QueryLook(
         query.id,
         state,
@@ -78,6 +87,7 @@ def look(catalog: Catalog, query: QueryInfo, lease: dict | None, awaited_version
         bad,
         progress.batch_id if progress else None,
         progress.last_batch_at if progress else None,
+        skipped,
     )
 
 
