@@ -1,7 +1,8 @@
 """The lifecycle of queries on Kafka topics through real runtimes and the broker (issue 30):
 a TABLE over a compacted topic (latest value per key, tombstones delete), replacing upgrades
 from `earliest`, `latest` or a timestamp, per-key order over several partitions, and the
-bad-record policies FAIL and LOG_AND_CONTINUE on a topic."""
+bad-record policy FAIL on a topic (LOG_AND_CONTINUE and SKIP BAD RECORDS: the dead-letter
+topic, tests/test_kafka_dead_letters.py)."""
 from __future__ import annotations
 
 import glob
@@ -94,30 +95,6 @@ def test_fail_on_a_topic_names_the_topic_partition_and_offset(kafka_spark, kafka
         # Spark's Kafka sink is not transactional: the task that met the bad record may have
         # produced the records before it, never one after (until issue 30's exactly-once sink)
         assert [k for k, _, _, _ in kafka_topics.consume(sink, kafka_topics.records_in(sink))] in ([], ["1"])
-
-
-def test_log_and_continue_on_a_topic_sends_bad_records_to_the_dead_letter_stream(kafka_spark, kafka_topics,
-                                                                                  sqlite_engine, runtimes):
-    """on_error='LOG_AND_CONTINUE' on a topic: good records flow on, each bad one (malformed
-    JSON, a wrong type) goes to the query's dead-letter stream <QUERY_ID>_DLQ with its position
-    kafka:<topic>/<partition>@<offset>, its text and the reason."""
-    engine = sqlite_engine
-    source, sink = kafka_topics.new("orders"), kafka_topics.new("copy")
-    engine.execute(orders(source) + "SET 'auto.offset.reset' = 'earliest';"
-                   f"CREATE STREAM copy WITH (kafka_topic='{sink}', on_error='LOG_AND_CONTINUE') AS "
-                   "SELECT * FROM orders PARTITION BY id")
-    kafka_topics.produce(source, [good(1), ("2", MALFORMED), good(3), ("4", WRONG_TYPE), good(5)])
-    runtimes.start(engine)
-    out = kafka_topics.consume(sink, 3, timeout=120)
-    assert [(k, json.loads(v)) for k, v, _, _ in out] == [good(1), good(3), good(5)]
-    wait_until(lambda: len(engine.bad_records("CSAS_COPY_1")) == 2, 120, "two logged bad records")
-    dead = engine.execute("SELECT file, line, raw, error, status FROM CSAS_COPY_1_DLQ")[0].rows
-    assert sorted(map(tuple, dead)) == [
-        (f"kafka:{source}/0@1", None, MALFORMED, "malformed JSON: Expecting ',' delimiter (column 25)", "LOGGED"),
-        (f"kafka:{source}/0@3", None, WRONG_TYPE, "value 'three' does not fit column 'qty' of type INT", "LOGGED"),
-    ]
-    assert engine.state("CSAS_COPY_1") == "RUNNING"
-    assert kafka_topics.records_in(sink) == 3
 
 
 def user(name: str, region: str) -> dict:

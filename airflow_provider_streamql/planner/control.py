@@ -1,6 +1,7 @@
 """Control statements: ``PAUSE|RESUME|TERMINATE <query_id>|ALL`` (with ``RESUME ... SKIP BAD
 RECORDS``, which sends the records holding a query, paused at them or failing on them, to its
-dead-letter stream) and the session's
+dead-letter stream: files it writes itself, a Kafka topic the runtime writes as it resumes the
+query) and the session's
 ``SET 'key' = 'value'`` (:data:`SESSION_PROPERTIES`).
 """
 
@@ -12,13 +13,13 @@ from dataclasses import replace
 
 from sqlalchemy import Connection
 
-from ..catalog import BadRecord, QueryInfo
+from ..catalog import BadRecord, QueryInfo, SourceInfo
 from ..catalog.states import BadRecordStatus, DesiredState, OnError, ProcessingGuarantee
 from ..language import statements as st
 from ..language.starting import timestamp_millis, timestamp_text
 from ..results import Result
 from ..storage.checkpoints import last_committed_batch
-from ..storage.deadletter import append_dead_letters, dead_letter_source
+from ..storage.deadletter import append_dead_letters, dead_letter_source, dead_letter_topic
 from .planning import Planning, error_at, state_error_at
 from .step import Step, remove_files
 
@@ -101,9 +102,7 @@ class ControlStatements:
         for q in changed:
             q.desired_state = target
         dead_letters = (
-            {q: dead_letter_source(self.planning.snapshot.queries[q], self.planning.home) for q in held}
-            if stmt.skip_bad_records
-            else {}
+            {q: self._dead_letters(self.planning.snapshot.queries[q]) for q in held} if stmt.skip_bad_records else {}
         )
         new_dead_letters = [d for d in dead_letters.values() if d.name not in self.planning.snapshot.sources]
         for d in new_dead_letters:
@@ -133,7 +132,8 @@ class ControlStatements:
                     for r in records
                 ]
                 letters = self.planning.snapshot.sources.get(dead_letters[q].name, dead_letters[q])
-                written.append(append_dead_letters(letters, skipped))
+                if not letters.kafka_topic:  # a topic's: the runtime sends them as it resumes the query
+                    written.append(append_dead_letters(letters, skipped))
             return lambda: remove_files(written)
 
         ids = ", ".join(q.id for q in chosen) or "no queries"
@@ -166,6 +166,12 @@ class ControlStatements:
             failed = self.planning.catalog.bad_records.of(query.id, BadRecordStatus.FAILED, self.planning.conn)
             records += [r for r in failed if r.batch_id > committed]
         return records
+
+    def _dead_letters(self, query: QueryInfo) -> SourceInfo:
+        """The dead-letter stream of ``query`` (the catalog's, if it has one already)."""
+        sources = self.planning.snapshot.sources
+        made = dead_letter_source(query, self.planning.home, dead_letter_topic(query, sources))
+        return sources.get(made.name, made)
 
     def set_property(self, stmt: st.SetProperty) -> Step:
         if stmt.key in KSQL_VALUES and stmt.value is not None:

@@ -6,12 +6,15 @@ is given with the property it is about, so the error points at it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+from ..catalog import SourceInfo
+from ..language.compiler import CompiledQuery
 from ..language.statements import Column
 from ..language.types import TypeName
 from ..storage import topics
+from ..storage.deadletter import TOPIC_PROPERTY, dead_letter_name, topic_name_problem
 
 #: a property's check: the problem with its value, or None
 Check = Callable[[Any], str | None]
@@ -53,6 +56,11 @@ SOURCE_PROPERTIES: dict[str, Check | None] = {
     "replicas": _positive_int,
     "retention_ms": _positive_int,
 }
+
+#: WITH properties of a persistent query itself (recorded in its settings, kept by a CREATE OR
+#: REPLACE that does not restate them), not of its output: its error policy, checked at
+#: planning, and the Kafka topic of its dead letters (:func:`dead_letter_topic_problem`)
+QUERY_PROPERTIES = frozenset({"on_error", TOPIC_PROPERTY})
 
 #: ksqlDB's properties accepted and recorded, with what they do here (DESCRIBE ... EXTENDED)
 RECORDED: dict[str, str] = {
@@ -142,3 +150,28 @@ def problems(props: dict[str, Any], columns: Sequence[Column], *, kafka: bool) -
 def recorded(props: dict[str, Any]) -> list[str]:
     """What each recorded ksqlDB property of a source does here, for DESCRIBE ... EXTENDED."""
     return [f"{key} = {props[key]!r} ({note})" for key, note in RECORDED.items() if key in props]
+
+
+def dead_letter_topic_problem(
+    query_id: str, topic: object, compiled: CompiledQuery, sources: Mapping[str, SourceInfo], sink: SourceInfo
+) -> str | None:
+    """What is wrong with ``WITH (dead_letter_topic=topic)`` on query ``query_id`` reading
+    what ``compiled`` reads into ``sink`` (None: nothing): not a Kafka topic name, a query reading files, a
+    dead-letter stream the query has already elsewhere, or the topic of another stream or table."""
+    if problem := topic_name_problem(topic):
+        return problem
+    files = [name for name in compiled.sources if not sources[name].kafka_topic]
+    if files:
+        return (
+            f"a dead-letter topic is for queries reading Kafka topics only; {', '.join(files)} is not one "
+            f"(its dead letters go to the stream {dead_letter_name(query_id)} in files)"
+        )
+    letters = sources.get(dead_letter_name(query_id))
+    if letters is not None and letters.kafka_topic != topic:
+        where = f"on Kafka topic {letters.kafka_topic!r}" if letters.kafka_topic else "in files"
+        return f"the query's dead-letter stream {letters.name} is {where} already (DROP STREAM {letters.name} first)"
+    others = [sink, *(s for s in sources.values() if s is not letters)]
+    taken = next((s.name for s in others if s.kafka_topic == topic), None)
+    if taken is not None:
+        return f"it is the topic of {taken}; dead letters go to a topic of their own"
+    return None

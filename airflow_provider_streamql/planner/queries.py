@@ -29,6 +29,7 @@ from ..storage import topics
 from ..storage.state import recorded_state
 from ..upgrades import Code, Finding, Report, UpgradeKind, Verdict, validate_upgrade
 from .planning import Planning, column_tuples, error_at, unchanged
+from .properties import QUERY_PROPERTIES, TOPIC_PROPERTY, dead_letter_topic_problem
 from .step import Step
 
 #: what :meth:`PersistentQueries.check_replace` returns: (current query, report, new version,
@@ -105,8 +106,11 @@ class PersistentQueries:
         version = max(self.planning.catalog.next_version(self.planning.conn, current.id), current.version + 1)
         compiled = self.compile(stmt, analysis, sink, current.id, named=current.shape.named)
         new = self.query_info(current.id, current.seq, sink, compiled, stmt, version=version, register=False)
-        if "on_error" not in new.settings and "on_error" in current.settings:  # not restated: kept
-            new.settings["on_error"] = current.settings["on_error"]
+        # the query's own settings (on_error, dead_letter_topic) are kept unless the statement
+        # or the session gives them anew
+        new.settings.update(
+            {k: v for k, v in current.settings.items() if k in QUERY_PROPERTIES and k not in new.settings}
+        )
         # a paused query stays paused (RESUME it when ready); a terminated one restarts
         new.desired_state = (
             DesiredState.PAUSED if current.desired_state == DesiredState.PAUSED else DesiredState.RUNNING
@@ -185,8 +189,8 @@ class PersistentQueries:
         if replacing is not None:  # the planner's own properties: kept below, never restated
             kept = {k: v for k, v in replacing.properties.items() if k not in INTERNAL_PROPERTIES}
             stmt = replace(stmt, properties={**kept, **stmt.properties})
-        # on_error belongs to the query, not to its output
-        stmt = replace(stmt, properties={k: v for k, v in stmt.properties.items() if k != "on_error"})
+        # on_error and dead_letter_topic belong to the query, not to its output
+        stmt = replace(stmt, properties={k: v for k, v in stmt.properties.items() if k not in QUERY_PROPERTIES})
         sink = self.planning.source(stmt, analysis.columns, writer=query_id, replacing=replacing)
         if replacing is not None and replacing.batch_files:
             sink.properties[BATCH_FILES] = True  # how an output is written never changes
@@ -296,6 +300,10 @@ class PersistentQueries:
             if str(policy).upper() not in ERROR_POLICIES:
                 raise error_at(f"on_error must be one of {', '.join(ERROR_POLICIES)}, not {policy!r}", stmt)
             settings["on_error"] = str(policy).upper()
+        if (topic := getattr(stmt, "properties", {}).get(TOPIC_PROPERTY)) is not None:
+            if problem := dead_letter_topic_problem(query_id, topic, compiled, self.planning.snapshot.sources, sink):
+                raise error_at(f"property {TOPIC_PROPERTY} = {topic!r}: {problem}", stmt)
+            settings[TOPIC_PROPERTY] = topic
         query = QueryInfo(
             id=query_id,
             seq=seq,

@@ -15,7 +15,7 @@ error policy:
   with :data:`MARKER`. Records skipped by ``RESUME ... SKIP BAD RECORDS`` must be told apart
   from the others, so a query that skips some reads PERMISSIVE as under LOG_AND_CONTINUE.
 - ``LOG_AND_CONTINUE``: bad records are left out; a companion query (:func:`dead_letters`)
-  sends them to the dead-letter stream.
+  sends them to the dead-letter stream (a Kafka topic for a query reading Kafka topics).
 
 Records skipped by ``RESUME ... SKIP BAD RECORDS`` are left out by their ``record_id``: a
 hash of the file and the record's text, computed by the same Spark expression wherever it is
@@ -41,7 +41,9 @@ from pyspark.sql import functions as F
 
 from ..catalog import BadRecord, BadRecordStatus, SourceInfo
 from ..language.types import TypeName
+from ..storage.deadletter import append_dead_letters, dead_letter_source, dead_letter_topic
 from ..storage.topics import FORMATS, uri_path, value_delimiter
+from .kafka_dead_letters import LOGGED, KafkaDeadLetters
 from .schemas import CORRUPT, FILE, checked, ddl_schema, event_time, parse_options, reader_options
 
 MARKER = "STREAMQL_BAD_RECORD"
@@ -357,18 +359,26 @@ def records_in_error(error: str, query_id: str, batch_id: int, status: BadRecord
 
 class DeadLetterWriter:
     """foreachBatch of the LOG_AND_CONTINUE companion query: each batch's bad records go
-    to the query's dead-letter stream (one file per batch, written once) and the catalog."""
+    to the query's dead-letter stream and the catalog, once per batch: a Kafka topic when
+    the query reads only Kafka topics (:mod:`.kafka_dead_letters`), else one file per batch."""
 
     def __init__(self, catalog, query, sources: dict[str, SourceInfo]):
         self.catalog, self.query, self.sources = catalog, query, sources
+        self.kafka: KafkaDeadLetters | None = (
+            None  # the Kafka writer, made at the first batch with dead letters for a topic
+        )
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
-        from ..storage.deadletter import append_dead_letters, dead_letter_source
-
         rows = df.collect()
         if not rows:
             return
         records = describe(rows, self.sources, query_id=self.query.id, batch_id=batch_id, status=BadRecordStatus.LOGGED)
-        target = self.catalog.ensure_source(dead_letter_source(self.query))
-        append_dead_letters(target, records, name=f"logged-b{batch_id:012d}")
+        topic = dead_letter_topic(self.query, self.sources)
+        target = self.catalog.ensure_source(dead_letter_source(self.query, topic=topic))  # an older one stays
+        if target.kafka_topic:
+            if self.kafka is None:
+                self.kafka = KafkaDeadLetters(self.query, target.kafka_topic, LOGGED)
+            self.kafka.send(df.sparkSession, records, batch_id)
+        else:
+            append_dead_letters(target, records, name=f"logged-b{batch_id:012d}")
         self.catalog.bad_records.record(records)

@@ -6,7 +6,8 @@ runtime does about them:
 - before a start, the query's :class:`~.badrecords.RecordGuard`: its policy (its own
   ``on_error``, else the pipeline's) and the records ``RESUME ... SKIP BAD RECORDS`` left
   out of the batches not committed yet; under LOG_AND_CONTINUE, the companion query that
-  sends bad records to the dead-letter stream;
+  sends bad records to the dead-letter stream; skipped records bound for a dead-letter topic
+  on Kafka are sent to it;
 - when a batch fails on the guard's error, every bad record of that batch is found and
   recorded; under PAUSE the query is *held*: paused, with a reason saying how to go on;
 - once a batch retried by RESUME commits, its bad records are resolved.
@@ -30,8 +31,10 @@ from ..catalog.connections import write_connection
 from ..catalog.states import BadRecordStatus, DesiredState, OnError, QueryState
 from ..language.streaming import StreamingPlan
 from ..storage.checkpoints import batch_files, last_committed_batch, last_planned_batch
+from ..storage.deadletter import dead_letter_name
 from .badrecords import MARKER, DeadLetterWriter, RecordGuard, parse_failed, records_in_error, scan_files
 from .connectors import start_dead_letter_query
+from .kafka_dead_letters import send_skipped
 
 log = logging.getLogger("streamql.runtime")
 
@@ -69,9 +72,13 @@ class Holds:
 
     def guard(self, query: QueryInfo) -> RecordGuard:
         """The query's error policy, and the skipped records its next batches must leave out
-        (those of batches not committed yet)."""
+        (those of batches not committed yet), which are sent to its dead-letter topic first
+        if it has one on Kafka (:meth:`send_skipped`)."""
         records = self.catalog.bad_records.of(query.id)
         skipped = self._skipped(query, records)
+        left_out = [r for r in records if r.record_id in skipped]
+        if left_out:
+            self.send_skipped(query, left_out)
         retried = [r.batch_id for r in records if r.status == "RETRIED"]
         if retried:
             self.retried[query.id] = max(retried)
@@ -103,6 +110,15 @@ class Holds:
         if guard.policy != "LOG_AND_CONTINUE":
             return None
         return start_dead_letter_query(self.spark, query, plan, sources, DeadLetterWriter(self.catalog, query, sources))
+
+    def send_skipped(self, query: QueryInfo, records: list[BadRecord]) -> None:
+        """Send the records RESUME ... SKIP BAD RECORDS skipped to the query's dead-letter
+        topic, when RESUME made its dead-letter stream on Kafka (a file one has them already:
+        the statement wrote them); once, however often the query starts before they are past."""
+        target = self.catalog.source(dead_letter_name(query.id))
+        if target is not None and target.kafka_topic:
+            if send_skipped(self.spark, query, target.kafka_topic, records):
+                log.info("%s: %d skipped record(s) sent to %s", query.id, len(records), target.kafka_topic)
 
     def retried_committed(self, query: QueryInfo) -> bool:
         """The batch a RESUME retried has committed: the fix worked (a read, no write)."""

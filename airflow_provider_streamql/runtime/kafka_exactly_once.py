@@ -27,7 +27,7 @@ import contextlib
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,6 +63,11 @@ PRODUCER_DEFAULTS = {
 def transactional_id(query: QueryInfo) -> str:
     """The query's transactional id: the same for every run and version of the query."""
     return f"{TRANSACTIONAL_ID_PREFIX}{query.pipeline}-{query.id}"
+
+
+def client_settings(spark: SparkSession) -> dict[str, str]:
+    """The runtime's Kafka settings as Kafka's Java client names them (never from argv)."""
+    return {k.removeprefix("kafka."): v for k, v in kafka.settings(spark).items()}
 
 
 def for_query(query: QueryInfo, sink: SourceInfo) -> TransactionalSink | None:
@@ -116,15 +121,27 @@ class TransactionalSink:
         """Produce ``records`` (string columns ``key`` and ``value``, a null value a
         tombstone) as batch ``batch_id``, unless it is the batch committed last;
         ``before_commit`` raises if the runtime lost the query's lease."""
-        marker = Marker(batch_id, self._inputs(batch_id))
-        producer = self._ready(records.sparkSession)
+        rows = ((row["key"], row["value"]) for row in records.toLocalIterator(prefetchPartitions=True))
+        self.produce_once(records.sparkSession, rows, self.marker(batch_id), before_commit)
+
+    def marker(self, batch_id: int, inputs: str | None = None) -> Marker:
+        """The marker of batch ``batch_id``: over ``inputs`` (a digest of what it holds), else
+        over where it reads up to in its sources (the checkpoint's offset log)."""
+        return Marker(batch_id, inputs if inputs is not None else self._inputs(batch_id))
+
+    def produce_once(
+        self, spark: SparkSession, rows: Iterable[tuple[Any, Any]], marker: Marker, before_commit: Callable[[], None]
+    ) -> bool:
+        """Produce ``rows`` (key, value) in one transaction with ``marker``, unless ``marker``
+        is the one committed last (returns False: they are in Kafka already)."""
+        producer = self._ready(spark)
         if marker == self._last:
-            log.info("%s: batch %d is in Kafka already (committed before a restart); skipped", self.topic, batch_id)
-            return
+            log.info("%s: batch %d is in Kafka already (committed before a restart); skipped", self.topic, marker.batch)
+            return False
         try:
             producer.begin_transaction()
-            for row in records.toLocalIterator(prefetchPartitions=True):
-                self._produce(producer, self.topic, row["key"], row["value"])
+            for key, value in rows:
+                self._produce(producer, self.topic, key, value)
             self._produce(producer, CONTROL_TOPIC, self.transactional_id, marker.encode())
             before_commit()
             producer.commit_transaction(int(PRODUCER_DEFAULTS["transaction.timeout.ms"]) / 1000)  # flushes the batch
@@ -132,16 +149,17 @@ class TransactionalSink:
             self._abort(e)
             raise _failure(e) from None
         self._last = marker
+        return True
 
     def _ready(self, spark: SparkSession):
         """The producer, made and its transactions initialized at the first batch, which also
         reads the query's last marker."""
         if self._producer is None:
-            settings = {k.removeprefix("kafka."): v for k, v in kafka.settings(spark).items()}
+            settings = client_settings(spark)
             defaults = {k: v for k, v in PRODUCER_DEFAULTS.items() if k not in settings}
             overrides = {**defaults, "transactional.id": self.transactional_id, **PRODUCER}
             producer = kafka_client.producer(settings, **overrides)
-            _ensure_control_topic(settings)
+            ensure_topic(settings, CONTROL_TOPIC, {"cleanup.policy": "compact"}, partitions=1)
             try:
                 producer.init_transactions(TIMEOUT_S)  # fences an older producer, aborts its open transaction
             except Exception as e:
@@ -196,17 +214,19 @@ def _failure(error: object) -> BaseException:
     return StateError(f"the exactly-once Kafka sink's transaction failed: {kafka.redact(kafka_error.str())}")
 
 
-def _ensure_control_topic(settings: Mapping[str, str]) -> None:
-    """Make :data:`CONTROL_TOPIC` (compacted, one partition) unless it exists."""
+def ensure_topic(
+    settings: Mapping[str, str], name: str, config: Mapping[str, str] | None = None, *, partitions: int = -1
+) -> None:
+    """Make topic ``name`` (``partitions``, -1: the broker's default) unless it exists."""
     from confluent_kafka import KafkaError
     from confluent_kafka.admin import NewTopic
 
     admin = kafka_client.admin(settings)
-    if CONTROL_TOPIC in admin.list_topics(timeout=TIMEOUT_S).topics:
+    if name in admin.list_topics(timeout=TIMEOUT_S).topics:
         return
-    topic = NewTopic(CONTROL_TOPIC, 1, -1, config={"cleanup.policy": "compact"})
+    topic = NewTopic(name, partitions, -1, config=dict(config or {}))
     try:
-        admin.create_topics([topic])[CONTROL_TOPIC].result(TIMEOUT_S)
+        admin.create_topics([topic])[name].result(TIMEOUT_S)
     except Exception as e:
         if _kafka_error(e) is None or _kafka_error(e).code() != KafkaError.TOPIC_ALREADY_EXISTS:
             raise _failure(e) from None
