@@ -1,0 +1,115 @@
+"""Spark calls rendered for DuckDB, where sqlglot's own translation would change a value:
+pull and push queries (and INSERT VALUES) run on DuckDB, persistent queries on Spark.
+
+:data:`RENDER` holds one row per Spark function that needs it: how DuckDB computes the same
+value, or why a pull query cannot (:data:`REFUSED`). The datetime functions take their
+pattern through :mod:`.datetime_patterns` (a pattern must be a literal, and is never handed
+to DuckDB untranslated); the persistent path keeps Spark's call with the pattern as written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from ..errors import ValidationError
+from . import datetime_patterns as patterns
+
+Args = list[exp.Expr]
+
+
+def _call(name: str, *args: exp.Expr) -> exp.Expr:
+    """A DuckDB function by name (sqlglot keeps it, and its arguments, as they are)."""
+    return exp.Anonymous(this=name, expressions=list(args))
+
+
+def _pattern(name: str, args: Args) -> str:
+    pattern = args[1] if len(args) > 1 else None
+    if not (isinstance(pattern, exp.Literal) and pattern.is_string):
+        shown = pattern.sql(dialect="spark") if pattern is not None else "missing"
+        raise ValidationError(
+            f"pull queries read a datetime pattern only as a string literal: the pattern of {name}() is {shown}"
+        )
+    return pattern.this
+
+
+@dataclass(frozen=True)
+class Parse:
+    """Spark's ``to_timestamp``/``to_date`` (``lenient``: their ``try_`` forms, NULL on
+    text that does not match; else an error, as Spark's in ANSI mode, its default)."""
+
+    to: str
+    lenient: bool
+
+    def __call__(self, name: str, args: Args) -> exp.Expr:
+        pattern = _pattern(name, args)
+        reading = patterns.reading(pattern)
+        value = args[0]
+        text = exp.DPipe(this=value.copy(), expression=exp.Literal.string(reading.suffix), safe=True)
+        parsed = _call(
+            "try_strptime" if self.lenient else "strptime",
+            text if reading.suffix else value.copy(),
+            exp.Literal.string(reading.fmt),
+        )
+        # an offset makes a TIMESTAMPTZ: as TIMESTAMP it is the UTC time (DuckDB's zone is UTC)
+        result = exp.cast(exp.cast(parsed, "TIMESTAMP") if reading.offset else parsed, self.to)
+        matches = _call("regexp_full_match", value.copy(), exp.Literal.string(reading.regex))
+        if self.lenient:
+            return exp.Case(ifs=[exp.If(this=matches, true=result)])
+        message = exp.DPipe(
+            this=exp.DPipe(this=exp.Literal.string(f"{name}: text '"), expression=value.copy(), safe=True),
+            expression=exp.Literal.string(
+                f"' does not match datetime pattern {pattern!r} (Spark fails on it too; try_{name} gives NULL)"
+            ),
+            safe=True,
+        )
+        return exp.Case(ifs=[exp.If(this=exp.Not(this=matches), true=_call("error", message))], default=result)
+
+
+def _format(name: str, args: Args) -> exp.Expr:
+    return patterns.formatted(_pattern(name, args), exp.cast(args[0].copy(), "TIMESTAMP"))
+
+
+#: Spark function (lower case) -> how DuckDB computes the same value from its arguments
+RENDER: dict[str, Callable[[str, Args], exp.Expr]] = {
+    "to_timestamp": Parse("TIMESTAMP", lenient=False),
+    "try_to_timestamp": Parse("TIMESTAMP", lenient=True),
+    "to_date": Parse("DATE", lenient=False),
+    "try_to_date": Parse("DATE", lenient=True),
+    "date_format": _format,
+}
+#: Spark functions a pull query refuses: DuckDB would give another value, or has no such function
+REFUSED: dict[str, str] = {}
+
+
+def for_duckdb(tree: exp.Expr) -> exp.Expr:
+    """A copy of ``tree`` (Spark dialect) with each call of :data:`RENDER` as DuckDB computes
+    it; a call DuckDB cannot compute as Spark does raises :class:`ValidationError` naming it."""
+    tree = tree.copy()
+    calls = [n for n in tree.walk(bfs=False) if isinstance(n, exp.Anonymous) and n.name.lower() in RENDER]
+    for call in reversed(calls):  # the innermost first: an argument is rendered before its call
+        name = call.name.lower()
+        if name in REFUSED:
+            raise ValidationError(f"pull queries cannot run {name}(): {REFUSED[name]}")
+        rendered = RENDER[name](name, list(call.expressions))
+        if call is tree:
+            tree = rendered
+        else:
+            call.replace(rendered)
+    return tree
+
+
+def problem(tree: exp.Expr) -> tuple[str, exp.Expr] | None:
+    """Why ``tree`` cannot run on DuckDB as on Spark, and the call at fault (None: it can)."""
+    for call in tree.find_all(exp.Anonymous):
+        name = call.name.lower()
+        if name in REFUSED:
+            return f"pull queries cannot run {name}(): {REFUSED[name]}", call
+        if name in RENDER:
+            try:
+                RENDER[name](name, list(call.expressions))
+            except ValidationError as e:
+                return e.message, call
+    return None
