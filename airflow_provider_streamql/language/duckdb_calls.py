@@ -72,6 +72,23 @@ def _format(name: str, args: Args) -> exp.Expr:
     return patterns.formatted(_pattern(name, args), exp.cast(args[0].copy(), "TIMESTAMP"))
 
 
+def _from_utc(name: str, args: Args) -> exp.Expr:
+    """Spark's from_utc_timestamp: the UTC time as wall time in a zone (DuckDB's timezone()
+    of an instant gives that wall time)."""
+    return _call("timezone", args[1], exp.cast(args[0], "TIMESTAMPTZ"))
+
+
+def _to_utc(name: str, args: Args) -> exp.Expr:
+    """Spark's to_utc_timestamp: wall time in a zone as the UTC time (DuckDB's timezone() of
+    a wall time gives the instant; as TIMESTAMP it is UTC, DuckDB's zone)."""
+    return exp.cast(_call("timezone", args[1], exp.cast(args[0], "TIMESTAMP")), "TIMESTAMP")
+
+
+def _same(duckdb_name: str) -> Callable[[str, Args], exp.Expr]:
+    """Spark's function under DuckDB's name (the same value for the same arguments)."""
+    return lambda name, args: _call(duckdb_name, *args)
+
+
 #: Spark function (lower case) -> how DuckDB computes the same value from its arguments
 RENDER: dict[str, Callable[[str, Args], exp.Expr]] = {
     "to_timestamp": Parse("TIMESTAMP", lenient=False),
@@ -79,20 +96,57 @@ RENDER: dict[str, Callable[[str, Args], exp.Expr]] = {
     "to_date": Parse("DATE", lenient=False),
     "try_to_date": Parse("DATE", lenient=True),
     "date_format": _format,
+    "from_utc_timestamp": _from_utc,
+    "to_utc_timestamp": _to_utc,
+    "timestamp_millis": _same("epoch_ms"),
+    "timestamp_seconds": lambda name, a: _call(
+        "epoch_ms", exp.Mul(this=exp.paren(a[0]), expression=exp.Literal.number(1000))
+    ),
+    "unix_date": lambda name, a: exp.cast(
+        _call("datediff", exp.Literal.string("day"), exp.cast(exp.Literal.string("1970-01-01"), "DATE"), a[0]), "INT"
+    ),
+    "array_size": lambda name, a: exp.cast(_call("len", a[0]), "INT"),
+    "map_from_arrays": _same("map"),
+    "sequence": _same("generate_series"),
+    "btrim": lambda name, a: exp.Trim(this=a[0]) if len(a) == 1 else _call("btrim", *a),
+    "isnull": lambda name, a: exp.Is(this=a[0], expression=exp.null()),
 }
+_NO_DUCKDB = "DuckDB has no function that gives Spark's value"
 #: Spark functions a pull query refuses: DuckDB would give another value, or has no such function
-REFUSED: dict[str, str] = {}
+REFUSED: dict[str, str] = {
+    "mask": f"{_NO_DUCKDB} (MASK and its forms: run it in a persistent query)",
+    "json_object_keys": _NO_DUCKDB + " (JSON_KEYS)",
+    "try_parse_json": _NO_DUCKDB + " (IS_JSON_STRING)",
+    "try_parse_url": _NO_DUCKDB + " (URL_EXTRACT_*)",
+    "array_union": "DuckDB's distinct lists drop NULL elements, which Spark keeps",
+    "format_number": _NO_DUCKDB,
+    "pmod": _NO_DUCKDB,
+}
+#: Spark functions sqlglot reads as its own nodes, refused as :data:`REFUSED`
+REFUSED_NODES: dict[type[exp.Expr], tuple[str, str]] = {
+    exp.SubstringIndex: ("substring_index", _NO_DUCKDB),
+    exp.ParseUrl: ("parse_url", _NO_DUCKDB),
+}
+
+
+def _refusal(node: exp.Expr) -> str | None:
+    if isinstance(node, exp.Anonymous) and node.name.lower() in REFUSED:
+        return f"pull queries cannot run {node.name.lower()}(): {REFUSED[node.name.lower()]}"
+    if type(node) in REFUSED_NODES:
+        name, why = REFUSED_NODES[type(node)]
+        return f"pull queries cannot run {name}(): {why}"
+    return None
 
 
 def for_duckdb(tree: exp.Expr) -> exp.Expr:
     """A copy of ``tree`` (Spark dialect) with each call of :data:`RENDER` as DuckDB computes
     it; a call DuckDB cannot compute as Spark does raises :class:`ValidationError` naming it."""
     tree = tree.copy()
+    if found := problem(tree):
+        raise ValidationError(found[0])
     calls = [n for n in tree.walk(bfs=False) if isinstance(n, exp.Anonymous) and n.name.lower() in RENDER]
     for call in reversed(calls):  # the innermost first: an argument is rendered before its call
         name = call.name.lower()
-        if name in REFUSED:
-            raise ValidationError(f"pull queries cannot run {name}(): {REFUSED[name]}")
         rendered = RENDER[name](name, list(call.expressions))
         if call is tree:
             tree = rendered
@@ -103,10 +157,10 @@ def for_duckdb(tree: exp.Expr) -> exp.Expr:
 
 def problem(tree: exp.Expr) -> tuple[str, exp.Expr] | None:
     """Why ``tree`` cannot run on DuckDB as on Spark, and the call at fault (None: it can)."""
-    for call in tree.find_all(exp.Anonymous):
-        name = call.name.lower()
-        if name in REFUSED:
-            return f"pull queries cannot run {name}(): {REFUSED[name]}", call
+    for call in tree.walk():
+        if refusal := _refusal(call):
+            return refusal, call
+        name = call.name.lower() if isinstance(call, exp.Anonymous) else ""
         if name in RENDER:
             try:
                 RENDER[name](name, list(call.expressions))
