@@ -230,7 +230,7 @@ def formatted(pattern: str, t: exp.Expr) -> exp.Expr:
     pieces: list[exp.Expr] = []
     for token in _checked(pattern, Use.FORMAT):
         if token.letter:
-            piece = exp.maybe_parse(FORMAT[token.letter][token.count], dialect="duckdb")
+            piece: exp.Expr = exp.maybe_parse(FORMAT[token.letter][token.count], dialect="duckdb")
             for column in [c for c in piece.find_all(exp.Column) if c.name == "t"]:  # the template's own t
                 if column is piece:
                     piece = t.copy()
@@ -272,6 +272,4 @@ def reading(pattern: str) -> Reading:
     letters = {t.letter for t in found}
     # Spark's missing year is 1970 (DuckDB's 1900): the value is read with one appended
     suffix = "" if "y" in letters else " 1970"
-    return Reading(
-        "".join(fmt) + (" %Y" if suffix else ""), "".join(regex), suffix, bool(letters & {"x", "Z"})
-    )
+    return Reading("".join(fmt) + (" %Y" if suffix else ""), "".join(regex), suffix, bool(letters & {"x", "Z"}))

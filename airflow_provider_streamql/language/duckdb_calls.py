@@ -84,6 +84,20 @@ def _to_utc(name: str, args: Args) -> exp.Expr:
     return exp.cast(_call("timezone", args[1], exp.cast(args[0], "TIMESTAMP")), "TIMESTAMP")
 
 
+def _template(sql: str, **args: exp.Expr) -> exp.Expr:
+    """DuckDB SQL with the columns named as ``args`` replaced by those trees (each written once)."""
+    tree = exp.maybe_parse(sql, dialect="duckdb")
+    for column in [c for c in tree.find_all(exp.Column) if c.name in args]:
+        column.replace(args[column.name])
+    return tree
+
+
+def _url_encode(name: str, args: Args) -> exp.Expr:
+    """Spark's url_encode is Java's form encoding: a space is '+', '*' is kept and '~' is
+    escaped, where DuckDB's (RFC 3986) writes %20, %2A and '~'."""
+    return _template("replace(replace(replace(url_encode(a), '%20', '+'), '~', '%7E'), '%2A', '*')", a=args[0])
+
+
 def _same(duckdb_name: str) -> Callable[[str, Args], exp.Expr]:
     """Spark's function under DuckDB's name (the same value for the same arguments)."""
     return lambda name, args: _call(duckdb_name, *args)
@@ -110,6 +124,20 @@ RENDER: dict[str, Callable[[str, Args], exp.Expr]] = {
     "sequence": _same("generate_series"),
     "btrim": lambda name, a: exp.Trim(this=a[0]) if len(a) == 1 else _call("btrim", *a),
     "isnull": lambda name, a: exp.Is(this=a[0], expression=exp.null()),
+    "url_encode": _url_encode,
+    # Java's form decoding reads '+' as a space; DuckDB's keeps it
+    "url_decode": lambda name, a: _template("url_decode(replace(a, '+', '%20'))", a=a[0]),
+}
+#: sqlglot's nodes of Spark functions whose DuckDB SQL gives another value -> DuckDB's form
+NODE_RENDER: dict[type[exp.Expr], Callable[[exp.Expr], exp.Expr]] = {
+    # a DATE (sqlglot's DuckDB SQL makes a TIMESTAMP)
+    exp.DateFromUnixDate: lambda n: _template("CAST(DATE '1970-01-01' + CAST(d AS INT) AS DATE)", d=n.this),
+    # NULL elements stay (DuckDB's list filter drops them); NULL for a NULL element to remove
+    exp.ArrayRemove: lambda n: _template(
+        "CASE WHEN x IS NULL THEN NULL ELSE list_filter(a, lambda streamql_e: streamql_e IS NULL OR streamql_e <> x) END",
+        a=n.this,
+        x=n.expression,
+    ),
 }
 _NO_DUCKDB = "DuckDB has no function that gives Spark's value"
 #: Spark functions a pull query refuses: DuckDB would give another value, or has no such function
@@ -144,10 +172,16 @@ def for_duckdb(tree: exp.Expr) -> exp.Expr:
     tree = tree.copy()
     if found := problem(tree):
         raise ValidationError(found[0])
-    calls = [n for n in tree.walk(bfs=False) if isinstance(n, exp.Anonymous) and n.name.lower() in RENDER]
+    calls = [
+        n
+        for n in tree.walk(bfs=False)
+        if type(n) in NODE_RENDER or (isinstance(n, exp.Anonymous) and n.name.lower() in RENDER)
+    ]
     for call in reversed(calls):  # the innermost first: an argument is rendered before its call
-        name = call.name.lower()
-        rendered = RENDER[name](name, list(call.expressions))
+        if type(call) in NODE_RENDER:
+            rendered = NODE_RENDER[type(call)](call)
+        else:
+            rendered = RENDER[call.name.lower()](call.name.lower(), list(call.expressions))
         if call is tree:
             tree = rendered
         else:
@@ -163,7 +197,7 @@ def problem(tree: exp.Expr) -> tuple[str, exp.Expr] | None:
         name = call.name.lower() if isinstance(call, exp.Anonymous) else ""
         if name in RENDER:
             try:
-                RENDER[name](name, list(call.expressions))
+                RENDER[name](name, [a.copy() for a in call.expressions])  # a dry run: the tree stays
             except ValidationError as e:
                 return e.message, call
     return None
