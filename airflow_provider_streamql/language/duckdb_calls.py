@@ -85,10 +85,10 @@ def _to_utc(name: str, args: Args) -> exp.Expr:
 
 
 def _template(sql: str, **args: exp.Expr) -> exp.Expr:
-    """DuckDB SQL with the columns named as ``args`` replaced by those trees (each written once)."""
+    """DuckDB SQL with the columns named as ``args`` replaced by (copies of) those trees."""
     tree = exp.maybe_parse(sql, dialect="duckdb")
     for column in [c for c in tree.find_all(exp.Column) if c.name in args]:
-        column.replace(args[column.name])
+        column.replace(args[column.name].copy())
     return tree
 
 
@@ -134,7 +134,8 @@ NODE_RENDER: dict[type[exp.Expr], Callable[[exp.Expr], exp.Expr]] = {
     exp.DateFromUnixDate: lambda n: _template("CAST(DATE '1970-01-01' + CAST(d AS INT) AS DATE)", d=n.this),
     # NULL elements stay (DuckDB's list filter drops them); NULL for a NULL element to remove
     exp.ArrayRemove: lambda n: _template(
-        "CASE WHEN x IS NULL THEN NULL ELSE list_filter(a, lambda streamql_e: streamql_e IS NULL OR streamql_e <> x) END",
+        "CASE WHEN x IS NULL THEN NULL ELSE list_filter(a, lambda streamql_e: streamql_e IS NULL OR streamql_e <> x) "
+        "END",
         a=n.this,
         x=n.expression,
     ),
