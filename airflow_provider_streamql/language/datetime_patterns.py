@@ -224,18 +224,24 @@ def _checked(pattern: str, use: Use) -> list[Token]:
 
 
 # -- what the pull-query renderer uses ---------------------------------------------------
+def template(sql: str, **args: exp.Expr) -> exp.Expr:
+    """DuckDB SQL (streamql's own) with the columns named as ``args`` replaced by copies of
+    those trees."""
+    tree: exp.Expr = exp.maybe_parse(sql, dialect="duckdb")
+    for column in [c for c in tree.find_all(exp.Column) if c.name in args]:
+        if column is tree:
+            return args[column.name].copy()
+        column.replace(args[column.name].copy())
+    return tree
+
+
 def formatted(pattern: str, t: exp.Expr) -> exp.Expr:
     """DuckDB's expression writing timestamp ``t`` as Spark's ``date_format(t, pattern)``
     does (NULL for NULL)."""
     pieces: list[exp.Expr] = []
     for token in _checked(pattern, Use.FORMAT):
         if token.letter:
-            piece: exp.Expr = exp.maybe_parse(FORMAT[token.letter][token.count], dialect="duckdb")
-            for column in [c for c in piece.find_all(exp.Column) if c.name == "t"]:  # the template's own t
-                if column is piece:
-                    piece = t.copy()
-                else:
-                    column.replace(t.copy())
+            piece = template(FORMAT[token.letter][token.count], t=t)
             pieces.append(piece)
         else:
             pieces.append(exp.Literal.string(token.text))

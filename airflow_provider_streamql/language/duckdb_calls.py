@@ -84,18 +84,10 @@ def _to_utc(name: str, args: Args) -> exp.Expr:
     return exp.cast(_call("timezone", args[1], exp.cast(args[0], "TIMESTAMP")), "TIMESTAMP")
 
 
-def _template(sql: str, **args: exp.Expr) -> exp.Expr:
-    """DuckDB SQL with the columns named as ``args`` replaced by (copies of) those trees."""
-    tree = exp.maybe_parse(sql, dialect="duckdb")
-    for column in [c for c in tree.find_all(exp.Column) if c.name in args]:
-        column.replace(args[column.name].copy())
-    return tree
-
-
 def _url_encode(name: str, args: Args) -> exp.Expr:
     """Spark's url_encode is Java's form encoding: a space is '+', '*' is kept and '~' is
     escaped, where DuckDB's (RFC 3986) writes %20, %2A and '~'."""
-    return _template("replace(replace(replace(url_encode(a), '%20', '+'), '~', '%7E'), '%2A', '*')", a=args[0])
+    return patterns.template("replace(replace(replace(url_encode(a), '%20', '+'), '~', '%7E'), '%2A', '*')", a=args[0])
 
 
 def _same(duckdb_name: str) -> Callable[[str, Args], exp.Expr]:
@@ -126,14 +118,14 @@ RENDER: dict[str, Callable[[str, Args], exp.Expr]] = {
     "isnull": lambda name, a: exp.Is(this=a[0], expression=exp.null()),
     "url_encode": _url_encode,
     # Java's form decoding reads '+' as a space; DuckDB's keeps it
-    "url_decode": lambda name, a: _template("url_decode(replace(a, '+', '%20'))", a=a[0]),
+    "url_decode": lambda name, a: patterns.template("url_decode(replace(a, '+', '%20'))", a=a[0]),
 }
 #: sqlglot's nodes of Spark functions whose DuckDB SQL gives another value -> DuckDB's form
 NODE_RENDER: dict[type[exp.Expr], Callable[[exp.Expr], exp.Expr]] = {
     # a DATE (sqlglot's DuckDB SQL makes a TIMESTAMP)
-    exp.DateFromUnixDate: lambda n: _template("CAST(DATE '1970-01-01' + CAST(d AS INT) AS DATE)", d=n.this),
+    exp.DateFromUnixDate: lambda n: patterns.template("CAST(DATE '1970-01-01' + CAST(d AS INT) AS DATE)", d=n.this),
     # NULL elements stay (DuckDB's list filter drops them); NULL for a NULL element to remove
-    exp.ArrayRemove: lambda n: _template(
+    exp.ArrayRemove: lambda n: patterns.template(
         "CASE WHEN x IS NULL THEN NULL ELSE list_filter(a, lambda streamql_e: streamql_e IS NULL OR streamql_e <> x) "
         "END",
         a=n.this,
