@@ -163,6 +163,18 @@ REFUSED = [
 # fmt: on
 
 
+def spark_schema():
+    """ROW's columns as a Spark schema (SOURCE's types)."""
+    from pyspark.sql import types as T
+
+    return T.StructType([
+        T.StructField("k", T.StringType()), T.StructField("s", T.StringType()), T.StructField("n", T.IntegerType()),
+        T.StructField("b", T.LongType()), T.StructField("d", T.DoubleType()), T.StructField("ts", T.TimestampType()),
+        T.StructField("dt", T.DateType()), T.StructField("arr", T.ArrayType(T.StringType())),
+        T.StructField("m", T.MapType(T.StringType(), T.IntegerType())), T.StructField("j", T.StringType()),
+    ])
+
+
 def statement(i: int, call: str) -> str:
     name = call.split("(")[0].upper()
     if name in AGGREGATES:
@@ -222,16 +234,8 @@ def test_the_docs_table_is_the_function_table():
 def test_spark_gives_each_planned_call_its_type(planned, spark):
     """Each query's Spark SQL runs on Spark over a row of the source, and Spark's type of the
     column is the one the planner recorded."""
-    from pyspark.sql import types as T
-
     _, out = planned
-    schema = T.StructType([
-        T.StructField("k", T.StringType()), T.StructField("s", T.StringType()), T.StructField("n", T.IntegerType()),
-        T.StructField("b", T.LongType()), T.StructField("d", T.DoubleType()), T.StructField("ts", T.TimestampType()),
-        T.StructField("dt", T.DateType()), T.StructField("arr", T.ArrayType(T.StringType())),
-        T.StructField("m", T.MapType(T.StringType(), T.IntegerType())), T.StructField("j", T.StringType()),
-    ])
-    frame = spark.createDataFrame([tuple(ROW.values())], schema)
+    frame = spark.createDataFrame([tuple(ROW.values())], spark_schema())
     wrong = []
     for call, (query, column_type) in ((c, o) for c, o in out.items() if not isinstance(o, Exception)):
         for view in query.plan.views.values():

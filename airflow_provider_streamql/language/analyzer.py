@@ -14,7 +14,7 @@ from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 
 from ..errors import ValidationError
-from . import functions
+from . import duckdb_calls, functions
 from .dialect import DIALECT
 from .names import reserved_name_problem
 from .outputs import check_quoted, joined_tables, output_names, output_projections
@@ -125,8 +125,10 @@ def analyze_select(
             if select.args.get(arg):
                 raise where.error(message, select.args[arg])
     if timestamps is not None:
-        resolve_pseudo_columns(select, schemas, timestamps, where.error, spark=persistent)
+        resolve_pseudo_columns(select, schemas, timestamps, where.error)
     _check_functions(select, where)
+    if not persistent and (found := duckdb_calls.problem(select)):  # a pull query runs on DuckDB
+        raise where.error(*found)
     # quoted names as the user wrote them (what * expands to below is quoted by streamql)
     bounds = [[Column(b, TIMESTAMP) for b in WINDOW_BOUNDS]] if stmt.window is not None else []
     check_quoted(select, [schemas[s] for s in sources] + bounds, where.error)

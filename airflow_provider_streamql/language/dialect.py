@@ -81,6 +81,19 @@ def _date_part(args: list[exp.Expr]) -> str:
     return "DECIMAL(8, 6)" if unit in ("S", "SEC", "SECS", "SECOND", "SECONDS") else "INT"
 
 
+#: Spark functions taking a datetime pattern: with one, the call is kept as written, so Spark
+#: gets the pattern exactly as the user wrote it (sqlglot's translation of patterns alters
+#: quoted text and fractions) and a pull query reads it through .datetime_patterns
+PATTERN_CALLS = ("to_timestamp", "to_date", "date_format")
+
+
+def _as_written(name: str, spark_builder: Callable) -> Callable:
+    def build(args: list, dialect) -> exp.Expr:  # sqlglot hands the dialect to a builder taking it
+        return exp.Anonymous(this=name, expressions=args) if len(args) > 1 else spark_builder(args, dialect)
+
+    return build
+
+
 class StreamQL(Spark):
     """Spark's dialect; StreamQL statement shapes are recognised by :mod:`.parser` around it."""
 
@@ -171,7 +184,11 @@ class StreamQL(Spark):
         STRING_ESCAPES = ["\\", "'"]
 
     class Parser(Spark.Parser):  # type: ignore[misc,valid-type]  # sqlglot types it as a variable
-        FUNCTIONS = {**Spark.Parser.FUNCTIONS, **functions.builders(Spark.Parser.FUNCTIONS)}
+        FUNCTIONS = {
+            **Spark.Parser.FUNCTIONS,
+            **functions.builders(Spark.Parser.FUNCTIONS),
+            **{name.upper(): _as_written(name, Spark.Parser.FUNCTIONS[name.upper()]) for name in PATTERN_CALLS},
+        }
         # ksqlDB's s->f is a STRUCT field (Spark's s.f), not JSON extraction (see .shapes)
         COLUMN_OPERATORS = {**Spark.Parser.COLUMN_OPERATORS, TokenType.ARROW: shapes.field_access}
 

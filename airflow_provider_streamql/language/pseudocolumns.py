@@ -20,9 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sqlglot import exp
-from sqlglot.dialects.dialect import Dialect
 
-from .dialect import DIALECT
 from .statements import Column
 
 #: the column a source whose event time is text gets, holding that time parsed (the plan's
@@ -38,16 +36,12 @@ class TextTime:
     column: str
     pattern: str
 
-    def parsed(self, qualifier: str | None = None, *, spark: bool = True) -> exp.Expr:
-        """The column's value as a TIMESTAMP. For Spark (a persistent query's plan) the call
-        the runtime parses the event time with, ``to_timestamp(column, pattern)``, the
-        pattern handed over as written: sqlglot's translation of patterns can alter quoted
-        literal text (``'TABLE'``). Otherwise (a pull query on DuckDB) the pattern translated."""
+    def parsed(self, qualifier: str | None = None) -> exp.Expr:
+        """The column's value as a TIMESTAMP: ``to_timestamp(column, pattern)``, the call the
+        runtime parses the event time with, the pattern as written (a pull query renders it
+        for DuckDB through :mod:`.duckdb_calls`)."""
         column = exp.column(self.column, table=qualifier, quoted=True)
-        if spark:
-            return exp.Anonymous(this="to_timestamp", expressions=[column, exp.Literal.string(self.pattern)])
-        fmt = Dialect.get_or_raise(DIALECT).format_time(exp.Literal.string(self.pattern))
-        return exp.StrToTime(this=column, format=fmt)
+        return exp.Anonymous(this="to_timestamp", expressions=[column, exp.Literal.string(self.pattern)])
 
 
 #: a source's event time: its TIMESTAMP column's name, a column of text, or none
@@ -62,13 +56,10 @@ def resolve_pseudo_columns(
     schemas: dict[str, list[Column]],
     timestamps: dict[str, EventTime],
     error: Callable[[str, exp.Expr], Exception],
-    *,
-    spark: bool = True,
 ) -> None:
     """Replace ROWTIME and ROWKEY in ``select`` (in place) with what they stand for.
     ``timestamps``: upper-case source name -> its event-time column (None: it has none);
-    ``error(message, node)`` makes the exception to raise; ``spark``: the SELECT runs on
-    Spark (a persistent query), not on the pull queries' DuckDB."""
+    ``error(message, node)`` makes the exception to raise."""
     tables = {t.alias_or_name.lower(): t.name.upper() for t in select.find_all(exp.Table) if t.name.upper() in schemas}
     sources = list(dict.fromkeys(tables.values()))
     for column in list(select.find_all(exp.Column)):
@@ -95,7 +86,7 @@ def resolve_pseudo_columns(
                     column,
                 )
             if isinstance(ts, TextTime):
-                time = ts.parsed(qualifier, spark=spark)
+                time = ts.parsed(qualifier)
             else:
                 time = exp.column(ts, table=qualifier, quoted=True)
             value: exp.Expr = exp.UnixMillis(this=time)

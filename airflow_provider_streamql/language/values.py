@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from .dialect import DIALECT
+from .dialect import DIALECT, PATTERN_CALLS
 from .names import PLAIN_NAME
 
 #: the expression nodes a value may hold (besides :data:`FUNCTIONS`)
@@ -115,6 +115,8 @@ def check_value(tree: exp.Expr) -> str | None:
             return "a subquery is not a value; INSERT VALUES takes literals and expressions over them"
         if isinstance(node, exp.Var) and not PLAIN_NAME.fullmatch(node.name):
             return f"{node.name!r} is not a unit or keyword (a plain word such as HOUR or DAY)"
+        if isinstance(node, exp.Anonymous) and node.name.lower() in PATTERN_CALLS:
+            continue  # TO_TIMESTAMP, TO_DATE and DATE_FORMAT with a pattern, kept as written
         if isinstance(node, exp.Func) and type(node) not in ALLOWED:
             return (
                 f"{_shown(node)!r} calls a function INSERT VALUES does not evaluate (deterministic "

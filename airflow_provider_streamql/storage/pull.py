@@ -33,6 +33,7 @@ from sqlglot.errors import SqlglotError
 
 from ..catalog import SourceInfo
 from ..errors import ValidationError
+from ..language import duckdb_calls
 from ..language.analyzer import SelectAnalysis
 from ..language.limits import Limits
 from ..language.types import TypeName
@@ -129,7 +130,7 @@ class PullQuery:
         """Transpile ``select`` to DuckDB SQL and run it: column names and plain rows."""
         # units (a Var such as YEAR) are plain words: the parser refuses any other
         try:
-            sql = sandbox.guarded(select, self.limits).sql(dialect="duckdb")
+            sql = sandbox.guarded(duckdb_calls.for_duckdb(select), self.limits).sql(dialect="duckdb")
         except SqlglotError as e:
             raise ValidationError(f"pull query failed: {_one_line(str(e))}") from None
         try:

@@ -30,6 +30,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from ..errors import ValidationError
+from ..language import duckdb_calls
 from ..language.dialect import DIALECT
 from ..language.limits import Limits
 from ..language.statements import Column
@@ -130,7 +131,7 @@ def _for_duckdb(tree: exp.Expr) -> exp.Expr:
             return exp.Cast(this=node, to=exp.DataType.build("DATE"))
         return node
 
-    return tree.copy().transform(strict)
+    return duckdb_calls.for_duckdb(tree).transform(strict)
 
 
 def stored(value: Any, column: Column, tree: exp.Expr, *, timestamp_format: str | None = None) -> Any:
