@@ -18,18 +18,18 @@ from sqlalchemy import Connection
 from ..catalog import ERROR_POLICIES, QueryInfo, SourceInfo
 from ..catalog.model import BATCH_FILES, INTERNAL_PROPERTIES, MIXED_SPELLINGS
 from ..catalog.states import DesiredState, QueryState
-from ..errors import StateError, StreamQLError, ValidationError
+from ..errors import StateError, ValidationError
 from ..language import statements as st
 from ..language.analyzer import SelectAnalysis
 from ..language.compiler import QUERY_KINDS, CompiledQuery, compile_query
-from ..language.dialect import DIALECT
 from ..language.types import TypeName
 from ..results import Result
 from ..storage import topics
 from ..storage.state import recorded_state
 from ..upgrades import Code, Finding, Report, UpgradeKind, Verdict, validate_upgrade
-from .planning import Planning, column_tuples, error_at, unchanged
+from .planning import Planning, error_at, unchanged
 from .properties import QUERY_PROPERTIES, TOPIC_PROPERTY, dead_letter_topic_problem
+from .redeploys import same_query, written_alike
 from .step import Step
 
 #: what :meth:`PersistentQueries.check_replace` returns: (current query, report, new version,
@@ -55,11 +55,11 @@ class PersistentQueries:
             except ValidationError:
                 # a query running as written is left as it is, even where today's rules (a
                 # bound, a feasibility rule) would refuse the statement if it were new
-                if _written_alike(current, stmt, self.planning.settings):
+                if written_alike(current, stmt, self.planning.settings):
                     return unchanged(stmt, f"query {current.id}", current)
                 raise
             current, _report, new, sink = checked
-            if _same_query(current, existing, new, sink, stmt):
+            if same_query(current, existing, new, sink, stmt):
                 return unchanged(stmt, f"query {current.id}", current)
         if stmt.or_replace and existing is not None:
             return self.replace_in_place(stmt, checked or self.check_replace(stmt))
@@ -236,7 +236,7 @@ class PersistentQueries:
                     and q.desired_state != DesiredState.TERMINATED
                     and (
                         self.compile(stmt, analysis, target, q.id, kind="INSERT").plan.spark_sql == q.select_sql
-                        or _written_alike(q, stmt, self.planning.settings)
+                        or written_alike(q, stmt, self.planning.settings)
                     )
                 ):
                     return unchanged(stmt, f"query {q.id}", q)
@@ -342,57 +342,6 @@ def _query_output_refusal(target: SourceInfo) -> str:
         f"takes several writers), or declare the stream and write it with one INSERT INTO ... SELECT "
         f"per input: CREATE STREAM <merged> ({columns}) WITH (...); INSERT INTO <merged> SELECT ... "
         f"FROM <each input>"
-    )
-
-
-def _same_query(
-    current: QueryInfo, old_sink: SourceInfo, new: QueryInfo, sink: SourceInfo, stmt: st.CreateAsSelect
-) -> bool:
-    """The new definition runs what ``current`` runs, with the same settings, and writes the
-    same output: the same plan, or the same statement as written (a later release may plan
-    an unchanged statement otherwise, e.g. a HAVING that retracts or a 24-hour default grace:
-    redeploying the script must not replace the query). The shape is not compared: it is
-    what the validator derives from these, and a trait added to it in a later release must not
-    make every query look changed."""
-    if (new.settings, column_tuples(sink.columns), sink.properties) != (
-        current.settings,
-        column_tuples(old_sink.columns),
-        old_sink.properties,
-    ):
-        return False
-    if new.plan == current.plan:
-        return True
-    try:
-        old = current.statement()
-    except StreamQLError:  # a statement this release no longer reads is no match
-        return False
-    return isinstance(old, st.CreateAsSelect) and _as_written(old) == _as_written(stmt)
-
-
-def _written_alike(current: QueryInfo, stmt: st.CreateAsSelect | st.InsertSelect, settings: dict[str, str]) -> bool:
-    """``current`` was created by the statement ``stmt`` is, as written, in the session
-    settings the script has now (a redeploy of an unchanged script)."""
-    try:
-        old = current.statement()
-    except StreamQLError:  # a statement this release no longer reads is no match
-        return False
-    given, now = ({k: v for k, v in s.items() if k != "on_error"} for s in (current.settings, settings))
-    return type(old) is type(stmt) and _as_written(old) == _as_written(stmt) and given == now
-
-
-def _as_written(stmt: st.Statement) -> tuple:
-    """What a CREATE ... AS SELECT or INSERT INTO ... SELECT says, whatever its spelling
-    (case, spaces, OR REPLACE)."""
-    select = stmt.select.sql(dialect=DIALECT, normalize=True).lower() if hasattr(stmt, "select") else None
-    return (
-        getattr(stmt, "kind", None),
-        getattr(stmt, "name", None) or getattr(stmt, "target", None),
-        getattr(stmt, "properties", {}),
-        select,
-        getattr(stmt, "emit", None) or "CHANGES",
-        stmt.window,
-        stmt.withins,
-        stmt.partition_by,
     )
 
 
