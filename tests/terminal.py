@@ -42,7 +42,10 @@ class Terminal:
         texts = texts or (PROMPT, CONTINUATION)
         end = time.monotonic() + deadline
         while not any(t in self.seen for t in texts):
-            ready, _, _ = select.select([self.fd], [], [], max(0.0, end - time.monotonic()))
+            # poll, not select: a long test run holds more than 1,024 descriptors by now
+            poller = select.poll()
+            poller.register(self.fd, select.POLLIN)
+            ready = poller.poll(max(0.0, end - time.monotonic()) * 1000)
             chunk = b""
             if ready:
                 try:
