@@ -36,7 +36,6 @@ import json
 import os
 import shutil
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -50,7 +49,7 @@ ROOT = os.path.dirname(BENCH)
 sys.path.insert(0, BENCH)  # the helpers of the file benchmarks
 
 import yaml  # noqa: E402
-from pause_resume import FILTER, hand_filter, handwritten, latency, via_runtime, write_input  # noqa: E402
+from pause_resume import FILTER, hand_filter, handwritten, latency, summary, via_runtime, write_input  # noqa: E402
 from pyspark.sql import DataFrame  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 from pyspark.sql.streaming import DataStreamWriter  # noqa: E402
@@ -352,16 +351,6 @@ def percentiles(values: list[float]) -> dict:
     values = sorted(values)
     at = lambda q: round(values[min(len(values) - 1, int(q * len(values)))], 3)
     return {"p50": at(0.5), "p99": at(0.99), "max": round(values[-1], 3), "n": len(values)}
-
-
-def summary(values: list[float]) -> dict:
-    values = sorted(values)
-    return {
-        "median": round(statistics.median(values), 3),
-        "min": round(values[0], 3),
-        "max": round(values[-1], 3),
-        "n": len(values),
-    }
 
 
 PARTS = ("throughput", "upgrade", "pause_resume", "latency")
