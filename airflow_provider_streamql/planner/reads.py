@@ -16,6 +16,7 @@ from ..language import statements as st
 from ..results import Result
 from ..storage import kafka_records, kafka_topics, printing, topics
 from ..storage.kafka_topics import KafkaSettings
+from ..storage.kafka_values import KafkaValue
 from ..storage.topic_tables import topic_rows
 from ..storage.values import ValueEvaluator, record_problem, stored
 from . import properties
@@ -163,7 +164,8 @@ class Reads:
 
         def files() -> None:
             try:
-                kafka_topics.produce(kafka, topic, [kafka_records.encode(r, src.columns) for r in records])
+                made = [kafka_records.encode(r, src.columns, KafkaValue.of(src)) for r in records]
+                kafka_topics.produce(kafka, topic, made)
             except StateError as e:
                 raise state_error_at(f"INSERT INTO {src.name}: {e.message}", stmt) from None
 

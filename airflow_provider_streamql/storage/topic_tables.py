@@ -19,6 +19,7 @@ from ..catalog import SourceInfo
 from ..errors import ValidationError
 from ..language.limits import Limits
 from . import kafka_records, kafka_topics
+from .kafka_values import KafkaValue, ValueFormat
 
 
 def topic_rows(kafka: kafka_topics.KafkaSettings, src: SourceInfo, limits: Limits, notes: list[str]) -> list[dict]:
@@ -28,6 +29,8 @@ def topic_rows(kafka: kafka_topics.KafkaSettings, src: SourceInfo, limits: Limit
     assert topic is not None
     what = f"the pull query of {src.kind} {src.name}"
     table = src.kind == "TABLE"
+    value_format = KafkaValue.of(src)
+    what_value = "JSON object" if value_format.format is ValueFormat.JSON else f"{value_format.format.value} value"
     rows: dict[Any, tuple[int, dict]] = {}  # key (a stream: the position) -> (size, row)
     held, skipped, first = 0, 0, ""
     records = kafka_topics.read(kafka.require(what), topic, None, limits, what)
@@ -39,7 +42,7 @@ def topic_rows(kafka: kafka_topics.KafkaSettings, src: SourceInfo, limits: Limit
             if table and record.value is None:
                 held -= rows.pop(identity, (0, {}))[0]
                 continue
-            row = kafka_records.decode(record, src.columns)
+            row = kafka_records.decode(record, src.columns, value_format)
             if row is None:
                 skipped, first = skipped + 1, first or f"kafka:{topic}/{record.position}"
                 continue
@@ -56,6 +59,6 @@ def topic_rows(kafka: kafka_topics.KafkaSettings, src: SourceInfo, limits: Limit
     if skipped:
         notes.append(
             f"Skipped {skipped} record{'s' if skipped != 1 else ''} of {src.kind} {src.name} that cannot be "
-            f"read (no JSON object), the first: {first}"
+            f"read (no {what_value}), the first: {first}"
         )
     return [row for _size, row in rows.values()]
