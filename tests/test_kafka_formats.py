@@ -141,7 +141,7 @@ def test_spark_writes_and_reads_the_same_bytes(spark):
         records = spark.createDataFrame([(b"1", bytearray(expected), "t", 0, 0)],
                                         "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT")
         decoded = kafka.decode(records, src)
-        (row,) = decoded.select(F.to_json(F.struct("V")).alias("v"), "_corrupt_record").collect()
+        (row,) = decoded.select(F.to_json(F.struct("V"), {"ignoreNullFields": "false"}).alias("v"), "_corrupt_record").collect()
         assert (json.loads(row.v).get("V"), row._corrupt_record) == (value, None), case
         (written,) = kafka.encode(decoded, src).collect()
         assert (written.key, bytes(written.value)) == ("1", expected), case
@@ -154,8 +154,8 @@ BAD_VALUES = [
     ("BIGINT", "AVRO", ID42, _avro_bytes("BIGINT", 7), "(no Confluent wire header with schema id 42) 020E"),
     ("BIGINT", "AVRO", ID42, b"\x00\x00\x00\x00\x2b" + _avro_bytes("BIGINT", 7),
      "(no Confluent wire header with schema id 42) 000000002B020E"),
-    ("INT", "KAFKA", {}, b"\x00\x01", "(not a 4-byte big-endian INT) 0001"),
-    ("DOUBLE", "KAFKA", {}, b"\x00" * 9, "(not a 8-byte big-endian DOUBLE) 000000000000000000"),
+    ("INT", "KAFKA", {}, b"\x00\x01", "(not a big-endian INT of 4 bytes) 0001"),
+    ("DOUBLE", "KAFKA", {}, b"\x00" * 9, "(not a big-endian DOUBLE of 8 bytes) 000000000000000000"),
     ("INT", "AVRO", {}, None, "(no value)"),
 ]
 
@@ -169,7 +169,7 @@ def test_bad_values_are_bad_records(spark):
         records = spark.createDataFrame([(b"1", data, "t", 0, 5)],
                                         "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT")
         (row,) = kafka.decode(records, src).collect()
-        assert (row.V, row._corrupt_record, row.__sq_file) == (None, reason, "kafka:t/0@5"), reason
+        assert (row["V"], row["_corrupt_record"], row["__sq_file"]) == (None, reason, "kafka:t/0@5"), reason
         assert kafka_records.decode(KafkaRecord(0, 5, 0, b"1", data), src.columns, KafkaValue.of(src)) is None
 
 
@@ -244,11 +244,14 @@ def test_a_pipeline_on_avro_and_kafka_topics(kafka_spark, kafka_topics, sqlite_u
 
     # a record without the wire header is a bad record: the PAUSE query holds at it
     kafka_topics.produce(source, [("3", avro({"item": "pot", "cost": 3.0, "at": at}))])
-    engine.wait_for_state("CSAS_COSTS_3", "PAUSED", timeout=120)
-    assert f"first at kafka:{source}/0@2: (no Confluent wire header with schema id 42)" in (
-        engine.query("CSAS_COSTS_3").error)
+    engine.wait_for_state("CSAS_COSTS_2", "PAUSED", timeout=120)
+    assert f"first at kafka:{source}/0@2: no Confluent wire header with schema id 42; its first bytes: 02" in (
+        engine.query("CSAS_COSTS_2").error)
+    (held,) = engine.bad_records("CSAS_COSTS_2")
+    assert held.position == f"kafka:{source}/0@2"
+    assert held.raw.startswith("(no Confluent wire header with schema id 42) 02")
     kafka_topics.produce(source, [("4", avro({"item": "cup", "cost": 4.0, "at": at}, HEADER))])
-    engine.execute("RESUME CSAS_COSTS_3 SKIP BAD RECORDS")
+    engine.execute("RESUME CSAS_COSTS_2 SKIP BAD RECORDS")
     out = kafka_topics.consume(costs, 3, timeout=120, raw=True)
     assert [(k, v) for k, v, _, _ in out][2:] == [(b"4", struct.pack(">d", 4.0))]
     engine.close()

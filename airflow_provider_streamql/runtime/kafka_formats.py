@@ -26,6 +26,21 @@ from .schemas import spark_type
 
 #: how many bytes of a bad value its corrupt record shows (in hex)
 SHOWN_BYTES = 64
+#: how the reason a value cannot be read starts (its corrupt record: ``(<reason>) <hex>``)
+REASONS = (
+    "(no value)",
+    "(no Confluent wire header with schema id ",
+    "(not an Avro record of the declared columns)",
+    "(not a big-endian ",
+)
+
+
+def reason(text: str) -> str | None:
+    """Why an AVRO or KAFKA value cannot be read, from its corrupt record (None: not one)."""
+    if not text.startswith(REASONS):
+        return None
+    said, _, shown = text[1:].partition(")")
+    return said + (f"; its first bytes: {shown.strip()}" if shown.strip() else "")
 
 
 def ensure(spark: SparkSession, src: SourceInfo) -> None:
@@ -93,7 +108,7 @@ def _from_kafka(kv: KafkaValue, value: SparkColumn) -> tuple[list[SparkColumn], 
     if size is not None:
         corrupt = corrupt.when(
             F.length(value) != size,
-            F.concat(F.lit(f"(not a {size}-byte big-endian {name.value}) "), _shown(value)),
+            F.concat(F.lit(f"(not a big-endian {name.value} of {size} bytes) "), _shown(value)),
         )
         column = F.when(F.length(value) == size, column)
     return [column.cast(spark_type(c.type)).alias(c.name)], corrupt

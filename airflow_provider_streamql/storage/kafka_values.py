@@ -7,7 +7,7 @@ encoder (:mod:`..runtime.kafka_formats`), ``INSERT INTO ... VALUES``, ``PRINT`` 
   in Confluent's wire format (magic byte 0, the schema id as 4 bytes big-endian, then the Avro
   payload), the id written on every record and required of every record read. streamql reads
   no schema registry: the declared columns are the schema; the id names it for consumers that
-  do (register the schema :func:`avro.schema` gives, DESCRIBE ... EXTENDED shows it).
+  do (register the schema :func:`avro.schema` gives: docs/deployment.md says its rules).
 - ``KAFKA``: ksqlDB's single primitive value, as Kafka's serializers write it: INT as 4 bytes
   big-endian, BIGINT as 8, DOUBLE as IEEE 754's 8 bytes big-endian, STRING as UTF-8, BYTES as is.
 """
