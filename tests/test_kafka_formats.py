@@ -11,6 +11,7 @@ import datetime
 import decimal
 import io
 import json
+import pathlib
 import struct
 
 import fastavro
@@ -255,3 +256,20 @@ def test_a_pipeline_on_avro_and_kafka_topics(kafka_spark, kafka_topics, sqlite_u
     out = kafka_topics.consume(costs, 3, timeout=120, raw=True)
     assert [(k, v) for k, v, _, _ in out][2:] == [(b"4", struct.pack(">d", 4.0))]
     engine.close()
+
+
+def test_the_avro_jar_comes_from_its_own_folder(tmp_path):
+    """Spark's Avro functions: the folder $STREAMQL_AVRO_JARS names (scripts/kafka/formats.pom.xml
+    pins the package named), and what a runtime without it says."""
+    from airflow_provider_streamql.errors import StateError
+    from airflow_provider_streamql.runtime import kafka_connector
+    with pytest.raises(StateError) as error:
+        kafka_connector.jars({}, kafka_connector.AVRO)
+    assert error.value.message == (
+        "spark-avro (Spark's Avro functions) is not on this runtime's classpath ($STREAMQL_AVRO_JARS is not set): "
+        "set $STREAMQL_AVRO_JARS to a folder holding its jars (scripts/setup fills .kafka/formats), or submit the "
+        "runtime with --packages org.apache.spark:spark-avro_2.13:4.2.0 (SubmitRuntimeOperator(packages=...))")
+    pom = (pathlib.Path(__file__).resolve().parent.parent / "scripts" / "kafka" / "formats.pom.xml").read_text()
+    group, artifact, version = kafka_connector.AVRO.package.split(":")
+    assert f"<artifactId>{artifact}</artifactId>" in pom
+    assert f"<spark.formats.version>{version}</spark.formats.version>" in pom

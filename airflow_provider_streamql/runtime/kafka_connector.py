@@ -57,7 +57,7 @@ KAFKA = Jars(
 )
 #: Spark's Avro functions (from_avro, to_avro): for VALUE_FORMAT='AVRO'
 AVRO = Jars(
-    "Spark's Avro functions (spark-avro)",
+    "spark-avro (Spark's Avro functions)",
     "STREAMQL_AVRO_JARS",
     ".kafka/formats",
     "org.apache.spark:spark-avro_2.13:4.2.0",

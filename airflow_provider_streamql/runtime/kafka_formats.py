@@ -67,6 +67,9 @@ def _from_avro(kv: KafkaValue, value: SparkColumn) -> tuple[list[SparkColumn], S
     header = kv.header
     payload = F.substring(value, len(header) + 1, 2**31 - 1) if header else value
     parsed = from_avro(payload, kv.avro_schema, {"mode": "PERMISSIVE"})
+    headed = F.substring(value, 1, len(header)) == F.lit(header)
+    if header:  # a value written under another schema id is not read with this schema
+        parsed = F.when(headed, parsed)
     fields = [parsed.getField(c.name) for c in kv.columns]
     nulls = F.lit(True)
     for field in fields:
@@ -74,7 +77,7 @@ def _from_avro(kv: KafkaValue, value: SparkColumn) -> tuple[list[SparkColumn], S
     corrupt = F.when(value.isNull(), F.lit("(no value)"))
     if header:
         corrupt = corrupt.when(
-            F.substring(value, 1, len(header)) != F.lit(header),
+            ~headed,
             F.concat(F.lit(f"(no Confluent wire header with schema id {kv.schema_id}) "), _shown(value)),
         )
     corrupt = corrupt.when(
