@@ -118,13 +118,13 @@ def encode(row: Mapping[str, Any], columns: Sequence[Column]) -> bytes:
 def decode(data: bytes, columns: Sequence[Column]) -> dict[str, Any] | None:
     """The value columns of Avro binary ``data`` as JSON values (a TIMESTAMP as Spark's JSON
     writes it, BYTES as base64), None when it is no such record (too short, a bad union index,
-    text that is no UTF-8, or bytes left over)."""
+    text that is no UTF-8). Bytes after the record are not looked at, as Spark's ``from_avro``
+    (Avro's decoder) does not."""
     buffer = io.BytesIO(data)
     try:
-        row = {c.name: _read_optional(buffer, c.type) for c in columns}
-    except (ValueError, EOFError, IndexError, UnicodeDecodeError, struct.error):
+        return {c.name: _read_optional(buffer, c.type) for c in columns}
+    except (ValueError, EOFError, IndexError, UnicodeDecodeError, struct.error, KeyError):
         return None
-    return row if buffer.read(1) == b"" else None
 
 
 def _zigzag(out: io.BytesIO, n: int) -> None:
