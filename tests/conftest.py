@@ -38,6 +38,8 @@ os.environ.update({
 # Spark's Kafka connector, as scripts/setup installs it: a runtime (in a thread or a process)
 # puts it on its classpath when it first starts a query on a Kafka topic
 os.environ.setdefault("STREAMQL_KAFKA_CONNECTOR", os.path.join(REPO, ".kafka", "connector"))
+# and Spark's Avro functions, which it puts there when it first starts a query on an AVRO topic
+os.environ.setdefault("STREAMQL_AVRO_JARS", os.path.join(REPO, ".kafka", "formats"))
 
 from airflow_provider_streamql.catalog import Catalog
 from airflow_provider_streamql.engine import Engine

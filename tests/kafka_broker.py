@@ -183,10 +183,11 @@ class KafkaBroker:
         if failed:
             raise BrokerError(f"records for {topic!r} were not delivered: {'; '.join(failed)}")
 
-    def consume(self, topic: str, count: int, timeout: float = 60,
-                isolation: str = "read_committed") -> list[tuple[str | None, str | None, int, int]]:
+    def consume(self, topic: str, count: int, timeout: float = 60, isolation: str = "read_committed",
+                raw: bool = False) -> list[tuple]:
         """The first ``count`` records of ``topic`` (from its start): (key, value, partition,
-        offset) as text; fewer if no more came within ``timeout`` seconds."""
+        offset) as text (``raw``: key and value as bytes); fewer if no more came within
+        ``timeout`` seconds."""
         from confluent_kafka import Consumer
         consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"test-{uuid.uuid4().hex}",
                              "auto.offset.reset": "earliest", "enable.auto.commit": False,
@@ -203,7 +204,7 @@ class KafkaBroker:
                     if message.error().retriable() or "UNKNOWN_TOPIC" in message.error().name():
                         continue
                     raise BrokerError(f"consuming {topic!r}: {message.error()}")
-                records.append(_record(message))
+                records.append(_record(message, raw))
         finally:
             consumer.close()
         return records
@@ -261,9 +262,12 @@ class KafkaBroker:
             consumer.close()
 
 
-def _record(message) -> tuple[str | None, str | None, int, int]:
-    """A consumed record as the tests compare it: (key, value, partition, offset), text as text."""
+def _record(message, raw: bool = False) -> tuple:
+    """A consumed record as the tests compare it: (key, value, partition, offset), text as text
+    (``raw``: the key and value bytes as they are)."""
     key, value = message.key(), message.value()
+    if raw:
+        return key, value, message.partition(), message.offset()
     return (None if key is None else key.decode(), None if value is None else value.decode(),
             message.partition(), message.offset())
 
@@ -285,8 +289,9 @@ class Topics:
     def produce(self, topic: str, records, partition: int | None = None, timestamp: int | None = None) -> None:
         self.broker.produce(topic, records, partition, timestamp)
 
-    def consume(self, topic: str, count: int, timeout: float = 60, isolation: str = "read_committed"):
-        return self.broker.consume(topic, count, timeout, isolation)
+    def consume(self, topic: str, count: int, timeout: float = 60, isolation: str = "read_committed",
+                raw: bool = False):
+        return self.broker.consume(topic, count, timeout, isolation, raw)
 
     def records_in(self, topic: str) -> int:
         return self.broker.records_in(topic)

@@ -79,7 +79,7 @@ def test_insert_values_encodes_records_as_the_runtime_does(spark, keys):
             pass
 
         sink = Sink()
-        sink.columns = columns
+        sink.columns, sink.properties, sink.format = columns, {}, "JSON"
         (key, value), = [(r.key, r.value) for r in kafka.encode(df, sink).collect()]
         expected = (None if key is None else key.encode(), value.encode())
         assert kafka_records.encode(record, columns) == expected, (n, type_text, stored)

@@ -2,7 +2,8 @@
 
 Each tutorial's statements are the published ones, word for word, with only the properties
 that describe its Kafka topic taken out of their WITH clauses (``kafka_topic``, and
-``value_format='avro'``: streamql does not read Avro yet, issue 31): ``partitions`` stays,
+``value_format='avro'``, which streamql reads on Kafka topics only: a file topic holds no
+Avro, docs/ksqldb.md): ``partitions`` stays,
 as ksqlDB users write it. The input records are the tutorial's own, inserted with
 ``INSERT INTO ... VALUES``; the expected rows are its published output (for a table, the
 latest row of each key and window, which a ksqlDB pull query returns).

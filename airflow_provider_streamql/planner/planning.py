@@ -31,7 +31,7 @@ from ..language.compiler import SourceSchema, analyze_query
 from ..language.limits import Limits
 from ..language.types import SqlType, TypeName
 from ..results import Result
-from ..storage import kafka_properties, topics
+from ..storage import kafka_properties, kafka_values, topics
 from ..storage.kafka_topics import KafkaSettings
 from ..storage.layout import Layout, Part
 from ..views.describe import StateReader
@@ -256,12 +256,6 @@ class Planning:
         if "kafka_topic" in props:
             if "path" in props:
                 raise error_at("give either kafka_topic or path, not both", stmt)
-            if str(props.get("value_format", "JSON")).upper() != "JSON":
-                raise error_at(
-                    "Kafka topics hold JSON values: value_format must be JSON",
-                    stmt,
-                    at=stmt.property_at.get("value_format"),
-                )
             path = f"kafka:{props['kafka_topic']}"
             self.check_kafka_runtimes(stmt, props["kafka_topic"], query=writer is not None)
         else:
@@ -291,6 +285,9 @@ class Planning:
         if clash:
             raise error_at(f"path {path!r} is already used by {clash}", stmt)
         fmt = str(props.get("value_format", "JSON")).upper()
+        found = kafka_values.problem(fmt, props, columns, kafka="kafka_topic" in props)
+        if found:
+            raise error_at(f"{stmt.name}: {found[1]}", stmt, at=stmt.property_at.get(found[0]))
         if "value_delimiter" in props and fmt != "DELIMITED":
             raise error_at(f"value_delimiter is for value_format='DELIMITED', not {fmt}", stmt)
         problem = topics.format_problem(fmt, columns)

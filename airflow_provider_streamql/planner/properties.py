@@ -13,7 +13,7 @@ from ..catalog import SourceInfo
 from ..language.compiler import CompiledQuery
 from ..language.statements import Column
 from ..language.types import TypeName
-from ..storage import topics
+from ..storage import avro, kafka_values, topics
 from ..storage.deadletter import TOPIC_PROPERTY, dead_letter_name, topic_name_problem
 
 #: a property's check: the problem with its value, or None
@@ -35,7 +35,8 @@ def _true(reason: str) -> Check:
 def _value_format_problem(fmt: str) -> str | None:
     if fmt in VALUE_FORMATS_REFUSED:
         return f"{fmt} {VALUE_FORMATS_REFUSED[fmt]}"
-    return None if fmt in topics.FORMATS else f"must be one of {', '.join(topics.FORMATS)}"
+    known = [*topics.FORMATS, *(f for f in kafka_values.ValueFormat.__members__ if f not in topics.FORMATS)]
+    return None if fmt in known else f"must be one of {', '.join(known)}"
 
 
 # WITH (...) property -> check of its value (None: accepted as is).
@@ -55,6 +56,9 @@ SOURCE_PROPERTIES: dict[str, Check | None] = {
     "partitions": _positive_int,
     "replicas": _positive_int,
     "retention_ms": _positive_int,
+    # AVRO values on a Kafka topic (storage/kafka_values.py)
+    "value_schema_id": _positive_int,
+    "value_avro_schema_full_name": avro.full_name_problem,
 }
 
 #: WITH properties of a persistent query itself (recorded in its settings, kept by a CREATE OR
@@ -74,10 +78,9 @@ RECORDED: dict[str, str] = {
 #: ksqlDB's properties streamql refuses, with the reason
 REFUSED: dict[str, str] = {
     "key_schema_id": "streamql reads no schema registry: the declared columns are the schema",
-    "value_schema_id": "streamql reads no schema registry: the declared columns are the schema",
     "key_schema_full_name": "streamql reads no schema registry: the declared columns are the schema",
-    "value_schema_full_name": "streamql reads no schema registry: the declared columns are the schema",
-    "value_avro_schema_full_name": "AVRO values are not read or written yet",
+    "value_schema_full_name": "streamql reads no schema registry: the declared columns are the schema "
+    "(an AVRO record's name is value_avro_schema_full_name)",
     "window_type": "a windowed key is not read from a topic: declare the window bounds as columns",
     "window_size": "a windowed key is not read from a topic: declare the window bounds as columns",
     "key_delimiter": "a key is one column's text or a JSON object; a DELIMITED key is not read or written",
@@ -86,11 +89,12 @@ REFUSED: dict[str, str] = {
 #: ksqlDB's value formats streamql refuses, with the reason
 VALUE_FORMATS_REFUSED: dict[str, str] = {
     **dict.fromkeys(
-        ("AVRO", "PROTOBUF", "PROTOBUF_NOSR", "JSON_SR"),
-        "is not read or written yet: streamql holds JSON, CSV, DELIMITED or PARQUET values",
+        ("PROTOBUF", "PROTOBUF_NOSR"),
+        "is not read or written: Spark's Protobuf functions (spark-protobuf) are not served by Maven Central, "
+        "so no runtime has them; streamql holds JSON, AVRO or KAFKA values on Kafka topics",
     ),
-    "KAFKA": "(a single primitive value per record) is not read or written yet: "
-    "streamql holds JSON, CSV, DELIMITED or PARQUET values",
+    "JSON_SR": "is not read or written: streamql reads no schema registry; use value_format='JSON' (plain JSON "
+    "objects) or 'AVRO' with value_schema_id (Confluent's wire format)",
 }
 
 #: ksqlDB's key formats

@@ -15,6 +15,7 @@ from ..errors import NotFoundError, StateError, ValidationError
 from ..language import statements as st
 from ..results import Result
 from ..storage import kafka_records, kafka_topics, printing, topics
+from ..storage.kafka_values import KafkaValue
 from ..storage.topic_tables import topic_rows
 from . import properties
 from .planning import Planning, error_at, state_error_at
@@ -149,7 +150,8 @@ class Reads:
 
         def files() -> None:
             try:
-                kafka_topics.produce(kafka, topic, [kafka_records.encode(r, src.columns) for r in records])
+                made = [kafka_records.encode(r, src.columns, KafkaValue.of(src)) for r in records]
+                kafka_topics.produce(kafka, topic, made)
             except StateError as e:
                 raise state_error_at(f"INSERT INTO {src.name}: {e.message}", stmt) from None
 

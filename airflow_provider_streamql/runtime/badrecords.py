@@ -43,6 +43,7 @@ from ..catalog import BadRecord, BadRecordStatus, SourceInfo
 from ..language.types import TypeName
 from ..storage.deadletter import append_dead_letters, dead_letter_source, dead_letter_topic
 from ..storage.topics import FORMATS, uri_path, value_delimiter
+from . import kafka_formats
 from .kafka_dead_letters import LOGGED, KafkaDeadLetters
 from .schemas import CORRUPT, FILE, checked, ddl_schema, event_time, parse_options, reader_options
 
@@ -314,6 +315,8 @@ def _json_problem(text: str) -> str | None:
 
 def _reason(raw: str, row, src: SourceInfo) -> str:
     """What is wrong with a bad record, in words."""
+    if src.format in ("AVRO", "KAFKA"):  # Kafka values: the decoder said why
+        return kafka_formats.reason(raw) or "cannot be read with the declared schema"
     if src.format == "JSON":
         if problem := _json_problem(raw):
             return problem
@@ -349,7 +352,7 @@ def records_in_error(error: str, query_id: str, batch_id: int, status: BadRecord
             file=position,
             line=None,
             raw=text[:RAW_LIMIT],
-            error=_json_problem(text) or "cannot be read with the declared schema",
+            error=kafka_formats.reason(text) or _json_problem(text) or "cannot be read with the declared schema",
             record_id=hashlib.sha256(f"{position}\u0001{text}".encode()).hexdigest(),
             status=status,
             recorded_at=time.time(),

@@ -21,7 +21,7 @@ from ..language.starting import Starting
 from ..language.streaming import StreamingPlan
 from ..storage.layout import Part, dead_letter_checkpoint
 from ..storage.topics import FORMATS
-from . import kafka, kafka_connector, kafka_exactly_once
+from . import kafka, kafka_connector, kafka_exactly_once, kafka_formats
 from .badrecords import RecordGuard, dead_letters, read_whole_records
 from .batch_writer import BatchWriter
 from .evolution import source_evolution
@@ -153,6 +153,7 @@ def start_query(
     read_whole_records(spark)
     if sink.kafka_topic:  # its sources load the connector as they are read; a sink before its first batch
         kafka_connector.ensure(spark)
+        kafka_formats.ensure(spark, sink)
     transactions = kafka_exactly_once.for_query(query, sink)  # None: at least once, or a file output
     with source_evolution(spark, bool(plan.source_names)):
         if plan.table_query:  # a changelog in, a changelog out (runtime/tables.py)

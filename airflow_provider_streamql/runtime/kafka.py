@@ -2,7 +2,8 @@
 
 A stream or table declared ``WITH (kafka_topic='orders')`` is read with
 ``readStream.format("kafka")``: the value is JSON with the declared columns, the key holds
-the KEY columns (one key column: its text; several: a JSON object). A query's output on a
+the KEY columns (one key column: its text; several: a JSON object); an AVRO or KAFKA value
+is read and written by :mod:`.kafka_formats`. A query's output on a
 Kafka topic is written the same way. Connection settings (bootstrap servers, security)
 come from the runtime's configuration, ``spark.streamql.kafka.<kafka setting>`` (e.g.
 ``--conf spark.streamql.kafka.bootstrap.servers=broker:9092``), never from SQL text; secrets
@@ -28,7 +29,8 @@ from ..catalog import SourceInfo
 from ..errors import SPARK_ERROR_LIMIT, StateError, first_line
 from ..language.starting import Reset, Starting
 from ..storage import kafka_properties
-from . import kafka_connector
+from ..storage.kafka_values import KafkaValue, ValueFormat
+from . import kafka_connector, kafka_formats
 from .schemas import CORRUPT, FILE, ddl_schema, spark_type
 
 CONF_PREFIX = kafka_properties.CONF_PREFIX
@@ -167,6 +169,11 @@ def decode(df: DataFrame, src: SourceInfo, keep: Sequence[SparkColumn] = ()) -> 
     value = F.from_json(
         F.col("value").cast("string"), value_schema, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
     )
+    # a value that is not JSON at all leaves the struct null: its text is the corrupt record
+    unread = F.when(F.col("__sq_value").isNull(), F.lit("(not a JSON object)"))
+    if KafkaValue.of(src).format is not ValueFormat.JSON:  # AVRO, KAFKA: the reason is in the struct
+        fields, why = kafka_formats.decode(df, src, F.col("value"))
+        value, unread = F.struct(*fields, why.alias(CORRUPT)), F.lit(None).cast("string")
     if len(keys) == 1:
         key_columns = [F.col("key").cast("string").cast(spark_type(keys[0].type)).alias(keys[0].name)]
     else:
@@ -182,10 +189,7 @@ def decode(df: DataFrame, src: SourceInfo, keep: Sequence[SparkColumn] = ()) -> 
     )
     decoded = df.select(*key_columns, value.alias("__sq_value"), position.alias(FILE), *keep)
     kept = decoded.columns[len(key_columns) + 2 :]
-    # a value that is not JSON at all leaves the struct null: its text is the corrupt record
-    corrupt = F.coalesce(
-        F.col(f"__sq_value.{CORRUPT}"), F.when(F.col("__sq_value").isNull(), F.lit("(not a JSON object)"))
-    )
+    corrupt = F.coalesce(F.col(f"__sq_value.{CORRUPT}"), unread)
     return decoded.select(
         *[F.col(f"`{c.name}`") if c.key else F.col(f"__sq_value.`{c.name}`").alias(c.name) for c in src.columns],
         corrupt.alias(CORRUPT),
@@ -199,10 +203,13 @@ def encode(df: DataFrame, sink: SourceInfo, *, deleted: DataFrame | None = None)
     the keys a table ``deleted`` as tombstones (the key and a null value, as in ksqlDB)."""
     # a null column is written as null, as ksqlDB's JSON does (Spark would leave it out)
     value = F.to_json(F.struct(*[F.col(f"`{c.name}`") for c in _value_columns(sink)]), {"ignoreNullFields": "false"})
+    tombstone = F.lit(None).cast("string")
+    if KafkaValue.of(sink).format is not ValueFormat.JSON:  # AVRO, KAFKA: bytes
+        value, tombstone = kafka_formats.encode(sink), F.lit(None).cast("binary")
     records = df.select(_key(sink).alias("key"), value.alias("value"))
     if deleted is None:
         return records
-    return records.unionByName(deleted.select(_key(sink).alias("key"), F.lit(None).cast("string").alias("value")))
+    return records.unionByName(deleted.select(_key(sink).alias("key"), tombstone.alias("value")))
 
 
 def _key(sink: SourceInfo) -> SparkColumn:

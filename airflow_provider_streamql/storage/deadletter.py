@@ -105,7 +105,7 @@ def append_dead_letters(src: SourceInfo, records: Iterable[BadRecord], name: str
 def kafka_dead_letters(records: Iterable[BadRecord]) -> list[tuple[bytes, bytes]]:
     """``records`` as the Kafka records of a dead-letter topic: (key, value), the key the
     record's position, the value a JSON object of the stream's columns."""
-    return [(r.file.encode("utf-8"), kafka_records.encode(_row(r), COLUMNS)[1]) for r in records]
+    return [(r.file.encode("utf-8"), kafka_records.json_value(_row(r), COLUMNS)) for r in records]
 
 
 def _iso(t: float) -> str:

@@ -9,7 +9,8 @@ several as a JSON object, or no key. Text is made as Spark's JSON generator (Jac
 it: a TIMESTAMP as ``yyyy-MM-dd'T'HH:mm:ss.SSS`` in UTC with ``Z`` (milliseconds, as Spark
 writes), a DOUBLE as Java's ``Double.toString`` (``1.0E10``), a DECIMAL with its scale
 (``9.50``), control characters escaped as ``\\u001F``. ``tests/test_kafka.py`` compares
-these bytes with Spark's own for a row of every type.
+these bytes with Spark's own for a row of every type. AVRO and KAFKA values: see
+:mod:`.kafka_values` (``tests/test_kafka_formats.py`` compares those bytes too).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 
 from ..language.statements import Column
 from ..language.types import SqlType, TypeName
+from .kafka_values import KafkaValue, ValueFormat
 
 
 @dataclass(frozen=True)
@@ -45,11 +47,24 @@ class KafkaRecord:
         return f"{self.partition}@{self.offset}"
 
 
-def encode(record: Mapping[str, Any], columns: list[Column]) -> tuple[bytes | None, bytes]:
+def encode(
+    record: Mapping[str, Any], columns: list[Column], value_format: KafkaValue | None = None
+) -> tuple[bytes | None, bytes | None]:
     """(key, value) of ``record`` (column name -> a value as :func:`..storage.values.stored`
-    gives it) as the runtime's encoder writes them."""
+    gives it) as the runtime's encoder writes them (the value in ``value_format``: JSON unless
+    given)."""
     keys = [c for c in columns if c.key]
-    value = _object([(c.name, c.type, record.get(c.name)) for c in columns if not c.key])
+    if value_format is not None and value_format.format is not ValueFormat.JSON:
+        return _key_bytes(record, keys), value_format.encode(record)
+    return _key_bytes(record, keys), json_value(record, columns)
+
+
+def json_value(record: Mapping[str, Any], columns: list[Column]) -> bytes:
+    """The JSON value of ``record``: an object of its value columns (never null)."""
+    return _object([(c.name, c.type, record.get(c.name)) for c in columns if not c.key]).encode("utf-8")
+
+
+def _key_bytes(record: Mapping[str, Any], keys: list[Column]) -> bytes | None:
     if not keys:
         key = None
     elif len(keys) == 1:
@@ -57,17 +72,22 @@ def encode(record: Mapping[str, Any], columns: list[Column]) -> tuple[bytes | No
     else:
         # Spark's to_json of the key struct leaves a null field out (its default)
         key = _object([(c.name, c.type, record.get(c.name)) for c in keys], nulls=False)
-    return (None if key is None else key.encode("utf-8")), value.encode("utf-8")
+    return None if key is None else key.encode("utf-8")
 
 
-def decode(record: KafkaRecord, columns: list[Column]) -> dict[str, Any] | None:
+def decode(record: KafkaRecord, columns: list[Column], value_format: KafkaValue | None = None) -> dict[str, Any] | None:
     """The columns of ``record`` as JSON values (None for a column it lacks), matching value
     fields in any letter case, as the runtime's decoder reads them; None when its value is no
-    JSON object (a bad record) or, for a tombstone, when the caller asks (value None)."""
+    JSON object (a bad record; AVRO, KAFKA: not a value of ``value_format``) or, for a
+    tombstone, when the caller asks (value None)."""
     if record.value is None:
         return None
+    parsed: Any
     try:
-        parsed = json.loads(record.value)
+        if value_format is not None and value_format.format is not ValueFormat.JSON:
+            parsed = value_format.decode(record.value)
+        else:
+            parsed = json.loads(record.value)
     except (UnicodeDecodeError, ValueError):
         return None
     if not isinstance(parsed, dict):

@@ -17,6 +17,7 @@ from ..catalog import SourceInfo
 from ..language.limits import Limits
 from . import kafka_topics, topics
 from .kafka_records import KafkaRecord
+from .kafka_values import KafkaValue, ValueFormat
 
 #: the columns of a printed record of a file topic
 COLUMNS = ["rowtime", "key", "value", "file"]
@@ -115,6 +116,7 @@ def _print_kafka(
     if limit is not None and shown >= limit:
         return Printed([], since.files, read, shown, offsets)
     settings = kafka.require(f"PRINT {src.name}")
+    value_format = KafkaValue.of(src)
     records = kafka_topics.read(settings, src.kafka_topic, offsets, limits, f"PRINT {src.name}")
     with contextlib.closing(records):  # a LIMIT reached closes the consumer at once
         for record in records:
@@ -123,19 +125,27 @@ def _print_kafka(
             if (read - 1) % interval:
                 continue
             shown += 1
-            rows.append(_kafka_row(record))
+            rows.append(_kafka_row(record, value_format))
             if limit is not None and shown >= limit:
                 break  # a follower starts after the last record shown
     return Printed(rows, since.files, read, shown, offsets)
 
 
-def _kafka_row(record: KafkaRecord) -> list[Any]:
+def _kafka_row(record: KafkaRecord, value_format: KafkaValue) -> list[Any]:
     """A record as ksqlDB's PRINT shows it: its timestamp (``2024/01/01 00:00:00.000 Z``),
-    key and value as text, partition and offset."""
+    key and value as text (an AVRO value as a JSON object of its fields, a KAFKA value as its
+    one value; bytes that are no such value as text), partition and offset."""
     moment = datetime.datetime.fromtimestamp(record.timestamp / 1000, datetime.UTC)
     rowtime = f"{moment:%Y/%m/%d %H:%M:%S}.{moment.microsecond // 1000:03d} Z" if record.timestamp >= 0 else None
     text = lambda data: None if data is None else data.decode("utf-8", "replace")
-    return [rowtime, text(record.key), text(record.value), record.partition, record.offset]
+    value = text(record.value)
+    if record.value is not None and value_format.format is not ValueFormat.JSON:
+        decoded = value_format.decode(record.value)
+        if decoded is not None and value_format.format is ValueFormat.AVRO:
+            value = json.dumps(decoded, separators=(",", ":"), ensure_ascii=False)
+        elif decoded is not None:
+            value = _text(decoded[value_format.single.name])
+    return [rowtime, text(record.key), value, record.partition, record.offset]
 
 
 def _key(record: dict[str, Any], keys: list[str]) -> str | None:

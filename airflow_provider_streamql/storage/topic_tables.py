@@ -20,16 +20,18 @@ from ..errors import ValidationError
 from ..language.limits import Limits
 from . import kafka_records, kafka_topics
 from .kafka_records import KafkaRecord
+from .kafka_values import KafkaValue, ValueFormat
 
 
 class Decoded:
     """Records of ``src``'s Kafka topic decoded as a runtime decodes them, in the order given:
-    :meth:`row` decodes one (a record whose value is no JSON object is skipped and counted),
+    :meth:`row` decodes one (a record its value format cannot read is skipped and counted),
     :meth:`add` keeps each change as a row, as a push query shows it (a table's tombstones
     and records without a key show none)."""
 
     def __init__(self, src: SourceInfo):
         self.src = src
+        self.value_format = KafkaValue.of(src)
         self.rows: list[dict] = []
         self.skipped = 0
         self.first = ""  # the position of the first record skipped
@@ -37,7 +39,7 @@ class Decoded:
     def row(self, record: KafkaRecord) -> dict | None:
         """``record``'s row (each column's JSON value, None when missing), or None when it
         cannot be read."""
-        row = kafka_records.decode(record, self.src.columns)
+        row = kafka_records.decode(record, self.src.columns, self.value_format)
         if row is None:
             self.skipped += 1
             self.first = self.first or f"kafka:{self.src.kafka_topic}/{record.position}"
@@ -55,9 +57,11 @@ class Decoded:
         if not self.skipped:
             return []
         s = "s" if self.skipped != 1 else ""
+        value = self.value_format.format
+        what = "JSON object" if value is ValueFormat.JSON else f"{value.value} value"
         return [
             f"Skipped {self.skipped} record{s} of {self.src.kind} {self.src.name} that cannot be read "
-            f"(no JSON object), the first: {self.first}"
+            f"(no {what}), the first: {self.first}"
         ]
 
 
