@@ -31,6 +31,15 @@ PROPERTIES = [
      "on a Kafka topic streamql writes its one key column id as a JSON value \\(KEY_FORMAT='JSON'\\)", 63),
     ("WITH (format='JSON', value_format='JSON')", "give FORMAT or KEY_FORMAT and VALUE_FORMAT, not both", 46),
     ("WITH (partitions=1, colour='red')", "unknown property 'colour'", 60),
+    ("WITH (format='JSON', value_delimiter='|')", "value_delimiter is for value_format='DELIMITED', not JSON", 61),
+]
+
+# (the WITH clause of `CREATE STREAM q ... AS SELECT * FROM s`, the error, its column): a
+# query's own properties are placed at the property too
+QUERY_PROPERTIES = [
+    ("WITH (on_error='NOPE')", "on_error must be one of FAIL, LOG_AND_CONTINUE, PAUSE, not 'NOPE'", 23),
+    ("WITH (partitions=1, on_error=3)", "on_error must be one of", 37),
+    ("WITH (dead_letter_topic='x y')", "property dead_letter_topic = 'x y': must be a Kafka topic name", 23),
 ]
 
 
@@ -44,6 +53,16 @@ def test_a_ksqldb_property_has_a_meaning_or_a_reason(engine, home, clause, error
     with pytest.raises(ValidationError, match=error) as info:
         engine.execute(sql)
     assert (info.value.line, info.value.col) == (1, col)  # at the property, not at CREATE
+    assert catalog_dump(engine.catalog.url) == before
+
+
+@pytest.mark.parametrize("clause, error, col", QUERY_PROPERTIES)
+def test_a_query_property_error_points_at_the_property(engine, clause, error, col):
+    engine.execute("CREATE STREAM s (id INT KEY, v STRING) WITH (kafka_topic='s')")
+    before = catalog_dump(engine.catalog.url)
+    with pytest.raises(ValidationError, match=error) as info:
+        engine.execute(f"CREATE STREAM q {clause} AS SELECT * FROM s")
+    assert (info.value.line, info.value.col) == (1, col)
     assert catalog_dump(engine.catalog.url) == before
 
 

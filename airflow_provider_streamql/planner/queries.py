@@ -296,13 +296,18 @@ class PersistentQueries:
         now = time.time()
         settings = dict(self.planning.settings)
         policy = getattr(stmt, "properties", {}).get("on_error")
+        property_at = getattr(stmt, "property_at", {})
         if policy is not None:
             if str(policy).upper() not in ERROR_POLICIES:
-                raise error_at(f"on_error must be one of {', '.join(ERROR_POLICIES)}, not {policy!r}", stmt)
+                raise error_at(
+                    f"on_error must be one of {', '.join(ERROR_POLICIES)}, not {policy!r}",
+                    stmt,
+                    at=property_at.get("on_error"),
+                )
             settings["on_error"] = str(policy).upper()
         if (topic := getattr(stmt, "properties", {}).get(TOPIC_PROPERTY)) is not None:
             if problem := dead_letter_topic_problem(query_id, topic, compiled, self.planning.snapshot.sources, sink):
-                raise error_at(f"property {TOPIC_PROPERTY} = {topic!r}: {problem}", stmt)
+                raise error_at(f"property {TOPIC_PROPERTY} = {topic!r}: {problem}", stmt, at=property_at.get(TOPIC_PROPERTY))
             settings[TOPIC_PROPERTY] = topic
         query = QueryInfo(
             id=query_id,
