@@ -290,7 +290,9 @@ class Planning:
             raise error_at(f"{stmt.name}: {found[1]}", stmt, at=stmt.property_at.get(found[0]))
         if "value_delimiter" in props and fmt != "DELIMITED":
             raise error_at(
-                f"value_delimiter is for value_format='DELIMITED', not {fmt}", stmt, at=stmt.property_at.get("value_delimiter")
+                f"value_delimiter is for value_format='DELIMITED', not {fmt}",
+                stmt,
+                at=stmt.property_at.get("value_delimiter"),
             )
         problem = topics.format_problem(fmt, columns)
         if problem:

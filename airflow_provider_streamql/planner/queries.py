@@ -307,7 +307,9 @@ class PersistentQueries:
             settings["on_error"] = str(policy).upper()
         if (topic := getattr(stmt, "properties", {}).get(TOPIC_PROPERTY)) is not None:
             if problem := dead_letter_topic_problem(query_id, topic, compiled, self.planning.snapshot.sources, sink):
-                raise error_at(f"property {TOPIC_PROPERTY} = {topic!r}: {problem}", stmt, at=property_at.get(TOPIC_PROPERTY))
+                raise error_at(
+                    f"property {TOPIC_PROPERTY} = {topic!r}: {problem}", stmt, at=property_at.get(TOPIC_PROPERTY)
+                )
             settings[TOPIC_PROPERTY] = topic
         query = QueryInfo(
             id=query_id,
