@@ -36,6 +36,9 @@ from .badrecords import MARKER, DeadLetterWriter, RecordGuard, parse_failed, rec
 from .connectors import start_dead_letter_query
 from .kafka_dead_letters import send_skipped
 
+#: how Spark heads the error of ``raise_error``, the guard's
+RAISED = "[USER_RAISED_EXCEPTION]"
+
 log = logging.getLogger("streamql.runtime")
 
 
@@ -133,6 +136,16 @@ class Holds:
         with write_connection(self.catalog.engine) as conn:
             self.catalog.bad_records.mark(conn, query.id, "RETRIED", "RESOLVED", upto_batch=batch)
         log.info("%s: the batch that held it committed; its bad records are resolved", query.id)
+
+    @staticmethod
+    def guard_report(query: QueryInfo, error: object) -> str | None:
+        """The line of the query's own guard failing a batch, when ``error`` wraps it deeper
+        than its first line: a foreachBatch writer (an exactly-once Kafka sink, a table's
+        writer) fails with Py4J's heading, the guard's error among its causes. Only the error
+        Spark raised counts (``[USER_RAISED_EXCEPTION]``), never a plan quoting the guard."""
+        text = str(getattr(error, "desc", None) or error)
+        at = text.find(f"{RAISED} {MARKER} {query.id} ")
+        return text[at:].splitlines()[0] if at >= 0 else None
 
     @staticmethod
     def is_guard_error(query: QueryInfo, error: str) -> bool:

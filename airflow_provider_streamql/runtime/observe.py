@@ -128,5 +128,5 @@ class Observer:
         error = running.exception()
         if error is None:
             return Failure(None)
-        message = kafka.error_report(error)
+        message = self.holds.guard_report(query, error) or kafka.error_report(error)
         return Failure(message, self.holds.is_bad_record_failure(query, message, error))
