@@ -82,6 +82,13 @@ CASES = [
     ("FROM_DAYS(19724)", "", TS),
     ("array_remove(array(s, NULL, 'x'), 'x')", "a", TS),
     ("CONVERT_TZ(ts, 'America/New_York', 'Europe/Paris')", "", TS),
+    # CAST fails where it cannot convert (ANSI, Spark 4's default), never a silent NULL
+    ("CAST(s AS INT)", "12", TS),
+    ("CAST(s AS INT)", "twelve", TS),
+    ("CAST(s AS DOUBLE)", "1.5x", TS),
+    ("CAST(s AS DATE)", "2024-02-30", TS),
+    ("TRY_CAST(s AS INT)", "twelve", TS),
+    ("date_add(CAST(ts AS DATE), 1)", "", TS),
 ]
 # timestamp_format of a text event time, its text: ROWTIME
 ROWTIMES = [

@@ -161,8 +161,9 @@ def _refusal(node: exp.Expr) -> str | None:
 
 def for_duckdb(tree: exp.Expr) -> exp.Expr:
     """A copy of ``tree`` (Spark dialect) with each call of :data:`RENDER` as DuckDB computes
-    it; a call DuckDB cannot compute as Spark does raises :class:`ValidationError` naming it."""
-    tree = tree.copy()
+    it; a call DuckDB cannot compute as Spark does raises :class:`ValidationError` naming it.
+    Spark's meaning is kept where the translation would lose it (:func:`_strict`)."""
+    tree = tree.copy().transform(_strict)
     if found := problem(tree):
         raise ValidationError(found[0])
     calls = [
@@ -180,6 +181,17 @@ def for_duckdb(tree: exp.Expr) -> exp.Expr:
         else:
             call.replace(rendered)
     return tree
+
+
+def _strict(node: exp.Expr) -> exp.Expr:
+    """Spark's CAST fails on a value it cannot convert (ANSI mode, Spark 4's default), where
+    sqlglot reads it as TRY_CAST (only a written TRY_CAST, ``safe``, gives NULL); Spark's
+    DATE_ADD gives a DATE, DuckDB's a TIMESTAMP."""
+    if isinstance(node, exp.TryCast) and not node.args.get("safe"):
+        return exp.Cast(this=node.this, to=node.args["to"])
+    if isinstance(node, exp.TsOrDsAdd) and not isinstance(node.parent, exp.Cast):
+        return exp.Cast(this=node, to=exp.DataType.build("DATE"))
+    return node
 
 
 def problem(tree: exp.Expr) -> tuple[str, exp.Expr] | None:

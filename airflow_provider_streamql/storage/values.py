@@ -73,7 +73,8 @@ class ValueEvaluator:
             return value
         shown = _shown(tree) + (f" for column {column!r}" if column else "")
         try:
-            sql = exp.select(exp.alias_(sandbox.guarded(_for_duckdb(tree), self.limits), "v")).sql(dialect="duckdb")
+            guarded = sandbox.guarded(duckdb_calls.for_duckdb(tree), self.limits)
+            sql = exp.select(exp.alias_(guarded, "v")).sql(dialect="duckdb")
         except SqlglotError as e:
             raise ValidationError(f"cannot evaluate {shown}: {_one_line(str(e))}") from None
         try:
@@ -117,21 +118,6 @@ def record_problem(record: dict[str, Any], fmt: str, limits: Limits) -> str | No
     if size > limits.row_bytes:
         return limits.exceeded("row_bytes", f"the record is {size:,} bytes (as JSON)")
     return None
-
-
-def _for_duckdb(tree: exp.Expr) -> exp.Expr:
-    """``tree`` with Spark's meaning kept where the DuckDB translation would lose it: Spark's
-    CAST fails on a value it cannot convert (ANSI mode, Spark 4's default), where sqlglot
-    reads it as TRY_CAST (only a written TRY_CAST gives NULL); DATE_ADD gives a DATE."""
-
-    def strict(node: exp.Expr) -> exp.Expr:
-        if isinstance(node, exp.TryCast) and not node.args.get("safe"):
-            return exp.Cast(this=node.this, to=node.args["to"])
-        if isinstance(node, exp.TsOrDsAdd) and not isinstance(node.parent, exp.Cast):
-            return exp.Cast(this=node, to=exp.DataType.build("DATE"))
-        return node
-
-    return duckdb_calls.for_duckdb(tree).transform(strict)
 
 
 def stored(value: Any, column: Column, tree: exp.Expr, *, timestamp_format: str | None = None) -> Any:
