@@ -161,3 +161,29 @@ def test_skip_bad_records_on_a_held_query_sends_the_record_to_the_dead_letter_to
     assert (key, letter["file"], letter["raw"], letter["status"], letter["handled_by"]) == (
         f"kafka:{source}/0@1", f"kafka:{source}/0@1", MALFORMED, "SKIPPED", "user:ops")
     assert engine.catalog.source(dlq).kafka_topic == dlq
+
+
+def test_a_query_stopped_under_fail_then_set_to_log_and_continue_sends_the_record_that_stopped_it(
+        kafka_spark, kafka_topics, sqlite_engine, runtimes):
+    """A query reading from the latest offsets stops at a malformed record under FAIL; its
+    policy changed to LOG_AND_CONTINUE (in place), it goes on past the record, and the record
+    is in its dead-letter topic: the companion query made then starts where the query goes
+    on, not at the topic's end."""
+    engine = sqlite_engine
+    source = kafka_topics.new("orders")
+    copy = "CREATE {how} STREAM copy WITH (on_error='{policy}') AS SELECT * FROM orders PARTITION BY id"
+    engine.execute(orders(source) + copy.format(how="", policy="FAIL"))
+    dlq = "CSAS_COPY_1_DLQ"
+    admin = kafka_topics.broker.admin()
+    if dlq in admin.list_topics(timeout=30).topics:  # an earlier test's query of that id left it
+        admin.delete_topics([dlq])[dlq].result(30)
+    runtimes.start(engine)
+    engine.wait_for_state("CSAS_COPY_1", "RUNNING", timeout=120)
+    kafka_topics.produce(source, [good(1)])
+    wait_until(lambda: len(engine.execute("SELECT * FROM copy")[0].rows) == 1, 120, "the first record in the output")
+    kafka_topics.produce(source, [("2", MALFORMED), good(3)])
+    wait_until(lambda: engine.bad_records("CSAS_COPY_1"), 120, "the query stopped at the record")
+    engine.execute(copy.format(how="OR REPLACE", policy="LOG_AND_CONTINUE"))
+    wait_until(lambda: len(engine.execute("SELECT * FROM copy")[0].rows) == 2, 120, "the query past the record")
+    wait_until(lambda: kafka_topics.read_to_end(dlq), 120, "the record in the dead-letter topic")
+    assert [(key, letter["raw"]) for key, letter in letters(kafka_topics, dlq)] == [(f"kafka:{source}/0@1", MALFORMED)]

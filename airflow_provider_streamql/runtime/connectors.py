@@ -19,6 +19,7 @@ from ..catalog import QueryInfo, SourceInfo
 from ..language.pseudocolumns import EVENT_TIME
 from ..language.starting import Starting
 from ..language.streaming import StreamingPlan
+from ..storage.checkpoints import kafka_positions
 from ..storage.layout import Part, dead_letter_checkpoint
 from ..storage.topics import FORMATS
 from . import kafka, kafka_connector, kafka_exactly_once, kafka_formats
@@ -45,7 +46,7 @@ def source_stream(
     *,
     checked: bool,
     fail_fast: bool = False,
-    starting: Starting | str = "earliest",
+    starting: kafka.Start = "earliest",
     name: str | None = None,
 ) -> DataFrame:
     """A streaming DataFrame over a topic: a directory of files (only committed files if a
@@ -71,7 +72,7 @@ def read_stream(
     src: SourceInfo,
     watermark: list | None = None,
     record_guard: RecordGuard | None = None,
-    starting: Starting | str = "earliest",
+    starting: kafka.Start = "earliest",
     name: str | None = None,
 ) -> DataFrame:
     """A streaming DataFrame over a topic with the query's error policy applied to its bad
@@ -188,8 +189,17 @@ def start_dead_letter_query(
 ) -> StreamingQuery | None:
     """For policy LOG_AND_CONTINUE: a companion query reading the query's streams, with a
     checkpoint of its own, that hands each batch of bad records to ``on_batch``. Its streams
-    are named as the query's are, so it follows a version that adds or drops one."""
+    are named as the query's are, so it follows a version that adds or drops one. Made for
+    a query that has read before (its policy changed to LOG_AND_CONTINUE), it starts each
+    Kafka topic where the query goes on, so the record that stopped it is not passed by."""
     starting = Starting.of(query.settings)
+    checkpoint = dead_letter_checkpoint(query.checkpoint)
+    going_on = {} if os.path.isdir(checkpoint) else kafka_positions(query.checkpoint)
+
+    def start(src: SourceInfo) -> kafka.Start:
+        topic = src.kafka_topic
+        return kafka.Offsets(topic, going_on[topic]) if topic in going_on else starting
+
     read = [
         n
         for n in query.sources
@@ -200,7 +210,9 @@ def start_dead_letter_query(
     with source_evolution(spark, bool(plan.source_names)):
         frames = [
             dead_letters(
-                source_stream(spark, sources[n], checked=True, starting=starting, name=plan.source_names.get(n)),
+                source_stream(
+                    spark, sources[n], checked=True, starting=start(sources[n]), name=plan.source_names.get(n)
+                ),
                 sources[n],
             )
             for n in read
@@ -211,7 +223,7 @@ def start_dead_letter_query(
         return (
             df.writeStream.queryName(f"{query.id}__dead_letters")
             .foreachBatch(on_batch)
-            .option("checkpointLocation", dead_letter_checkpoint(query.checkpoint))
+            .option("checkpointLocation", checkpoint)
             .start()
         )
 

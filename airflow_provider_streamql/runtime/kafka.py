@@ -15,6 +15,7 @@ topic (:mod:`.kafka_connector`).
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import Mapping, Sequence
@@ -123,22 +124,37 @@ class ConnectorSpec:
     options: dict[str, str] = field(default_factory=dict)
 
 
-def reader_spec(src: SourceInfo, options: dict[str, str], starting: Starting | str) -> ConnectorSpec:
-    """How to read ``src``'s topic: from ``starting`` (a :class:`Starting`, or ``earliest``/
-    ``latest``) on a new checkpoint (an existing one resumes from its offsets), failing on
-    lost data."""
+@dataclass(frozen=True)
+class Offsets:
+    """A start at given offsets of one topic: partition -> the offset read first (what
+    another query's checkpoint says it reads next)."""
+
+    topic: str
+    partitions: Mapping[str, int]
+
+
+#: where a Kafka source starts on a new checkpoint
+Start = Starting | Offsets | str
+
+
+def reader_spec(src: SourceInfo, options: dict[str, str], starting: Start) -> ConnectorSpec:
+    """How to read ``src``'s topic: from ``starting`` (a :class:`Starting`, :class:`Offsets`,
+    or ``earliest``/``latest``) on a new checkpoint (an existing one resumes from its
+    offsets), failing on lost data."""
     return ConnectorSpec(
         "kafka",
         {
             **require_settings(options),
             "subscribe": _topic(src),
-            **_starting_options(starting if isinstance(starting, Starting) else Starting(Reset(starting))),
+            **_starting_options(Starting(Reset(starting)) if isinstance(starting, str) else starting),
             "failOnDataLoss": "true",
         },
     )
 
 
-def _starting_options(starting: Starting) -> dict[str, str]:
+def _starting_options(starting: Starting | Offsets) -> dict[str, str]:
+    if isinstance(starting, Offsets):
+        return {"startingOffsets": json.dumps({starting.topic: dict(starting.partitions)})}
     if starting.timestamp_ms is None:
         return {"startingOffsets": starting.reset.value}
     # Kafka's offsets for a time, per partition; a partition with no record at or after it
@@ -222,13 +238,13 @@ def _key(sink: SourceInfo) -> SparkColumn:
     return F.lit(None).cast("string")
 
 
-def read(spark: SparkSession, src: SourceInfo, starting: Starting | str, name: str | None = None) -> DataFrame:
+def read(spark: SparkSession, src: SourceInfo, starting: Start, name: str | None = None) -> DataFrame:
     """A decoded streaming DataFrame over ``src``'s topic (``name``: its source name in the
     checkpoint, for Spark's source evolution)."""
     return decode(records(spark, src, starting, name), src)
 
 
-def records(spark: SparkSession, src: SourceInfo, starting: Starting | str, name: str | None = None) -> DataFrame:
+def records(spark: SparkSession, src: SourceInfo, starting: Start, name: str | None = None) -> DataFrame:
     """The records of ``src``'s topic as the connector streams them (not decoded)."""
     spec = reader_spec(src, settings(spark), starting)
     kafka_connector.ensure(spark)

@@ -130,3 +130,37 @@ def planned_watermark_ms(checkpoint: str) -> int:
     with open(Part(checkpoint).resolve(os.path.join(checkpoint, "offsets", str(last))), encoding="utf-8") as f:
         lines = f.read().splitlines()
     return int(json.loads(lines[1]).get("batchWatermarkMs", 0)) if len(lines) > 1 else 0
+
+
+def kafka_positions(checkpoint: str) -> dict[str, dict[str, int]]:
+    """Kafka topic -> partition -> the offset the query reads next: the end of its last
+    committed batch, else where each Kafka source started (its initial offsets, kept in
+    ``sources/``). Empty for a query that reads no Kafka topic or has no checkpoint yet."""
+    positions: dict[str, dict[str, int]] = {}
+    committed = source_positions(checkpoint, last_committed_batch(checkpoint)).values()
+    found = [p for p in committed if isinstance(p, dict)] or _initial_kafka_offsets(checkpoint)
+    for position in found:
+        for topic, partitions in position.items():
+            if isinstance(partitions, dict):
+                positions.setdefault(topic, {}).update({str(p): int(o) for p, o in partitions.items()})
+    return positions
+
+
+def _initial_kafka_offsets(checkpoint: str) -> list[dict]:
+    """Each Kafka source's first offsets, as its initial-offset file holds them (a version
+    line, then the offsets' JSON); other sources' files are not JSON objects of topics."""
+    sources = Part(checkpoint).resolve(os.path.join(checkpoint, "sources"))
+    found = []
+    for name in sorted(os.listdir(sources)) if os.path.isdir(sources) else []:
+        path = Part(checkpoint).resolve(os.path.join(sources, name, "0"))
+        if not os.path.isfile(path):
+            continue
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()[1:]
+        try:
+            value = json.loads(lines[0]) if lines else None
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            found.append(value)
+    return found
