@@ -24,11 +24,13 @@ from ..errors import ParseError
 from .dialect import DIALECT
 from .limits import Limits, current
 from .names import PLAIN_NAME, name_problem
+from .rates import RateLimit, rate_limit_named, rate_problem
 from .script import split_tokens, start_col
 from .shapes import mark_subscripts, name_fields
 from .statements import (
     MAX_COUNT,
     MAX_STATE_ROWS,
+    AlterQuery,
     AlterSource,
     Column,
     CreateAsSelect,
@@ -713,6 +715,8 @@ class _StatementParser:
 
     def alter(self) -> Statement:
         self.expect("ALTER")
+        if self.accept("QUERY"):
+            return self.alter_query()
         kind = self.source_kind()
         name = self.object_name()
         columns = []
@@ -724,6 +728,29 @@ class _StatementParser:
                 break
         self.done()
         return self.make(AlterSource, kind=kind, name=name, add_columns=columns)
+
+    def alter_query(self) -> Statement:
+        """``ALTER QUERY <id> SET <limit> = n`` or ``ALTER QUERY <id> UNSET <limit>``."""
+        query_id = self.object_name()
+        unset = self.accept("UNSET")
+        if not unset:
+            self.expect("SET")
+        token = self.peek()
+        limit = rate_limit_named(token.text if token is not None else None)
+        if limit is None:
+            self.fail(f"expected a query setting ({', '.join(RateLimit)})")
+        self.i += 1
+        value = None
+        if not unset:
+            self.expect_type(TokenType.EQ, "=")
+            token = self.peek()
+            if token is not None and token.text.upper() == "DEFAULT":
+                self.fail(f"write ALTER QUERY {query_id} UNSET {limit} to lift a rate limit", token)
+            value = self.literal()
+            if problem := rate_problem(limit, value):
+                self.fail(problem, token)
+        self.done()
+        return self.make(AlterQuery, query_id=query_id, limit=limit, value=value)
 
     def insert(self) -> Statement:
         self.expect("INSERT", "INTO")

@@ -1,5 +1,8 @@
 """Typed StreamQL statements: what the parser produces and the engine applies."""
 
+# long module: one small class per statement of the grammar, the language's typed face; split
+# by family they would import each other's bases and be read side by side anyway
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -9,6 +12,7 @@ from sqlglot import exp
 
 from ..errors import ParseError
 from .names import check_object_name
+from .rates import RateLimit, rate_problem
 from .types import SqlType, TypeProblem, parse_type
 
 #: control statements and the desired state each asks for
@@ -323,6 +327,32 @@ class RestoreQuery(Statement):
             raise ParseError(f"a snapshot number is a whole number from 1 to {MAX_COUNT}, not {number!r}")
         name = check_object_name(query_id, "query ID")
         return cls(text=f"RESTORE {name} TO SNAPSHOT {number}", query_id=name, number=number)
+
+
+@dataclass
+class AlterQuery(Statement):
+    """``ALTER QUERY <query_id> SET <limit> = n``: the query reads at most ``n`` records (Kafka)
+    or files (file topics) per micro-batch from now on; ``ALTER QUERY <query_id> UNSET
+    <limit>`` (``value`` None) lifts it. Applied in place: the query restarts from its
+    checkpoint with its state and offsets."""
+
+    changed_fields = ("query_id",)
+
+    query_id: str
+    limit: RateLimit
+    value: int | None
+
+    @classmethod
+    def of(cls, query_id: str, limit: str, value: int | None) -> AlterQuery:
+        """The statement from checked parts (never text to parse): ``value`` None unsets it."""
+        name = check_object_name(query_id, "query ID")
+        known = next((r for r in RateLimit if r.value == str(limit).lower()), None)
+        if known is None:
+            raise ParseError(f"no setting {limit!r} of a query (settings: {', '.join(RateLimit)})")
+        if value is not None and (problem := rate_problem(known, value)):
+            raise ParseError(problem)
+        change = f"UNSET {known}" if value is None else f"SET {known} = {value}"
+        return cls(text=f"ALTER QUERY {name} {change}", query_id=name, limit=known, value=value)
 
 
 #: what can be done with a query's shadow version (``CREATE OR REPLACE ... WITH (shadow=true)``)
