@@ -223,6 +223,20 @@ def test_promote_a_shadow_then_retry_the_task(running, capfd):
     assert f"shadow {shadow} was promoted already, not discarded" in wrong.log
 
 
+def test_alter_query_sets_a_rate_limit_in_place_and_refuses_zero(running, capfd):
+    engine = running
+    run = run_dag("t_alter_query", capfd, query_id="CSAS_VALID_1", value=2)
+    assert run.states == {"task": "success"}, run.log
+    assert (run.xcom("task", "query_id"), run.xcom("task", "version")) == ("CSAS_VALID_1", 2)
+    assert [f["code"] for f in run.xcom("task", "report")["findings"]] == ["RATE_LIMIT_CHANGED"]
+    assert engine.query("CSAS_VALID_1").running_version == 2
+    assert engine.query("CSAS_VALID_1").settings["max_files_per_batch"] == 2
+    zero = run_dag("t_alter_query", capfd, query_id="CSAS_VALID_1", value=0)
+    assert zero.states == {"task": "failed"}
+    assert "max_files_per_batch = 0 would stop the query reading: PAUSE it instead" in zero.log
+    assert engine.query("CSAS_VALID_1").version == 2
+
+
 def test_pause_resume_terminate_change_what_the_runtime_does(running, runtimes, capfd):
     engine = running
     (runtime, _thread), = runtimes.started

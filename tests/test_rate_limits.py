@@ -8,7 +8,7 @@ import pytest
 
 from airflow_provider_streamql.errors import NotFoundError, ParseError, StateError, ValidationError
 
-from .support import insert, stream_rows
+from .support import insert, stream_rows, wait_until
 
 PIPELINE = """
 CREATE STREAM src (id INT, v INT);
@@ -102,3 +102,31 @@ def test_bad_rate_limits_are_refused_and_change_nothing(sqlite_engine, statement
     with pytest.raises(error, match=re.escape(words)):
         engine.execute(statement)
     assert ([(r["query_id"], r["version"], r["desired"]) for r in engine.queries()], engine.query(OUT).settings) == before
+
+
+def test_max_records_per_batch_bounds_each_batch_of_a_kafka_query(kafka_spark, kafka_topics, sqlite_engine, runtimes):
+    """Spark's maxOffsetsPerTrigger on a one-partition topic: a backlog of 10 records is read
+    2 at a time, and after ALTER QUERY ... = 5 a new backlog 5 at a time, every record once."""
+    engine = sqlite_engine
+    topic = kafka_topics.new("orders", partitions=1)
+    kafka_topics.produce(topic, [(str(n), {"id": n}) for n in range(10)])
+    engine.execute(f"CREATE STREAM orders (id INT) WITH (kafka_topic='{topic}'); SET 'auto.offset.reset' = 'earliest';"
+                   "CREATE STREAM seen WITH (max_records_per_batch = 2) AS SELECT id FROM orders")
+    query = "CSAS_SEEN_1"
+    refused = f"ALTER QUERY {query} SET max_files_per_batch = 2"
+    with pytest.raises(ValidationError, match=re.escape("this one streams ORDERS (Kafka topic): use max_records_per_batch")):
+        engine.execute(refused)
+    runtimes.start(engine)
+    wait_until(lambda: len(stream_rows(engine, "seen")) == 10, 120, "the first 10 records")
+    assert batches_after(engine, query, -1) == [2] * 5
+
+    engine.execute(f"ALTER QUERY {query} SET max_records_per_batch = 5")
+    engine.wait_for_version(query, 2, timeout=90)
+    engine.execute(f"PAUSE {query}")
+    engine.wait_for_state(query, "PAUSED", timeout=60)
+    seen = last_batch(engine, query)
+    kafka_topics.produce(topic, [(str(n), {"id": n}) for n in range(10, 20)])
+    engine.execute(f"RESUME {query}")
+    wait_until(lambda: len(stream_rows(engine, "seen")) == 20, 120, "all 20 records")
+    assert batches_after(engine, query, seen) == [5, 5]
+    assert stream_rows(engine, "seen") == [(n,) for n in range(20)]

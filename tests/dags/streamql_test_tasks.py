@@ -14,6 +14,7 @@ from airflow_provider_streamql.operators.queries import (
     TerminateQueryOperator,
     ValidateUpgradeOperator,
 )
+from airflow_provider_streamql.operators.rates import AlterQueryOperator
 from airflow_provider_streamql.operators.runtime import SubmitRuntimeOperator
 from airflow_provider_streamql.operators.shadows import DiscardShadowOperator, PromoteShadowOperator
 from airflow_provider_streamql.sensors.queries import QueryProgressSensor, QueryStateSensor
@@ -45,6 +46,9 @@ single("t_promote", lambda: PromoteShadowOperator(task_id="task", query_id="{{ p
        query_id="")
 single("t_discard", lambda: DiscardShadowOperator(task_id="task", query_id="{{ params.query_id }}", **FAST),
        query_id="")
+single("t_alter_query", lambda: AlterQueryOperator(
+    task_id="task", query_id="{{ params.query_id }}", setting="{{ params.setting }}", value="{{ params.value }}",
+    **FAST), query_id="", setting="max_files_per_batch", value=2)
 single("t_resume_skipping", lambda: ResumeQueryOperator(
     task_id="task", query_id="{{ params.query_id }}", skip_bad_records=True, **FAST), query_id="")
 single("t_pause_in_worker", lambda: PauseQueryOperator(
