@@ -44,6 +44,7 @@ FORMS = (
     ("DESCRIBE s|query [EXTENDED|STATE]   EXPLAIN query", "describe"),
     ("PRINT s [FROM BEGINNING] [INTERVAL n] [LIMIT n]", "follow a topic's records (Ctrl-C stops)"),
     ("PAUSE|RESUME|TERMINATE query|ALL", "control queries"),
+    ("ALTER QUERY q SET|UNSET max_records_per_batch|max_files_per_batch [= n]", "a query's rate limit"),
     ("DROP STREAM|TABLE [IF EXISTS] s [DELETE TOPIC]", "drop a source"),
     ("SNAPSHOT q | RESTORE q TO SNAPSHOT n | PROMOTE|DISCARD|DIFF q", "snapshots and shadows"),
     ("SET 'auto.offset.reset' = 'earliest' | UNSET '...'", "a setting for the rest of the session"),
