@@ -30,6 +30,8 @@ from .shapes import mark_subscripts, name_fields
 from .statements import (
     MAX_COUNT,
     MAX_STATE_ROWS,
+    READY_WINDOW,
+    READY_WITHIN,
     AlterQuery,
     AlterSource,
     Column,
@@ -45,6 +47,7 @@ from .statements import (
     PullQuery,
     PushQuery,
     QueryControl,
+    ReadyGate,
     RestoreQuery,
     SetProperty,
     ShadowAction,
@@ -53,6 +56,7 @@ from .statements import (
     TakeSnapshot,
     WindowSpec,
     Within,
+    ready_gate_problem,
     retention_problem,
 )
 from .types import UNSUPPORTED, SqlType, TypeProblem, parse_type
@@ -923,8 +927,26 @@ class _StatementParser:
         action = self.tokens[self.i].text.upper()
         self.i += 1
         query_id = self.object_name()
+        ready = self.ready_gate() if action == "PROMOTE" and self.at("WHEN") else None
         self.done()
-        return self.make(ShadowAction, action=action, query_id=query_id)
+        return self.make(ShadowAction, action=action, query_id=query_id, ready=ready)
+
+    def ready_gate(self) -> ReadyGate:
+        """``WHEN READY [WITHIN <duration>] [LAG <= n]``."""
+        start = self.peek()
+        self.expect("WHEN", "READY")
+        within = self.duration("WITHIN") if self.accept("WITHIN") else READY_WITHIN
+        max_lag = 0
+        if self.accept("LAG"):
+            self.expect_type(TokenType.LTE, "<=")
+            token = self.peek()
+            max_lag = self.literal()
+            if isinstance(max_lag, bool) or not isinstance(max_lag, int) or not 0 <= max_lag <= MAX_COUNT:
+                self.fail(f"LAG <= n takes a whole number of input files from 0 to {MAX_COUNT}", token)
+        problem = ready_gate_problem(within, max_lag, READY_WINDOW)
+        if problem:
+            self.fail(problem, start)
+        return ReadyGate(within, max_lag)
 
     def diff(self) -> Statement:
         self.expect("DIFF")
