@@ -47,6 +47,7 @@ FORMS = (
     ("ALTER QUERY q SET|UNSET max_records_per_batch|max_files_per_batch [= n]", "a query's rate limit"),
     ("DROP STREAM|TABLE [IF EXISTS] s [DELETE TOPIC]", "drop a source"),
     ("SNAPSHOT q | RESTORE q TO SNAPSHOT n | PROMOTE|DISCARD|DIFF q", "snapshots and shadows"),
+    ("PROMOTE q WHEN READY [WITHIN 5 MINUTES] [LAG <= n]", "promote a shadow once it caught up"),
     ("SET 'auto.offset.reset' = 'earliest' | UNSET '...'", "a setting for the rest of the session"),
     ("RUN SCRIPT 'file.sql'", "run a file's statements as one script"),
     ("help | ? | exit | quit | Ctrl-D", "this list; leave (Ctrl-C cancels the input)"),
