@@ -24,14 +24,15 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar, Protocol
 
 from .catalog import Catalog, DesiredState, Progress, QueryInfo, QueryState
-from .errors import ValidationError
+from .errors import StateError, ValidationError
 from .storage.checkpoints import last_committed_batch, processed_files
-from .views import lag
+from .views import lag, readiness
 from .views.endings import Ending, Stop, Stopped, WaitEnd, stopped
 from .views.rows import shown_state
 from .views.waits import doing, look
 
-__all__ = ["Condition", "Check", "QueriesInState", "VersionRunning", "ProgressSince", "CaughtUp", "AllOf"]
+__all__ = ["Condition", "Check", "QueriesInState", "VersionRunning", "ProgressSince", "CaughtUp", "ShadowReady"]
+__all__ += ["AllOf"]
 __all__ += ["Ending", "Stop", "Stopped", "WaitEnd", "end_of", "stopped", "unhealthy_queries"]
 __all__ += ["unprocessed_files", "lag_files", "CONDITIONS", "QueryView"]
 
@@ -335,6 +336,52 @@ class CaughtUp(Condition):
 
 
 @dataclass
+class ShadowReady(Condition):
+    """The shadow of ``query_id`` (or ``query_id`` itself, a shadow) is ready to be promoted
+    (:mod:`.views.readiness`): it has read every input file the live version has read, its
+    lag is at most ``max_lag`` input files, both run, and all of that has held for ``window``
+    seconds (``ready_since``: when it began to, as last seen). A live query or shadow that can
+    no longer run on its own (:func:`stopped`), or a shadow promoted or discarded meanwhile,
+    fails the wait."""
+
+    kind: ClassVar[str] = "shadow_ready"
+    query_id: str
+    max_lag: int = 0
+    window: float = 3.0
+    ready_since: float | None = None
+    through_retries: bool = False
+
+    def check(self, engine: QueryView) -> Check:
+        try:
+            live, shadow = readiness.shadow_pair(engine.catalog, self.query_id)
+        except StateError as e:
+            return Check(False, str(e), failed=True)
+        seen = readiness.readiness(engine.catalog, live, shadow)
+        details: dict[str, Any] = {"query_id": live.id, **seen.to_dict(), "max_lag": self.max_lag}
+        leases = engine.catalog.leases.holders()
+        for q in (shadow, live):
+            stop = stopped(look(engine.catalog, q, leases.get(q.id)), through_retries=self.through_retries)
+            if stop is not None:
+                return Check.stop(stop, f"shadow {shadow.id} to be ready", details)
+        now = time.time()
+        if not seen.ready(self.max_lag):
+            self.ready_since = None
+            return Check(False, f"not ready: {seen.figures(self.max_lag)}", details=details)
+        self.ready_since = self.ready_since or now
+        details["ready_for"] = round(now - self.ready_since, 3)
+        if now - self.ready_since >= self.window:
+            return Check(True, f"shadow {shadow.id} is ready: {seen.figures(self.max_lag)}", details=details)
+        return Check(
+            False,
+            f"ready for {now - self.ready_since:.1f}s of {self.window:g}s: {seen.figures(self.max_lag)}",
+            details=details,
+        )
+
+    def watched(self) -> list[str]:
+        return [self.query_id.upper()]
+
+
+@dataclass
 class AllOf(Condition):
     """Every one of ``conditions`` (as dicts) holds; fails as soon as one cannot."""
 
@@ -400,7 +447,7 @@ def lag_files(engine: QueryView, query) -> int | None:
 
 
 CONDITIONS: dict[str, type[Condition]] = {
-    c.kind: c for c in (QueriesInState, VersionRunning, ProgressSince, CaughtUp, AllOf)
+    c.kind: c for c in (QueriesInState, VersionRunning, ProgressSince, CaughtUp, ShadowReady, AllOf)
 }
 
 

@@ -30,8 +30,19 @@ from .catalog import (
     default_pipeline,
 )
 from .catalog import urls as catalog_urls
-from .conditions import AllOf, CaughtUp, Check, Condition, Ending, QueriesInState, VersionRunning, WaitEnd, end_of
-from .errors import NotFoundError, ValidationError, WaitFailed, WaitTimeout
+from .conditions import (
+    AllOf,
+    CaughtUp,
+    Check,
+    Condition,
+    Ending,
+    QueriesInState,
+    ShadowReady,
+    VersionRunning,
+    WaitEnd,
+    end_of,
+)
+from .errors import NotFoundError, StateError, ValidationError, WaitFailed, WaitTimeout
 from .language import parse, parse_one
 from .language.limits import Limits
 from .language.names import check_object_name
@@ -43,6 +54,7 @@ from .language.statements import (
     DropSource,
     QueryControl,
     SetProperty,
+    ShadowAction,
     Show,
     Statement,
 )
@@ -159,6 +171,29 @@ class Engine(Reader):
         statements = list(statements)
         pipeline = pipeline or self.pipeline
         issuer = issuer or self.issuer
+        # PROMOTE ... WHEN READY waits before anything is planned (no transaction held) and
+        # fails with the figures, the script unapplied
+        gated = {i: stmt for i, stmt in enumerate(statements) if isinstance(stmt, ShadowAction) and stmt.ready}
+        gates = {i: self._await_ready(stmt) for i, stmt in gated.items()}
+        if gates:
+            results = self.run(
+                [
+                    dataclasses.replace(gated[i], ready=None) if i in gated else stmt
+                    for i, stmt in enumerate(statements)
+                ],
+                pipeline=pipeline,
+                issuer=issuer,
+                skip_unchanged=skip_unchanged,
+                settings=settings,
+            )
+            for i, (end, waited) in gates.items():
+                results[i] = dataclasses.replace(
+                    results[i],
+                    statement=statements[i].text,
+                    message=f"Ready after {waited:.1f}s ({end.message}). {results[i].message}",
+                    details={**results[i].details, "readiness": {**end.details, "waited": round(waited, 3)}},
+                )
+            return results
         if not any(stmt.writes for stmt in statements):
             return self._read(statements, pipeline, settings)
         undo: list = []
@@ -186,6 +221,25 @@ class Engine(Reader):
         for step in steps:
             step.run_read(wrote=True)
         return [step.result for step in steps]
+
+    def _await_ready(self, stmt: ShadowAction) -> tuple[WaitEnd, float]:
+        """Wait until the shadow ``PROMOTE ... WHEN READY`` names is ready (:class:`ShadowReady`);
+        how the wait ended and how long it took. StateError with the figures when it was not
+        ready within the statement's WITHIN, or can no longer be."""
+        gate = stmt.ready
+        assert gate is not None, "a readiness gate is waited for"
+        started = time.monotonic()
+        end = self.wait_end(ShadowReady(stmt.query_id, gate.max_lag, gate.window), timeout=gate.within, poll=0.2)
+        waited = time.monotonic() - started
+        if end.ending is not Ending.REACHED:
+            why = "not ready within" if end.ending is Ending.TIMED_OUT else "cannot become ready; gave up after"
+            raise StateError(
+                f"{stmt.text.strip()}: the shadow is {why} {waited:.1f}s: {end.message}; nothing was promoted",
+                line=stmt.line,
+                col=stmt.col,
+                text=stmt.text.strip()[:120],
+            )
+        return end, waited
 
     def _read(self, statements: list[Statement], pipeline: str, settings: Mapping[str, str] | None) -> list[Result]:
         """A script of reads: planned in a read transaction (never the write lock), which

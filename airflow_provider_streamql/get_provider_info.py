@@ -32,6 +32,7 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_provider_streamql.operators.runtime",
                     "airflow_provider_streamql.operators.snapshots",
                     "airflow_provider_streamql.operators.shadows",
+                    "airflow_provider_streamql.operators.rates",
                 ],
             }
         ],

@@ -223,6 +223,48 @@ def test_promote_a_shadow_then_retry_the_task(running, capfd):
     assert f"shadow {shadow} was promoted already, not discarded" in wrong.log
 
 
+def test_alter_query_sets_a_rate_limit_in_place_and_refuses_zero(running, capfd):
+    engine = running
+    run = run_dag("t_alter_query", capfd, query_id="CSAS_VALID_1", value=2)
+    assert run.states == {"task": "success"}, run.log
+    assert (run.xcom("task", "query_id"), run.xcom("task", "version")) == ("CSAS_VALID_1", 2)
+    assert [f["code"] for f in run.xcom("task", "report")["findings"]] == ["RATE_LIMIT_CHANGED"]
+    assert engine.query("CSAS_VALID_1").running_version == 2
+    assert engine.query("CSAS_VALID_1").settings["max_files_per_batch"] == 2
+    zero = run_dag("t_alter_query", capfd, query_id="CSAS_VALID_1", value=0)
+    assert zero.states == {"task": "failed"}
+    assert "max_files_per_batch = 0 would stop the query reading: PAUSE it instead" in zero.log
+    assert engine.query("CSAS_VALID_1").version == 2
+
+
+def test_promote_when_ready_fails_with_the_figures_then_waits_for_the_readiness_sensor(running, capfd):
+    """PromoteShadowOperator(when_ready=True): a paused shadow that fell behind is not ready
+    within the bound (the task fails with the figures, nothing promoted); resumed, the
+    readiness sensor passes and the promote waits for the gate, then promotes."""
+    engine = running
+    shadow = engine.upgrade("CREATE OR REPLACE STREAM valid AS SELECT * FROM purchases WHERE cost > 1",
+                            shadow=True).query_id
+    engine.wait_for_state(shadow, "RUNNING", timeout=90)
+    engine.execute(f"PAUSE {shadow}")
+    engine.wait_for_state(shadow, "PAUSED", timeout=90)
+    insert(engine, "purchases", [(1, "ann", 2.0), (2, "bob", 3.0)])
+    engine.wait_caught_up("CSAS_VALID_1", timeout=90)
+    early = run_dag("t_promote_when_ready_soon", capfd, query_id=shadow)
+    assert early.states == {"task": "failed"}, early.log
+    assert f"{shadow} has read 0 of the 2 input file(s) CSAS_VALID_1 has read (2 behind)" in early.log
+    assert "nothing was promoted" in early.log
+    assert engine.query("CSAS_VALID_1").version == 1 and engine.query(shadow).desired_state == "PAUSED"
+
+    engine.execute(f"RESUME {shadow}")
+    sensed = run_dag("t_shadow_ready_sensor", capfd, query_id=shadow)
+    assert sensed.states == {"task": "success"}, sensed.log
+    assert (sensed.xcom("task")["behind"], sensed.xcom("task")["lag"]) == (0, 0)
+    run = run_dag("t_promote_when_ready", capfd, query_id=shadow)
+    assert run.states == {"task": "success"}, run.log
+    assert run.xcom("task", "readiness")["behind"] == 0 and run.xcom("task", "version") == 2
+    assert engine.query("CSAS_VALID_1").running_version == 2 and engine.state(shadow) == "TERMINATED"
+
+
 def test_pause_resume_terminate_change_what_the_runtime_does(running, runtimes, capfd):
     engine = running
     (runtime, _thread), = runtimes.started

@@ -201,10 +201,11 @@ def test_a_shadow_upgrade_promoted_by_the_automatic_gate(deployed, capfd):
     caught_up(engine)
     run = run_dag("streamql_shadow_upgrade", capfd, example=True, gate="auto", max_changed_rows=0, min_compared_inputs=0,
                   new_sql="CREATE OR REPLACE STREAM valid_purchases AS SELECT * FROM purchases WHERE cost > 0")
-    assert run.states == {"shadow": "success", "caught_up": "success", "diff": "success", "gate": "success",
+    assert run.states == {"shadow": "success", "ready": "success", "diff": "success", "gate": "success",
                           "ask": "skipped", "promote": "success", "discard": "skipped"}, run.log
     assert (run.xcom("diff")["changed"], run.xcom("diff")["inputs"]) == (0, 0)  # no input since the copy
     assert "Promoted: Replaced CSAS_VALID_PURCHASES_1 in place: version 2" in run.log
+    assert run.xcom("promote", "readiness")["behind"] == 0  # it waited for the readiness gate
     assert engine.query(VALID).running_version == 2
     assert "VALID_PURCHASES_SHADOW" not in {r[0] for r in engine.execute("SHOW STREAMS")[0].rows}  # dropped
     buy(engine, (2, "bob", "mug", 4.0, 0))  # version 2 lets quantity 0 through

@@ -4,7 +4,7 @@ PROMOTE replaces N in place with every input record in the output exactly once; 
 stops the shadow."""
 import pytest
 
-from airflow_provider_streamql.errors import NotFoundError, StateError, ValidationError
+from airflow_provider_streamql.errors import NotFoundError, ParseError, StateError, ValidationError
 
 from .support import insert, stream_rows, table
 
@@ -134,3 +134,60 @@ def test_the_streaming_queries_page_marks_a_shadow(sqlite_engine):
     shadow = engine.execute("CREATE OR REPLACE STREAM big WITH (shadow=true) AS SELECT id, v FROM src WHERE v > 1")[0]
     marks = {r["query_id"]: r["shadow_of"] for r in query_list(engine)}
     assert marks == {BIG: None, TOTALS: None, shadow.query_id: BIG}
+
+
+def test_promote_when_ready_fails_with_the_figures_while_the_shadow_is_behind_then_waits_and_promotes(
+        sqlite_engine, runtimes):
+    """Materialize's deploy_await: PROMOTE ... WHEN READY promotes only once the shadow has read
+    every input file the live version read and its lag stayed within the bound; before that it
+    fails with the figures and changes nothing."""
+    engine = started(sqlite_engine, runtimes)
+    shadow = engine.execute("CREATE OR REPLACE STREAM big WITH (shadow=true) AS SELECT id, v FROM src WHERE v >= 15")[0]
+    shadow = shadow.query_id
+    engine.wait_for_state(shadow, "RUNNING", timeout=60)
+    engine.execute(f"PAUSE {shadow}")
+    engine.wait_for_state(shadow, "PAUSED", timeout=60)
+    insert(engine, "src", LATER)
+    caught_up(engine, BIG)  # the live version read them; the paused shadow did not
+
+    with pytest.raises(StateError) as refused:
+        engine.execute(f"PROMOTE {BIG} WHEN READY WITHIN 4 SECONDS")
+    said = str(refused.value)
+    assert "the shadow is not ready within" in said and "nothing was promoted" in said, said
+    assert f"{shadow} has read 3 of the 6 input file(s) {BIG} has read (3 behind), lag 3 file(s)" in said, said
+    assert f"{shadow} is PAUSED" in said
+    assert engine.query(BIG).version == 1 and engine.query(shadow).desired_state == "PAUSED"
+
+    engine.execute(f"RESUME {shadow}")
+    promoted = engine.execute(f"PROMOTE {BIG} WHEN READY WITHIN 2 MINUTES LAG <= 0")[0]
+    assert promoted.message.startswith("Ready after "), promoted.message
+    assert "Promoted: Replaced CSAS_BIG_1 in place: version 2" in promoted.message
+    ready = promoted.details["readiness"]
+    assert (ready["behind"], ready["lag"], ready["live_files"]) == (0, 0, 6), ready
+    engine.wait_for_version(BIG, 2, timeout=60)
+    engine.wait_for_state(shadow, "TERMINATED", timeout=60)
+    insert(engine, "src", LAST)
+    caught_up(engine, BIG)
+    assert stream_rows(engine, "big") == [(1, 10), (2, 20), (4, 12), (5, 50), (8, 30)]  # each record once
+    logged = [c["statement"] for c in engine.catalog.commands.all()]
+    assert f"PROMOTE {BIG} WHEN READY WITHIN 2 MINUTES LAG <= 0" in logged
+
+
+@pytest.mark.parametrize("statement, error, words", [
+    ("PROMOTE CSAS_BIG_1 WHEN READY", StateError, "query CSAS_BIG_1 has no shadow"),
+    ("PROMOTE CSAS_NONE_9 WHEN READY", NotFoundError, "no query 'CSAS_NONE_9'"),
+    ("PROMOTE CSAS_BIG_1 WHEN READY WITHIN 0 SECONDS", ParseError, "WITHIN must be positive"),
+    ("PROMOTE CSAS_BIG_1 WHEN READY WITHIN 2 SECONDS", ParseError, "a shadow must stay ready for 3 seconds"),
+    ("PROMOTE CSAS_BIG_1 WHEN READY WITHIN 2 DAYS", ParseError, "at most 86400 seconds"),
+    ("PROMOTE CSAS_BIG_1 WHEN READY LAG <= -1", ParseError, "LAG <= n takes a whole number of input files"),
+    ("PROMOTE CSAS_BIG_1 WHEN READY LAG <= 1.5", ParseError, "LAG <= n takes a whole number of input files"),
+    ("PROMOTE CSAS_BIG_1 WHEN READY LAG < 2", ParseError, "expected '<='"),
+    ("DISCARD CSAS_BIG_1 WHEN READY", ParseError, "unexpected text after the statement"),
+])
+def test_bad_readiness_gates_change_nothing(sqlite_engine, statement, error, words):
+    engine = sqlite_engine
+    engine.execute(PIPELINE)
+    before = states(engine)
+    with pytest.raises(error, match=words):
+        engine.execute(statement)
+    assert states(engine) == before

@@ -505,3 +505,19 @@ def test_bad_records_show_on_the_page(ui, pipeline, browser, runtimes):
     assert "value 'lots' does not fit column 'cost' of type DOUBLE" in shown
     page.screenshot(path=f"{ARTIFACTS}/8-bad-record-1280.png", full_page=True)
     page.context.close()
+
+
+def test_a_rate_limit_shows_on_the_details_page(ui, pipeline, browser):
+    """ALTER QUERY's rate limit on the details page: the limit, the version it made with the
+    validator's finding, and the command in the query's log."""
+    engine = pipeline
+    engine.execute(f"ALTER QUERY {STATS} SET max_files_per_batch = 4")
+    page = log_in(browser, ui, "admin")
+    page.click(f"tr[data-query-id='{STATS}'] a.qid")
+    page.wait_for_selector("#details #rate-limit", timeout=30_000)
+    assert page.inner_text("#details #rate-limit") == "rate limit: max_files_per_batch = 4"
+    shown = page.inner_text("#details")
+    assert "RATE_LIMIT_CHANGED: max_files_per_batch no limit -> 4" in shown
+    assert f"ALTER QUERY {STATS} SET max_files_per_batch = 4" in shown
+    page.screenshot(path=f"{ARTIFACTS}/9-rate-limit-1280.png", full_page=True)
+    page.context.close()

@@ -178,15 +178,34 @@ def test_an_error_policy_change_is_an_upgrade_the_validator_names(tmp_path, old,
     assert named is not None or [f.code for f in report.findings] == ["UNCHANGED"]
 
 
+RATES = [
+    # old WITH                            new WITH                                     the change named
+    ("",                                  " WITH (max_files_per_batch=2)",             "max_files_per_batch no limit -> 2"),
+    (" WITH (max_files_per_batch=2)",     " WITH (max_files_per_batch=10)",            "max_files_per_batch 2 -> 10"),
+    (" WITH (max_files_per_batch=2)",     " WITH (max_files_per_batch=2, on_error='PAUSE')", None),
+    (" WITH (max_files_per_batch=2)",     "",                                          None),  # not restated: kept
+]
+
+
+@pytest.mark.parametrize("old, new, named", RATES)
+def test_a_rate_limit_change_is_an_in_place_scaling_change_the_validator_names(tmp_path, old, new, named):
+    engine = Engine(f"sqlite:///{tmp_path}/c.db", home=str(tmp_path))
+    engine.execute(SOURCES + P.format(old))
+    report = engine.validate(P.format(new).replace("CREATE ", "CREATE OR REPLACE ", 1))
+    assert report.verdict == "IN_PLACE", report.render()
+    found = [(f.kind, f.message.split(":")[0]) for f in report.findings if f.code == "RATE_LIMIT_CHANGED"]
+    assert found == ([("scaling", named)] if named else []), report.render()
+
+
 def test_every_trait_and_kind_is_covered():
     from airflow_provider_streamql.upgrades.report import KINDS
     from airflow_provider_streamql.upgrades.rules import RULES
     from airflow_provider_streamql.upgrades.traits import TRAITS
-    covered_codes = {code for *_, codes in PAIRS + KAFKA_PAIRS for code in codes} | {"ERROR_POLICY_CHANGED"}  # POLICIES
+    covered_codes = {code for *_, codes in PAIRS + KAFKA_PAIRS for code in codes} | {"ERROR_POLICY_CHANGED", "RATE_LIMIT_CHANGED"}  # POLICIES, RATES
     # MULTIPLE_WRITERS needs an INSERT INTO query; STATE_SCHEMA_INCOMPATIBLE a checkpoint
     # (RECORDED_KEYS below, and against Spark in test_validator_spark)
     assert {rule.code for rule in RULES} <= covered_codes | {"MULTIPLE_WRITERS", "STATE_SCHEMA_INCOMPATIBLE"}
-    assert set(KINDS) - {rule.kind for rule in RULES} <= {"transparent", "scaling"}
+    assert set(KINDS) - {rule.kind for rule in RULES} <= {"transparent"}
     assert set(TRAITS) == {"simple", "stateful", "windowed", "joined", "multistage", "nondeterministic"}
 
 

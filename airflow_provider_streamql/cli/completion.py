@@ -21,6 +21,7 @@ FORMS = tuple(
         "CREATE OR REPLACE TABLE",
         "ALTER STREAM",
         "ALTER TABLE",
+        "ALTER QUERY",
         "INSERT INTO",
         "SELECT",
         "PAUSE",
@@ -80,6 +81,7 @@ NAME_AFTER = {
     "PROMOTE": Named.QUERY,
     "DISCARD": Named.QUERY,
     "DIFF": Named.QUERY,
+    "QUERY": Named.QUERY,  # ALTER QUERY
 }
 #: ALTER and DROP name a source after STREAM or TABLE (CREATE names a new one)
 SOURCE_AFTER_KIND = ("ALTER", "DROP")

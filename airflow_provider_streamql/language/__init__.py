@@ -4,6 +4,7 @@ model (:mod:`.analyzer`); names from outside SQL text checked against its gramma
 
 from .names import check_object_name
 from .parser import parse, parse_one
+from .rates import RateLimit, RateLimits
 from .statements import *  # noqa: F401,F403
 
-__all__ = ["parse", "parse_one", "check_object_name"]
+__all__ = ["parse", "parse_one", "check_object_name", "RateLimit", "RateLimits"]

@@ -24,11 +24,15 @@ from ..errors import ParseError
 from .dialect import DIALECT
 from .limits import Limits, current
 from .names import PLAIN_NAME, name_problem
+from .rates import RateLimit, rate_limit_named, rate_problem
 from .script import split_tokens, start_col
 from .shapes import mark_subscripts, name_fields
 from .statements import (
     MAX_COUNT,
     MAX_STATE_ROWS,
+    READY_WINDOW,
+    READY_WITHIN,
+    AlterQuery,
     AlterSource,
     Column,
     CreateAsSelect,
@@ -43,6 +47,7 @@ from .statements import (
     PullQuery,
     PushQuery,
     QueryControl,
+    ReadyGate,
     RestoreQuery,
     SetProperty,
     ShadowAction,
@@ -51,6 +56,7 @@ from .statements import (
     TakeSnapshot,
     WindowSpec,
     Within,
+    ready_gate_problem,
     retention_problem,
 )
 from .types import UNSUPPORTED, SqlType, TypeProblem, parse_type
@@ -713,6 +719,8 @@ class _StatementParser:
 
     def alter(self) -> Statement:
         self.expect("ALTER")
+        if self.accept("QUERY"):
+            return self.alter_query()
         kind = self.source_kind()
         name = self.object_name()
         columns = []
@@ -724,6 +732,29 @@ class _StatementParser:
                 break
         self.done()
         return self.make(AlterSource, kind=kind, name=name, add_columns=columns)
+
+    def alter_query(self) -> Statement:
+        """``ALTER QUERY <id> SET <limit> = n`` or ``ALTER QUERY <id> UNSET <limit>``."""
+        query_id = self.object_name()
+        unset = self.accept("UNSET")
+        if not unset:
+            self.expect("SET")
+        token = self.peek()
+        limit = rate_limit_named(token.text if token is not None else None)
+        if limit is None:
+            self.fail(f"expected a query setting ({', '.join(RateLimit)})")
+        self.i += 1
+        value = None
+        if not unset:
+            self.expect_type(TokenType.EQ, "=")
+            token = self.peek()
+            if token is not None and token.text.upper() == "DEFAULT":
+                self.fail(f"write ALTER QUERY {query_id} UNSET {limit} to lift a rate limit", token)
+            value = self.literal()
+            if problem := rate_problem(limit, value):
+                self.fail(problem, token)
+        self.done()
+        return self.make(AlterQuery, query_id=query_id, limit=limit, value=value)
 
     def insert(self) -> Statement:
         self.expect("INSERT", "INTO")
@@ -896,8 +927,26 @@ class _StatementParser:
         action = self.tokens[self.i].text.upper()
         self.i += 1
         query_id = self.object_name()
+        ready = self.ready_gate() if action == "PROMOTE" and self.at("WHEN") else None
         self.done()
-        return self.make(ShadowAction, action=action, query_id=query_id)
+        return self.make(ShadowAction, action=action, query_id=query_id, ready=ready)
+
+    def ready_gate(self) -> ReadyGate:
+        """``WHEN READY [WITHIN <duration>] [LAG <= n]``."""
+        start = self.peek()
+        self.expect("WHEN", "READY")
+        within = self.duration("WITHIN") if self.accept("WITHIN") else READY_WITHIN
+        max_lag = 0
+        if self.accept("LAG"):
+            self.expect_type(TokenType.LTE, "<=")
+            token = self.peek()
+            max_lag = self.literal()
+            if isinstance(max_lag, bool) or not isinstance(max_lag, int) or not 0 <= max_lag <= MAX_COUNT:
+                self.fail(f"LAG <= n takes a whole number of input files from 0 to {MAX_COUNT}", token)
+        problem = ready_gate_problem(within, max_lag, READY_WINDOW)
+        if problem:
+            self.fail(problem, start)
+        return ReadyGate(within, max_lag)
 
     def diff(self) -> Statement:
         self.expect("DIFF")

@@ -1,5 +1,8 @@
 """Typed StreamQL statements: what the parser produces and the engine applies."""
 
+# long module: one small class per statement of the grammar, the language's typed face; split
+# by family they would import each other's bases and be read side by side anyway
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -9,6 +12,7 @@ from sqlglot import exp
 
 from ..errors import ParseError
 from .names import check_object_name
+from .rates import RateLimit, rate_problem
 from .types import SqlType, TypeProblem, parse_type
 
 #: control statements and the desired state each asks for
@@ -325,29 +329,100 @@ class RestoreQuery(Statement):
         return cls(text=f"RESTORE {name} TO SNAPSHOT {number}", query_id=name, number=number)
 
 
+@dataclass
+class AlterQuery(Statement):
+    """``ALTER QUERY <query_id> SET <limit> = n``: the query reads at most ``n`` records (Kafka)
+    or files (file topics) per micro-batch from now on; ``ALTER QUERY <query_id> UNSET
+    <limit>`` (``value`` None) lifts it. Applied in place: the query restarts from its
+    checkpoint with its state and offsets."""
+
+    changed_fields = ("query_id",)
+
+    query_id: str
+    limit: RateLimit
+    value: int | None
+
+    @classmethod
+    def of(cls, query_id: str, limit: str, value: int | None) -> AlterQuery:
+        """The statement from checked parts (never text to parse): ``value`` None unsets it."""
+        name = check_object_name(query_id, "query ID")
+        known = next((r for r in RateLimit if r.value == str(limit).lower()), None)
+        if known is None:
+            raise ParseError(f"no setting {limit!r} of a query (settings: {', '.join(RateLimit)})")
+        if value is not None and (problem := rate_problem(known, value)):
+            raise ParseError(problem)
+        change = f"UNSET {known}" if value is None else f"SET {known} = {value}"
+        return cls(text=f"ALTER QUERY {name} {change}", query_id=name, limit=known, value=value)
+
+
 #: what can be done with a query's shadow version (``CREATE OR REPLACE ... WITH (shadow=true)``)
 SHADOW_ACTIONS = ("PROMOTE", "DISCARD")
+
+
+#: how long ``PROMOTE ... WHEN READY`` waits without ``WITHIN``, and at most, seconds
+READY_WITHIN, MAX_READY_WITHIN = 300.0, 86400.0
+#: how long a shadow must stay ready (caught up, lag at most the threshold) to be promoted
+READY_WINDOW = 3.0
+
+
+@dataclass(frozen=True)
+class ReadyGate:
+    """``WHEN READY [WITHIN <duration>] [LAG <= n]``: promote only once the shadow has read
+    every input file the live version has read and its lag (input files it has not read)
+    has stayed at most ``max_lag`` for ``window`` seconds; wait at most ``within`` seconds."""
+
+    within: float = READY_WITHIN
+    max_lag: int = 0
+    window: float = READY_WINDOW
+
+    def __post_init__(self) -> None:
+        if problem := ready_gate_problem(self.within, self.max_lag, self.window):
+            raise ParseError(problem)
+
+    @property
+    def text(self) -> str:
+        """As written in a statement."""
+        return f"WHEN READY WITHIN {self.within:g} SECONDS LAG <= {self.max_lag}"
+
+
+def ready_gate_problem(within: Any, max_lag: Any, window: Any) -> str | None:
+    """What is wrong with a readiness gate's figures, or None."""
+    number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)  # noqa: E731
+    if not number(within) or not 0 < within <= MAX_READY_WITHIN:
+        return f"WITHIN must be a duration above 0 and at most {MAX_READY_WITHIN:g} seconds, not {within!r}"
+    if isinstance(max_lag, bool) or not isinstance(max_lag, int) or not 0 <= max_lag <= MAX_COUNT:
+        return f"LAG <= n takes a whole number of input files from 0 to {MAX_COUNT}, not {max_lag!r}"
+    if not number(window) or not 0 <= window <= MAX_READY_WITHIN:
+        return f"the readiness window must be zero or more seconds, not {window!r}"
+    if window >= within:
+        return f"WITHIN {within:g} seconds leaves no time: a shadow must stay ready for {window:g} seconds"
+    return None
 
 
 @dataclass
 class ShadowAction(Statement):
     """``PROMOTE <query_id>``: the shadow's version replaces the query's in place, and the
     shadow stops; ``DISCARD <query_id>``: the shadow stops. ``query_id`` names the query or
-    its shadow."""
+    its shadow. ``ready`` (``PROMOTE ... WHEN READY``): the engine first waits until the
+    shadow is ready (:class:`ReadyGate`), or fails with the figures, promoting nothing."""
 
     changed_fields = ("query_id",)
 
     action: str
     query_id: str
+    ready: ReadyGate | None = None
 
     @classmethod
-    def of(cls, action: str, query_id: str) -> ShadowAction:
+    def of(cls, action: str, query_id: str, ready: ReadyGate | None = None) -> ShadowAction:
         """The statement from checked parts (never text to parse)."""
         verb = str(action).upper()
         if verb not in SHADOW_ACTIONS:
             raise ParseError(f"action {action!r} is not one of {', '.join(SHADOW_ACTIONS)}")
+        if ready is not None and verb != "PROMOTE":
+            raise ParseError(f"WHEN READY goes with PROMOTE, not {verb}")
         name = check_object_name(query_id, "query ID")
-        return cls(text=f"{verb} {name}", action=verb, query_id=name)
+        text = f"{verb} {name}" + (f" {ready.text}" if ready is not None else "")
+        return cls(text=text, action=verb, query_id=name, ready=ready)
 
 
 @dataclass

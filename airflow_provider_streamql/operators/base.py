@@ -135,29 +135,31 @@ class StreamQLOperator(BaseOperator):
     def engine(self, context: Context) -> Engine:
         return open_engine(self, context)
 
-    def wait_for(self, context: Context, engine: Engine, condition: Condition) -> Any:
-        """Wait for ``condition``, then :meth:`finish`. Deferred, this never returns:
+    def wait_for(self, context: Context, engine: Engine, condition: Condition, timeout: float | None = None) -> Any:
+        """Wait for ``condition`` (at most ``timeout`` seconds, default the operator's), then
+        :meth:`finish`. Deferred, this never returns:
         :meth:`execute_complete` resumes the task when the trigger fires. Either way the wait
         ends as every wait ends (:func:`~..conditions.end_of`): reached, failed fast (the
         query can no longer get there on its own) or timed out."""
+        timeout = self.timeout if timeout is None else timeout
         if self.wait_through_retries:
             condition = condition.through_retries_too()
         try:
             with engine_errors():
                 if self.deferrable:
                     # often true already (or failed): no need to defer
-                    end = end_of(condition, condition.check(engine), engine, expired=False, timeout=self.timeout)
+                    end = end_of(condition, condition.check(engine), engine, expired=False, timeout=timeout)
                     if end is None:
                         push_spark_ui(context, engine)
                         defer_until(
                             self,
                             condition,
                             pipeline=self.pipeline or engine.pipeline,
-                            timeout=self.timeout,
+                            timeout=timeout,
                             poll_interval=self.poll_interval,
                         )
                 else:
-                    end = engine.wait_end(condition, timeout=self.timeout, poll=self.poll_interval)
+                    end = engine.wait_end(condition, timeout=timeout, poll=self.poll_interval)
         finally:
             engine.close()
         assert end is not None, "a deferred wait resumes in execute_complete"

@@ -7,17 +7,20 @@ from __future__ import annotations
 from typing import Any
 
 from airflow.sdk import Context
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from ..conditions import AllOf, Condition, QueriesInState, VersionRunning
+from ..conditions import AllOf, Condition, QueriesInState, ShadowReady, VersionRunning
 from ..engine import DesiredState, QueryState
-from ..language.statements import DropSource, ShadowAction
+from ..errors import ParseError
+from ..language.statements import READY_WINDOW, READY_WITHIN, DropSource, ReadyGate, ShadowAction
 from ..results import Result
 from .base import StreamQLOperator, engine_errors, push
 from .lineage import QueryLineageMixin, pulled
 
 #: what each action makes of a shadow
 ENDED = {"PROMOTE": "promoted", "DISCARD": "discarded"}
+#: the ``ready_gate`` XCom while a promote waits for its readiness gate
+READY_WAITING = "waiting"
 
 
 class ShadowActionOperator(QueryLineageMixin, StreamQLOperator):
@@ -39,13 +42,25 @@ class ShadowActionOperator(QueryLineageMixin, StreamQLOperator):
     """
 
     action: str = ""
-    template_fields = ("query_id", "pipeline")
+    template_fields: tuple[str, ...] = ("query_id", "pipeline")
 
     def __init__(self, *, query_id: str, keep_shadow_output: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.query_id, self.keep_shadow_output = query_id, keep_shadow_output
 
+    #: ``PromoteShadowOperator(when_ready=True)``'s gate; None: act at once
+    gate: ReadyGate | None = None
+
     def apply(self, context: Context) -> Any:
+        if self.gate is not None:  # first wait for the shadow to be ready; finish() then acts
+            engine = self.engine(context)
+            push(context, ready_gate=READY_WAITING)
+            condition = ShadowReady(self.query_id.strip().upper(), self.gate.max_lag, self.gate.window)
+            return self.wait_for(context, engine, condition, timeout=self.gate.within)
+        return self.act(context)
+
+    def act(self, context: Context) -> Any:
+        """Run the statement, then wait for its effect (unless ``wait=False``)."""
         engine = self.engine(context)
         with engine_errors():
             statement = ShadowAction.of(self.action, self.query_id)
@@ -95,6 +110,16 @@ class ShadowActionOperator(QueryLineageMixin, StreamQLOperator):
         return {**ended, **super().replaced_versions(task_instance, engine, deployed)}
 
     def finish(self, context: Context, event: dict[str, Any]) -> Any:
+        ti = context["ti"]
+        if ti.xcom_pull(task_ids=ti.task_id, key="ready_gate") == READY_WAITING:  # the gate's wait ended
+            readiness = {**event["details"], "message": event["message"]}
+            push(context, ready_gate=event["status"], readiness=readiness)
+            if event["status"] == "failed":
+                raise AirflowFailException(f"the shadow cannot become ready: {event['message']}; nothing was promoted")
+            if event["status"] == "timeout":
+                raise AirflowException(f"the shadow was not ready: {event['message']}; nothing was promoted")
+            self.log.info("%s", event["message"])
+            return self.act(context)
         returned = super().finish(context, event)
         if not self.keep_shadow_output:
             shadow = context["ti"].xcom_pull(task_ids=context["ti"].task_id, key="shadow_query_id")
@@ -112,9 +137,48 @@ class ShadowActionOperator(QueryLineageMixin, StreamQLOperator):
 
 class PromoteShadowOperator(ShadowActionOperator):
     """``PROMOTE <query_id>``: the shadow's version replaces the query's in place (validated
-    again), on the query's own checkpoint: nothing lost or read twice."""
+    again), on the query's own checkpoint: nothing lost or read twice.
+
+    With ``when_ready`` (``PROMOTE ... WHEN READY``): first wait (deferred like any wait)
+    until the shadow has read every input file the live version has read and its lag has
+    stayed at most ``max_lag`` files for ``ready_window`` seconds, at most ``ready_within``
+    seconds; if it is not ready by then, or cannot become so, the task fails with the figures
+    and nothing is promoted. XCom ``readiness``: the figures the gate passed or failed on.
+
+    :param when_ready: wait for the readiness gate before promoting.
+    :param max_lag: the input files the shadow may still have to read. (templated)
+    :param ready_within: seconds the gate may wait (default 300).
+    :param ready_window: seconds the shadow must stay ready (default 3).
+    """
 
     action = "PROMOTE"
+    template_fields = ("query_id", "max_lag", "pipeline")
+
+    def __init__(
+        self,
+        *,
+        when_ready: bool = False,
+        max_lag: int | str = 0,
+        ready_within: float = READY_WITHIN,
+        ready_window: float = READY_WINDOW,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.when_ready, self.max_lag, self.ready_within, self.ready_window = (
+            when_ready,
+            max_lag,
+            ready_within,
+            ready_window,
+        )
+
+    def apply(self, context: Context) -> Any:
+        if self.when_ready:
+            max_lag = int(self.max_lag) if str(self.max_lag).strip().isdigit() else self.max_lag  # a template's text
+            with engine_errors():
+                if not isinstance(max_lag, int) or isinstance(max_lag, bool):
+                    raise ParseError(f"max_lag must be a whole number of input files, not {self.max_lag!r}")
+                self.gate = ReadyGate(self.ready_within, max_lag, self.ready_window)
+        return super().apply(context)
 
 
 class DiscardShadowOperator(ShadowActionOperator):

@@ -21,6 +21,7 @@ from .control import ControlStatements
 from .planning import Planning
 from .push import PushQueries
 from .queries import PersistentQueries, Replacement
+from .rates import RateLimitStatements
 from .reads import Reads
 from .shadows import ShadowStatements
 from .snapshots import SnapshotStatements
@@ -52,6 +53,7 @@ class Planner:
         st.RestoreQuery: ("snapshots", "restore"),
         st.ShadowAction: ("shadows", "shadow_action"),
         st.DiffShadow: ("shadows", "diff"),
+        st.AlterQuery: ("rates", "alter_query"),
     }
 
     def __init__(self, planning: Planning):
@@ -63,6 +65,7 @@ class Planner:
         self.reads = Reads(planning)
         self.push = PushQueries(planning)
         self.snapshots = SnapshotStatements(planning)
+        self.rates = RateLimitStatements(planning)
 
     def plan(self, stmt: st.Statement) -> Step:
         handler = self.HANDLERS.get(type(stmt))

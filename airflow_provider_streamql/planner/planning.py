@@ -16,6 +16,7 @@ changes nothing (:func:`unchanged`) need no state and are plain functions.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -29,6 +30,8 @@ from ..language import statements as st
 from ..language.analyzer import SelectAnalysis, analyze_select
 from ..language.compiler import SourceSchema, analyze_query
 from ..language.limits import Limits
+from ..language.rates import RateLimit
+from ..language.streaming import StreamingPlan
 from ..language.types import SqlType, TypeName
 from ..results import Result
 from ..storage import kafka_properties, kafka_values, topics
@@ -171,6 +174,16 @@ class Planning:
                 stmt,
             )
         return src
+
+    def rate_limit_problem(self, limit: RateLimit, plan: StreamingPlan, sources: Sequence[str]) -> str | None:
+        """Why ``limit`` cannot apply to a query reading ``sources`` as ``plan`` does (it limits
+        the streams it reads of one kind: Kafka topics or file topics), or None."""
+        streamed = [self.snapshot.sources[n] for n in sources if n not in plan.static_tables]
+        if any(bool(src.kafka_topic) == limit.kafka for src in streamed):
+            return None
+        read = ", ".join(f"{src.name} ({'Kafka topic' if src.kafka_topic else 'file topic'})" for src in streamed)
+        other = next(r for r in RateLimit if r is not limit)
+        return f"{limit} limits what a query reads of {limit.sources}, and this one streams {read}: use {other}"
 
     def readers(self, source: str) -> list[QueryInfo]:
         return sorted(

@@ -22,6 +22,7 @@ from ..errors import StateError, ValidationError
 from ..language import statements as st
 from ..language.analyzer import SelectAnalysis
 from ..language.compiler import QUERY_KINDS, CompiledQuery, compile_query
+from ..language.rates import RateLimit, RateLimits, rate_problem
 from ..language.types import TypeName
 from ..results import Result
 from ..storage import topics
@@ -121,9 +122,10 @@ class PersistentQueries:
             if sink.name in q.sources and q.desired_state != DesiredState.TERMINATED
         )
         policies = (current.settings.get("on_error"), new.settings.get("on_error"))
+        rates = (RateLimits.of(current.settings), RateLimits.of(new.settings))
         key = _state_key(current)
         report = validate_upgrade(
-            current.id, current.shape, new.shape, state_key=key, downstream=readers, policies=policies
+            current.id, current.shape, new.shape, state_key=key, downstream=readers, policies=policies, rates=rates
         )
         writers = [
             q.id
@@ -311,6 +313,13 @@ class PersistentQueries:
                     f"property {TOPIC_PROPERTY} = {topic!r}: {problem}", stmt, at=property_at.get(TOPIC_PROPERTY)
                 )
             settings[TOPIC_PROPERTY] = topic
+        for limit in RateLimit:
+            if (value := getattr(stmt, "properties", {}).get(limit.value)) is not None:
+                if problem := rate_problem(limit, value) or self.planning.rate_limit_problem(
+                    limit, compiled.plan, compiled.sources
+                ):
+                    raise error_at(f"property {limit} = {value!r}: {problem}", stmt)
+                settings[limit.value] = value
         query = QueryInfo(
             id=query_id,
             seq=seq,

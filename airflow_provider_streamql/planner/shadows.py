@@ -229,6 +229,8 @@ class ShadowStatements:
         )
 
     def shadow_action(self, stmt: st.ShadowAction) -> Step:
+        if stmt.ready is not None:  # the engine waits for the gate, then plans PROMOTE without it
+            raise error_at("PROMOTE ... WHEN READY waits for the shadow: run it, it cannot be planned ahead", stmt)
         live, shadow = self._pair(stmt.query_id, stmt)
         shadow.desired_state = DesiredState.TERMINATED
         drop = f"DROP {'TABLE' if shadow.kind == 'CTAS' else 'STREAM'} {shadow.sink} DELETE TOPIC"

@@ -12,7 +12,7 @@ from sqlglot import exp
 from ..conditions import lag_files
 from ..engine import DesiredState
 from ..errors import StreamQLError
-from ..language import parse
+from ..language import RateLimits, parse
 from ..language.statements import QueryControl
 
 if TYPE_CHECKING:
@@ -97,6 +97,7 @@ def query_details(engine: Engine, query_id: str) -> dict[str, Any]:
         "commands": commands,
         "bad_records": bad,
         "on_error": query.settings.get("on_error"),
+        "rate_limit": RateLimits.of(query.settings).describe(),
     }
 
 

@@ -17,6 +17,7 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from ..catalog import QueryInfo, SourceInfo
 from ..language.pseudocolumns import EVENT_TIME
+from ..language.rates import NO_LIMITS, RateLimits
 from ..language.starting import Starting
 from ..language.streaming import StreamingPlan
 from ..storage.checkpoints import kafka_positions
@@ -48,15 +49,17 @@ def source_stream(
     fail_fast: bool = False,
     starting: kafka.Start = "earliest",
     name: str | None = None,
+    rates: RateLimits = NO_LIMITS,
 ) -> DataFrame:
     """A streaming DataFrame over a topic: a directory of files (only committed files if a
-    query writes it) or a Kafka topic (read from ``starting`` on a new checkpoint).
+    query writes it) or a Kafka topic (read from ``starting`` on a new checkpoint), each
+    micro-batch taking at most what the query's ``rates`` allow.
     ``checked``: with the corrupt-record and position columns that tell bad records apart;
     with ``fail_fast`` too, a file's bad record fails the read instead (Kafka records are
     always told apart). ``name``: the source's name in the checkpoint (Spark's source
     evolution, see :mod:`.evolution`); None: known by its position."""
     if src.kafka_topic:
-        df = kafka.read(spark, src, starting, name)
+        df = kafka.read(spark, src, starting, name, rates)
         return df if checked else df.drop(CORRUPT, FILE)
     os.makedirs(Part(src.path).folder, exist_ok=True)  # a folder replaced by a link is refused
     reader = spark.readStream.format(FORMATS[src.format][0])
@@ -64,7 +67,7 @@ def source_stream(
         reader = reader.name(name)
     reader = reader.schema(ddl_schema(src.columns, corrupt=checked and not fail_fast and src.format in CHECKED_FORMATS))
     options = parse_options(src, fail_fast=fail_fast) if checked else {}
-    return reader.options(**reader_options(src), **options).load(src.path)
+    return reader.options(**reader_options(src), **options, **rates.reader_options(kafka=False)).load(src.path)
 
 
 def read_stream(
@@ -74,12 +77,13 @@ def read_stream(
     record_guard: RecordGuard | None = None,
     starting: kafka.Start = "earliest",
     name: str | None = None,
+    rates: RateLimits = NO_LIMITS,
 ) -> DataFrame:
     """A streaming DataFrame over a topic with the query's error policy applied to its bad
     records (``record_guard``) and its watermark on the event-time column."""
     checked = record_guard is not None
     fail_fast = record_guard is not None and record_guard.fails_fast
-    df = source_stream(spark, src, checked=checked, fail_fast=fail_fast, starting=starting, name=name)
+    df = source_stream(spark, src, checked=checked, fail_fast=fail_fast, starting=starting, name=name, rates=rates)
     if record_guard is not None:
         df = record_guard.apply(df, src)
     if src.text_time is not None:  # ksqlDB's VARCHAR event time: parsed once, the column stays text
@@ -100,8 +104,11 @@ def streaming_frame(
     """The query's streaming DataFrame, and for stream-table joins the function that turns
     each micro-batch into the join with the tables as they are then (else None)."""
     starting = Starting.of(query.settings)  # Kafka, on a new checkpoint
+    rates = RateLimits.of(query.settings)
     streams = {
-        n: read_stream(spark, sources[n], plan.watermarks.get(n), record_guard, starting, plan.source_names.get(n))
+        n: read_stream(
+            spark, sources[n], plan.watermarks.get(n), record_guard, starting, plan.source_names.get(n), rates
+        )
         for n in query.sources
         if n not in plan.static_tables
     }
@@ -192,7 +199,7 @@ def start_dead_letter_query(
     are named as the query's are, so it follows a version that adds or drops one. Made for
     a query that has read before (its policy changed to LOG_AND_CONTINUE), it starts each
     Kafka topic where the query goes on, so the record that stopped it is not passed by."""
-    starting = Starting.of(query.settings)
+    starting, rates = Starting.of(query.settings), RateLimits.of(query.settings)  # read as the query reads
     checkpoint = dead_letter_checkpoint(query.checkpoint)
     going_on = {} if os.path.isdir(checkpoint) else kafka_positions(query.checkpoint)
 
@@ -211,7 +218,12 @@ def start_dead_letter_query(
         frames = [
             dead_letters(
                 source_stream(
-                    spark, sources[n], checked=True, starting=start(sources[n]), name=plan.source_names.get(n)
+                    spark,
+                    sources[n],
+                    checked=True,
+                    starting=start(sources[n]),
+                    name=plan.source_names.get(n),
+                    rates=rates,
                 ),
                 sources[n],
             )

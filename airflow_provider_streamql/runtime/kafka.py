@@ -28,6 +28,7 @@ from pyspark.sql.utils import AnalysisException
 
 from ..catalog import SourceInfo
 from ..errors import SPARK_ERROR_LIMIT, StateError, first_line
+from ..language.rates import NO_LIMITS, RateLimits
 from ..language.starting import Reset, Starting
 from ..storage import kafka_properties
 from ..storage.kafka_values import KafkaValue, ValueFormat
@@ -238,17 +239,29 @@ def _key(sink: SourceInfo) -> SparkColumn:
     return F.lit(None).cast("string")
 
 
-def read(spark: SparkSession, src: SourceInfo, starting: Start, name: str | None = None) -> DataFrame:
+def read(
+    spark: SparkSession,
+    src: SourceInfo,
+    starting: Start,
+    name: str | None = None,
+    rates: RateLimits = NO_LIMITS,
+) -> DataFrame:
     """A decoded streaming DataFrame over ``src``'s topic (``name``: its source name in the
-    checkpoint, for Spark's source evolution)."""
-    return decode(records(spark, src, starting, name), src)
+    checkpoint, for Spark's source evolution; ``rates``: the query's rate limits)."""
+    return decode(records(spark, src, starting, name, rates), src)
 
 
-def records(spark: SparkSession, src: SourceInfo, starting: Start, name: str | None = None) -> DataFrame:
+def records(
+    spark: SparkSession,
+    src: SourceInfo,
+    starting: Start,
+    name: str | None = None,
+    rates: RateLimits = NO_LIMITS,
+) -> DataFrame:
     """The records of ``src``'s topic as the connector streams them (not decoded)."""
     spec = reader_spec(src, settings(spark), starting)
     kafka_connector.ensure(spark)
-    reader = spark.readStream.format(spec.format).options(**spec.options)
+    reader = spark.readStream.format(spec.format).options(**spec.options, **rates.reader_options(kafka=True))
     try:
         return (reader.name(name) if name else reader).load()
     except AnalysisException as e:

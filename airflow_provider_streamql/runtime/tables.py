@@ -30,6 +30,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from ..catalog import QueryInfo, SourceInfo
+from ..language.rates import NO_LIMITS, RateLimits
 from ..language.starting import Starting
 from ..language.streaming import StreamingPlan
 from ..storage.layout import Part
@@ -103,19 +104,22 @@ def _topic_changes(records: DataFrame, src: SourceInfo) -> DataFrame:
     return rows.where(F.col(DELETED) | F.col(CORRUPT).isNull()).drop(CORRUPT, FILE)
 
 
-def changelog_stream(spark: SparkSession, src: SourceInfo, starting: Starting | str = "earliest") -> DataFrame:
+def changelog_stream(
+    spark: SparkSession, src: SourceInfo, starting: Starting | str = "earliest", rates: RateLimits = NO_LIMITS
+) -> DataFrame:
     """A streaming DataFrame of every change of a TABLE: each row of each data file of its
     changelog as the file's entry is renamed into place, with the file (:data:`ENTRY`) and
     whether it is a tombstone (:data:`DELETED`); a Kafka topic's records from ``starting``
     on a new checkpoint (:func:`_topic_changes`)."""
     if src.kafka_topic:
-        return _topic_changes(kafka.records(spark, src, starting), src)
+        return _topic_changes(kafka.records(spark, src, starting, rates=rates), src)
     os.makedirs(Part(src.path).folder, exist_ok=True)  # a folder replaced by a link is refused
     df = (
         spark.readStream.format(FORMATS[src.format][0])
         .schema(ddl_schema(src.columns))
         .options(**reader_options(src))
         .option("recursiveFileLookup", "true")  # a query's entries are directories
+        .options(**rates.reader_options(kafka=False))
         .load(src.path)
     )
     return df.select(
@@ -132,7 +136,8 @@ def table_query_frame(
     """The changelog stream(s) a query over tables reads, and the function that turns each
     micro-batch into its :class:`Changes`."""
     starting = Starting.of(query.settings)  # a Kafka table, on a new checkpoint
-    streams = [changelog_stream(spark, sources[name], starting) for name in query.sources]
+    rates = RateLimits.of(query.settings)
+    streams = [changelog_stream(spark, sources[name], starting, rates) for name in query.sources]
     if plan.table_query == "changes":
         return streams[0], ChangedKeys(plan, sources[query.sources[0]], sink)
     # only the fact that a table changed matters: union the changelogs' file names

@@ -1,4 +1,5 @@
-"""Sensors on persistent queries: a state reached, progress made, input caught up."""
+"""Sensors on persistent queries: a state reached, progress made, input caught up, a shadow
+ready to be promoted."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ from typing import Any
 from airflow.sdk import BaseSensorOperator, Context
 from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
 
-from ..conditions import CaughtUp, Condition, Ending, ProgressSince, QueriesInState, WaitEnd, end_of
+from ..conditions import CaughtUp, Condition, Ending, ProgressSince, QueriesInState, ShadowReady, WaitEnd, end_of
 from ..engine import Engine, QueryState
 from ..hooks.streamql import StreamQLHook
+from ..language.statements import MAX_READY_WITHIN, READY_WINDOW, ready_gate_problem
 from ..operators.base import default_deferrable, defer_until, engine_errors, open_engine, push
 from ..triggers.streamql import event_of
 
@@ -220,6 +222,39 @@ class QueryProgressSensor(StreamQLSensor):
                 if self.since_rows not in (None, ""):
                     base.since_rows = int(self.since_rows)
                 self._condition = base
+        return self._condition
+
+
+class ShadowReadySensor(StreamQLSensor):
+    """Wait until a shadow is ready to be promoted (``PROMOTE ... WHEN READY``'s gate,
+    Materialize's ``deploy_await``): it has read every input file the live version has read
+    and its lag has stayed at most ``max_lag`` input files for ``window`` seconds. A live query
+    or shadow that can no longer run on its own, or a shadow promoted or discarded meanwhile,
+    fails it; ``timeout`` bounds the wait. Pushes the figures (``live_files``, ``behind``,
+    ``lag``, the states) as the sensor's return value.
+
+    :param query_id: the query or its shadow. (templated)
+    :param max_lag: the input files the shadow may still have to read. (templated)
+    :param window: seconds it must stay ready (default 3).
+    """
+
+    template_fields = ("query_id", "max_lag", "pipeline")
+
+    def __init__(self, *, query_id: str, max_lag: int | str = 0, window: float = READY_WINDOW, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.query_id, self.max_lag, self.window = query_id, max_lag, window
+        self._condition: ShadowReady | None = None
+
+    def condition(self, context: Context, engine: Engine) -> Condition:
+        # one condition for every poke: it remembers since when the shadow is ready
+        if self._condition is None:
+            max_lag = int(self.max_lag) if str(self.max_lag).strip().isdigit() else self.max_lag  # a template's text
+            problem = ready_gate_problem(MAX_READY_WITHIN, max_lag, self.window)
+            if problem or not isinstance(max_lag, int):
+                raise AirflowFailException(f"{type(self).__name__}: {problem}")
+            self._condition = ShadowReady(
+                self.query_id.strip().upper(), max_lag, self.window, through_retries=self.wait_through_retries
+            )
         return self._condition
 
 

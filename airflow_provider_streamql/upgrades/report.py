@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..language.query_shape import QueryShape
+from ..language.rates import NO_LIMITS, RateLimits
 from .findings import Code, Finding, UpgradeKind, Verdict, findings, worst
 from .rules import RULES, Versions
 from .traits import traits_of
@@ -41,8 +42,10 @@ class Report:
 
     @property
     def policy_note(self) -> str:
-        """The error policy change it names ("; error policy FAIL -> LOG_AND_CONTINUE"), or ""."""
-        return "".join(f"; {f.message.split(':')[0]}" for f in self.findings if f.code == Code.ERROR_POLICY_CHANGED)
+        """The error policy and rate limit changes it names ("; error policy FAIL -> LOG_AND_CONTINUE";
+        "; max_files_per_batch 1 -> 3"), or ""."""
+        noted = (Code.ERROR_POLICY_CHANGED, Code.RATE_LIMIT_CHANGED)
+        return "".join(f"; {f.message.split(':')[0]}" for f in self.findings if f.code in noted)
 
     @property
     def traits(self) -> list[str]:
@@ -81,12 +84,13 @@ def validate_upgrade(
     state_key: list[tuple[str, str]] | None = None,
     downstream: list[str] | None = None,
     policies: tuple[str | None, str | None] = (None, None),
+    rates: tuple[RateLimits, RateLimits] = (NO_LIMITS, NO_LIMITS),
 ) -> Report:
     """Compare two compiled shapes (and, with ``state_key``, the aggregation state the old
     version's checkpoint records; ``policies``: the old and new version's ``on_error``, None
-    for the pipeline's default); never raises on a difference, it reports it. A difference
+    for the pipeline's default; ``rates``: their rate limits); never raises on a difference, it reports it. A difference
     no rule explains is REJECTED (fail closed)."""
-    found = findings(RULES, Versions(old, new, state_key, *policies)) or [
+    found = findings(RULES, Versions(old, new, state_key, *policies, *rates)) or [
         Finding(
             Code.UNCHANGED,
             "query",

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..language.query_shape import QueryShape, Writer
+from ..language.rates import NO_LIMITS, RateLimit, RateLimits
 from ..language.statements import WindowSpec, Within
 from ..language.streaming import duration_sql
 from .findings import Code, Rule, UpgradeKind, Verdict
@@ -39,6 +40,10 @@ class Versions:
     #: pipeline's default): the query's, not its shape's, so given beside the shapes
     old_policy: str | None = None
     new_policy: str | None = None
+    #: each version's rate limits (``max_records_per_batch``, ``max_files_per_batch``), the
+    #: query's too, not its shape's
+    old_rates: RateLimits = NO_LIMITS
+    new_rates: RateLimits = NO_LIMITS
 
 
 def _names(shape: QueryShape) -> list[str]:
@@ -97,6 +102,19 @@ def error_policy_changed(v: Versions) -> Iterator[str]:
             f"error policy {old} -> {new}: from the swap on, a record the query cannot read {effect}; "
             f"its offsets and state are kept"
         )
+
+
+def rate_limit_changed(v: Versions) -> Iterator[str]:
+    for limit in RateLimit:
+        old, new = v.old_rates.get(limit), v.new_rates.get(limit)
+        if old != new:
+            said = " -> ".join("no limit" if n is None else str(n) for n in (old, new))
+            unit = "records" if limit.kafka else "files"
+            batch = "all new input" if new is None else f"at most {new} {unit}"
+            yield (
+                f"{limit} {said}: the query restarts from its checkpoint and each batch reads {batch} of its "
+                f"{limit.sources}; its offsets and state are kept"
+            )
 
 
 def kind_changed(v: Versions) -> Iterator[str]:
@@ -369,4 +387,5 @@ RULES: tuple[Rule[Versions], ...] = (
     Rule(Code.GRACE_CHANGED, "GRACE PERIOD", UpgradeKind.DATA_SELECTION, Verdict.IN_PLACE, grace_changed),
     Rule(Code.PROJECTION_CHANGED, "SELECT", UpgradeKind.DATA_SELECTION, Verdict.IN_PLACE, projection_changed),
     Rule(Code.ERROR_POLICY_CHANGED, "WITH", UpgradeKind.TRANSPARENT, Verdict.IN_PLACE, error_policy_changed),
+    Rule(Code.RATE_LIMIT_CHANGED, "WITH", UpgradeKind.SCALING, Verdict.IN_PLACE, rate_limit_changed),
 )

@@ -13,6 +13,7 @@ from sqlalchemy import Connection
 from ..catalog import Catalog, ProcessingGuarantee, QueryInfo, Snapshot
 from ..errors import StateError
 from ..language import statements as st
+from ..language.rates import RateLimits
 from ..language.streaming import DEFAULT_GRACE_SECONDS, duration_sql
 from ..results import Result
 from ..storage.checkpoints import last_committed_batch, planned_watermark_ms
@@ -152,6 +153,7 @@ def explain(catalog: Catalog, conn: Connection, snapshot: Snapshot, stmt: st.Exp
         *[("shadow", s.id) for s in snapshot.queries.values() if s.settings.get("shadow_of") == q.id],
         ("error", q.error),
         ("on_error", q.settings.get("on_error") or "(the pipeline's default)"),
+        ("rate_limit", RateLimits.of(q.settings).describe()),
         *_guarantee(snapshot, q),
         *version_history(catalog, q.id, conn),
         *[("bad record", text) for text in bad_record_lines(catalog, q.id, conn)],

@@ -14,9 +14,10 @@ from airflow_provider_streamql.operators.queries import (
     TerminateQueryOperator,
     ValidateUpgradeOperator,
 )
+from airflow_provider_streamql.operators.rates import AlterQueryOperator
 from airflow_provider_streamql.operators.runtime import SubmitRuntimeOperator
 from airflow_provider_streamql.operators.shadows import DiscardShadowOperator, PromoteShadowOperator
-from airflow_provider_streamql.sensors.queries import QueryProgressSensor, QueryStateSensor
+from airflow_provider_streamql.sensors.queries import QueryProgressSensor, QueryStateSensor, ShadowReadySensor
 
 FAST = {"timeout": 90, "poll_interval": 0.2}
 SENSOR = {"timeout": 90, "poke_interval": 0.2}
@@ -45,6 +46,16 @@ single("t_promote", lambda: PromoteShadowOperator(task_id="task", query_id="{{ p
        query_id="")
 single("t_discard", lambda: DiscardShadowOperator(task_id="task", query_id="{{ params.query_id }}", **FAST),
        query_id="")
+single("t_alter_query", lambda: AlterQueryOperator(
+    task_id="task", query_id="{{ params.query_id }}", setting="{{ params.setting }}", value="{{ params.value }}",
+    **FAST), query_id="", setting="max_files_per_batch", value=2)
+single("t_promote_when_ready", lambda: PromoteShadowOperator(
+    task_id="task", query_id="{{ params.query_id }}", when_ready=True, ready_within=60, **FAST), query_id="")
+single("t_promote_when_ready_soon", lambda: PromoteShadowOperator(
+    task_id="task", query_id="{{ params.query_id }}", when_ready=True, ready_within=5, **FAST), query_id="")
+single("t_shadow_ready_sensor", lambda: ShadowReadySensor(
+    task_id="task", query_id="{{ params.query_id }}", max_lag="{{ params.max_lag }}", **SENSOR),
+    query_id="", max_lag=0)
 single("t_resume_skipping", lambda: ResumeQueryOperator(
     task_id="task", query_id="{{ params.query_id }}", skip_bad_records=True, **FAST), query_id="")
 single("t_pause_in_worker", lambda: PauseQueryOperator(
