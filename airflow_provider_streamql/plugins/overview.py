@@ -19,6 +19,10 @@ if TYPE_CHECKING:
     from ..engine import Engine, QueryInfo
 
 
+#: the columns of a query's row the page shows as they are
+SHOWN = ("query_id", "pipeline", "state", "desired", "version", "sink", "error", "retry")
+
+
 def query_list(engine: Engine) -> list[dict[str, Any]]:
     """One row per query of every pipeline, oldest first."""
     rows = []
@@ -28,7 +32,7 @@ def query_list(engine: Engine) -> list[dict[str, Any]]:
         history = engine.progress_history(query.id)
         rows.append(
             {
-                **{k: row[k] for k in ("query_id", "pipeline", "state", "desired", "version", "sink", "error")},
+                **{k: row[k] for k in SHOWN},
                 "rows_per_sec": row["rows_per_sec"],
                 "throughput": [round(h["rows_per_second"], 1) for h in history],
                 "last_batch": row["last_batch"],

@@ -21,7 +21,7 @@ from ..errors import StreamQLError
 from ..storage import kafka_topics
 from ..storage.checkpoints import last_committed_batch, source_positions
 from ..storage.kafka_topics import KafkaSettings
-from .rows import shown_state
+from .rows import retry, shown_state
 
 #: the window ``messages-per-sec`` is measured over, seconds (ksqlDB's rates are windowed too)
 RATE_WINDOW = 30.0
@@ -155,6 +155,8 @@ class QueryDescription:
     status: str
     desired: str
     runtime: str | None
+    #: a failing query's retries (:func:`~.rows.retry`), None when it is not failing
+    retry: str | None
     version: int
     fields: tuple[FieldInfo, ...]
     sources: tuple[str, ...]
@@ -262,6 +264,7 @@ def _describe_query(
         status=shown_state(q, lease),
         desired=str(q.desired_state),
         runtime=lease["runtime_id"] if lease else None,
+        retry=retry(q, shown_state(q, lease)),
         version=q.version,
         fields=fields_of(sink) if sink else (),
         sources=tuple(q.sources),

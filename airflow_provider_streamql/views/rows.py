@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from ..catalog import ACTIVE_STATES, Catalog, CheckpointSnapshot, QueryInfo, QueryState
+from ..storage.checkpoints import last_committed_batch
 
 QUERY_COLUMNS = [
     "query_id",
@@ -27,18 +28,45 @@ QUERY_COLUMNS = [
     "late_rows",
     "bad_records",
     "error",
+    "retry",
 ]
 #: SHOW SNAPSHOTS and SNAPSHOT: one row per checkpoint snapshot
 SNAPSHOT_COLUMNS = ["query_id", "snapshot", "kind", "version", "batch", "position", "taken_at", "taken_by"]
 
 
+def replaying(query: QueryInfo) -> bool:
+    """RETRYING, and the batch it runs again first (the one it failed in) has not committed
+    yet. Once it has, the query is RUNNING (as the runtime writes at its next look)."""
+    return query.observed_state == QueryState.RETRYING and last_committed_batch(query.checkpoint) < (
+        query.retry_batch if query.retry_batch is not None else -1
+    )
+
+
 def shown_state(query: QueryInfo, lease: dict[str, Any] | None, now: float | None = None) -> str:
     """Observed state as users should see it: an active query whose runtime stopped
-    heartbeating (lease expired) is UNASSIGNED."""
+    heartbeating (lease expired) is UNASSIGNED; a RETRYING one whose batch it failed in
+    has committed is RUNNING (its runtime writes so at its next look)."""
     now = now or time.time()
     if query.observed_state in ACTIVE_STATES and (lease is None or lease["expires_at"] < now):
         return QueryState.UNASSIGNED
+    if query.observed_state == QueryState.RETRYING and not replaying(query):
+        return QueryState.RUNNING
     return query.observed_state
+
+
+def retry(query: QueryInfo, state: str, now: float | None = None) -> str | None:
+    """A failing query's retries as users should see them (None when it is not failing):
+    in ERROR, the attempt that comes next and when; once started again (RETRYING), the
+    attempt running. Attempt 1 was its first run."""
+    if query.failures is None or state not in (QueryState.ERROR, QueryState.STARTING, QueryState.RETRYING):
+        return None
+    attempt = query.failures + 1
+    if state != QueryState.ERROR:
+        return f"attempt {attempt} running"
+    if query.retry_at is None:
+        return f"failed {query.failures} time(s) in a row; not retried"
+    at = time.strftime("%H:%M:%S", time.gmtime(query.retry_at))
+    return f"attempt {attempt} at {at} UTC (in {max(0.0, query.retry_at - (now or time.time())):.0f}s)"
 
 
 def query_rows(catalog: Catalog, queries: list[QueryInfo], conn: Connection | None = None) -> list[dict[str, Any]]:
@@ -48,11 +76,12 @@ def query_rows(catalog: Catalog, queries: list[QueryInfo], conn: Connection | No
     rows = []
     for q in queries:
         p = catalog.observed.progress(q.id, conn)
+        state = shown_state(q, leases.get(q.id))
         rows.append(
             {
                 "query_id": q.id,
                 "pipeline": q.pipeline,
-                "state": shown_state(q, leases.get(q.id)),
+                "state": state,
                 "desired": q.desired_state,
                 "version": q.version,
                 "sink": q.sink,
@@ -63,7 +92,9 @@ def query_rows(catalog: Catalog, queries: list[QueryInfo], conn: Connection | No
                 "state_bytes": p.state_bytes if p else None,
                 "late_rows": p.late_rows if p else None,
                 "bad_records": sum(bad.get(q.id, {}).values()),
-                "error": q.error,
+                # a retry that has committed its batch no longer failed
+                "error": None if state == QueryState.RUNNING and q.failures else q.error,
+                "retry": retry(q, state),
             }
         )
     return rows

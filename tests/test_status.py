@@ -1,0 +1,58 @@
+"""A status you can trust, on a real runtime: a query failing and retried shows ERROR with the
+attempt that comes next and when, then RETRYING with its last error kept while it runs the
+batch it failed in again, never RUNNING with no error while it fails; a skip moves it on."""
+from __future__ import annotations
+
+import re
+
+from airflow_provider_streamql.cli import main
+
+from .support import wait_until
+from .test_bad_records import MALFORMED, PAYMENTS, good, produce, start
+
+QUERY = "CSAS_COPY_1"
+
+
+def row(engine) -> dict:
+    return next(r for r in engine.queries() if r["query_id"] == QUERY)
+
+
+def test_a_failing_query_shows_its_retries_until_a_batch_commits(sqlite_engine, home, runtimes, capsys):
+    engine = sqlite_engine
+    engine.execute(PAYMENTS + "CREATE STREAM copy WITH (on_error='FAIL') AS SELECT * FROM payments;")
+    start(engine, runtimes, QUERY)
+    produce(engine, "payments", [good(1), MALFORMED, good(2)], "a.json")
+
+    seen: list[dict] = []
+
+    def failed_three_times() -> bool:
+        seen.append(row(engine))
+        return bool(seen[-1]["retry"]) and seen[-1]["retry"].startswith("attempt 4")
+
+    wait_until(failed_three_times, 120, "three failures in a row")
+    failing = seen[next(i for i, r in enumerate(seen) if r["state"] == "ERROR"):]
+    assert "RUNNING" not in {r["state"] for r in failing}  # it never looks healthy while it fails
+    assert all("cannot read a record of PAYMENTS" in r["error"] for r in failing)  # the last error is kept
+    retries = {r["retry"] for r in failing if r["state"] == "ERROR"}
+    assert {re.sub(r" at .*", "", r) for r in retries} >= {"attempt 2", "attempt 3", "attempt 4"}
+    assert all(re.fullmatch(r"attempt \d at \d\d:\d\d:\d\d UTC \(in \d+s\)", r) for r in retries)
+
+    wait_until(lambda: row(engine)["state"] == "RETRYING", 120, "a retry running")
+    retrying = row(engine)
+    assert retrying["retry"].endswith("running") and "cannot read a record" in retrying["error"]
+    wait_until(lambda: row(engine)["state"] == "ERROR", 120, "the retry failing again")
+
+    # what SHOW QUERIES EXTENDED, EXPLAIN and `streamql queries` print of it
+    where = ["--home", home, "--catalog", engine.catalog.url]
+    assert main(["queries", *where]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"CSAS_COPY_1 .*ERROR.*attempt \d at \d\d:\d\d:\d\d UTC", out), out
+    assert "Retry                : attempt" in engine.execute("SHOW QUERIES EXTENDED")[0].message
+    explained = dict(engine.execute(f"EXPLAIN {QUERY}")[0].rows)
+    assert explained["retry"].startswith("attempt")
+
+    engine.execute(f"RESUME {QUERY} SKIP BAD RECORDS")
+    engine.wait_caught_up(QUERY, timeout=90)
+    wait_until(lambda: engine.query(QUERY).observed_state == "RUNNING", 60, "the runtime to write RUNNING")
+    ran_on = row(engine)
+    assert (ran_on["state"], ran_on["error"], ran_on["retry"]) == ("RUNNING", None, None)
