@@ -87,7 +87,8 @@ def query_rows(catalog: Catalog, queries: list[QueryInfo], conn: Connection | No
                 "sink": q.sink,
                 "sources": ",".join(q.sources),
                 "last_batch": p.batch_id if p else None,
-                "rows_per_sec": round(p.rows_per_second, 1) if p else None,
+                # the last batch's rate is not the query's now once it stopped running
+                "rows_per_sec": round(p.rows_per_second, 1) if p and state == QueryState.RUNNING else None,
                 "state_rows": p.state_rows if p else None,
                 "state_bytes": p.state_bytes if p else None,
                 "late_rows": p.late_rows if p else None,
