@@ -56,3 +56,20 @@ def test_a_failing_query_shows_its_retries_until_a_batch_commits(sqlite_engine, 
     wait_until(lambda: engine.query(QUERY).observed_state == "RUNNING", 60, "the runtime to write RUNNING")
     ran_on = row(engine)
     assert (ran_on["state"], ran_on["error"], ran_on["retry"]) == ("RUNNING", None, None)
+
+
+def test_a_paused_query_shows_no_rate_and_its_lag_in_files_and_records(sqlite_engine, runtimes):
+    engine = sqlite_engine
+    engine.execute(PAYMENTS + "CREATE STREAM copy AS SELECT * FROM payments;")
+    start(engine, runtimes, QUERY)
+    produce(engine, "payments", [good(i) for i in range(1, 4)], "a.json")
+    engine.wait_caught_up(QUERY, timeout=90)
+    wait_until(lambda: row(engine)["rows_per_sec"] is not None, 60, "the rate of its batch")
+    assert (row(engine)["lag_files"], row(engine)["lag_records"]) == (0, 0)
+
+    engine.execute(f"PAUSE {QUERY}")
+    engine.wait_for_state(QUERY, "PAUSED", timeout=60)
+    produce(engine, "payments", [good(i) for i in range(4, 9)], "b.json")
+    produce(engine, "payments", [good(9)], "c.json")
+    paused = row(engine)
+    assert (paused["rows_per_sec"], paused["lag_files"], paused["lag_records"]) == (None, 2, 6)

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
-from ..conditions import lag_files
 from ..engine import DesiredState
 from ..errors import StreamQLError
 from ..language import parse
@@ -37,7 +36,8 @@ def query_list(engine: Engine) -> list[dict[str, Any]]:
                 "throughput": [round(h["rows_per_second"], 1) for h in history],
                 "last_batch": row["last_batch"],
                 "last_batch_at": progress.last_batch_at if progress else None,
-                "lag_files": lag_files(engine, query),
+                "lag_files": row["lag_files"],
+                "lag_records": row["lag_records"],
                 "actions": actions(query.desired_state),
                 "shadow_of": query.settings.get("shadow_of"),  # a shadow version (docs/upgrades.md)
             }

@@ -74,12 +74,12 @@ class Reader:
 
     def queries(self, pipeline: str | None = None) -> list[dict[str, Any]]:
         """Every query (optionally of one pipeline) with state, progress and last error."""
-        return query_rows(self.catalog, self.catalog.queries(pipeline))
+        return query_rows(self.catalog, self.catalog.queries(pipeline), kafka=self.kafka)
 
     def query_rows(self, queries: list[QueryInfo]) -> list[dict[str, Any]]:
         """The rows of ``queries`` as :meth:`queries` gives them (the columns of ``SHOW
         QUERIES EXTENDED``), in their order: for a caller that holds the queries already."""
-        return query_rows(self.catalog, queries)
+        return query_rows(self.catalog, queries, kafka=self.kafka)
 
     def bad_records(self, query_id: str, status: str | None = None) -> list[BadRecord]:
         """The records ``query_id`` could not read: where each sits, its text, the error,

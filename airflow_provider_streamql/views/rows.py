@@ -12,6 +12,8 @@ from sqlalchemy import Connection
 
 from ..catalog import ACTIVE_STATES, Catalog, CheckpointSnapshot, QueryInfo, QueryState
 from ..storage.checkpoints import last_committed_batch
+from ..storage.kafka_topics import KafkaSettings
+from . import lag
 
 QUERY_COLUMNS = [
     "query_id",
@@ -23,6 +25,8 @@ QUERY_COLUMNS = [
     "sources",
     "last_batch",
     "rows_per_sec",
+    "lag_files",
+    "lag_records",
     "state_rows",
     "state_bytes",
     "late_rows",
@@ -69,14 +73,19 @@ def retry(query: QueryInfo, state: str, now: float | None = None) -> str | None:
     return f"attempt {attempt} at {at} UTC (in {max(0.0, query.retry_at - (now or time.time())):.0f}s)"
 
 
-def query_rows(catalog: Catalog, queries: list[QueryInfo], conn: Connection | None = None) -> list[dict[str, Any]]:
-    """One dict per query with state, progress and last error."""
+def query_rows(
+    catalog: Catalog, queries: list[QueryInfo], conn: Connection | None = None, kafka: KafkaSettings | None = None
+) -> list[dict[str, Any]]:
+    """One dict per query with state, progress, lag and last error; with ``kafka``, the lag
+    in records of a query on a Kafka topic too (asked of the broker: never inside a catalog
+    transaction)."""
     leases = catalog.leases.holders(conn)
     bad = catalog.bad_records.counts(conn)
     rows = []
     for q in queries:
         p = catalog.observed.progress(q.id, conn)
         state = shown_state(q, leases.get(q.id))
+        behind = lag.query_lag(catalog, q, kafka)
         rows.append(
             {
                 "query_id": q.id,
@@ -89,6 +98,8 @@ def query_rows(catalog: Catalog, queries: list[QueryInfo], conn: Connection | No
                 "last_batch": p.batch_id if p else None,
                 # the last batch's rate is not the query's now once it stopped running
                 "rows_per_sec": round(p.rows_per_second, 1) if p and state == QueryState.RUNNING else None,
+                "lag_files": behind.files,
+                "lag_records": behind.records,
                 "state_rows": p.state_rows if p else None,
                 "state_bytes": p.state_bytes if p else None,
                 "late_rows": p.late_rows if p else None,
