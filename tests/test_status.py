@@ -3,7 +3,9 @@ attempt that comes next and when, then RETRYING with its last error kept while i
 batch it failed in again, never RUNNING with no error while it fails; a skip moves it on."""
 from __future__ import annotations
 
+import json
 import re
+import threading
 
 from airflow_provider_streamql.cli import main
 
@@ -73,3 +75,49 @@ def test_a_paused_query_shows_no_rate_and_its_lag_in_files_and_records(sqlite_en
     produce(engine, "payments", [good(9)], "c.json")
     paused = row(engine)
     assert (paused["rows_per_sec"], paused["lag_files"], paused["lag_records"]) == (None, 2, 6)
+
+
+def _hold_every_task_slot(spark, flag: str) -> threading.Thread:
+    """A Spark job whose tasks take every task slot of the shared local[2] session until
+    ``flag`` is removed: the streaming query's batches get no executor meanwhile, as on a
+    cluster whose executors another job holds."""
+    slots = spark.sparkContext.defaultParallelism
+
+    def hold(_):
+        import os
+        import time
+        while os.path.exists(flag):
+            time.sleep(0.1)
+
+    thread = threading.Thread(target=lambda: spark.sparkContext.parallelize(range(slots), slots).foreach(hold))
+    thread.start()
+    return thread
+
+
+def test_a_query_that_makes_no_progress_is_marked_stuck(sqlite_engine, runtimes, tmp_path, capsys, home):
+    engine = sqlite_engine
+    engine.execute(PAYMENTS + "CREATE STREAM copy AS SELECT * FROM payments;")
+    start(engine, runtimes, QUERY)
+    produce(engine, "payments", [good(1)], "a.json")
+    engine.wait_caught_up(QUERY, timeout=90)
+    assert row(engine)["stuck"] is False
+
+    flag = tmp_path / "hold"
+    flag.write_text("")
+    holder = _hold_every_task_slot(runtimes.spark, str(flag))
+    try:
+        produce(engine, "payments", [good(2), good(3)], "b.json")
+        produce(engine, "payments", [good(4)], "c.json")
+        stuck = wait_until(lambda: next((r for r in engine.queries(stuck_after=1.0) if r["query_id"] == QUERY
+                                         and r["stuck"]), None), 60, "the stuck mark")
+        assert (stuck["state"], stuck["lag_files"], stuck["lag_records"]) == ("RUNNING", 2, 3)
+        assert row(engine)["stuck"] is False  # the default threshold (5 minutes) is not reached
+        where = ["--home", home, "--catalog", engine.catalog.url]
+        assert main(["queries", *where, "--stuck-after", "1", "--json"]) == 0
+        (shown,) = [r for r in json.loads(capsys.readouterr().out) if r["query_id"] == QUERY]
+        assert shown["stuck"] is True
+    finally:
+        flag.unlink()
+        holder.join(60)
+    engine.wait_caught_up(QUERY, timeout=90)
+    assert next(r for r in engine.queries(stuck_after=1.0) if r["query_id"] == QUERY)["stuck"] is False

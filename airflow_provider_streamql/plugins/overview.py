@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 
 #: the columns of a query's row the page shows as they are
-SHOWN = ("query_id", "pipeline", "state", "desired", "version", "sink", "error", "retry")
+SHOWN = ("query_id", "pipeline", "state", "desired", "version", "sink", "error", "retry", "stuck")
 
 
 def query_list(engine: Engine) -> list[dict[str, Any]]:

@@ -20,6 +20,7 @@ import re
 import time
 import uuid
 from collections.abc import Iterable
+from stat import S_ISREG
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ValidationError
@@ -97,10 +98,12 @@ def record_count(path: str, value_format: str) -> int | None:
     if value_format not in LINE_FORMATS:
         return None
     try:
-        stat = os.stat(path)
+        found = os.stat(path)
     except FileNotFoundError:  # compacted away since it was listed
         return 0
-    return max(0, _lines(path, stat.st_size, stat.st_mtime_ns) - LINE_FORMATS[value_format])
+    if not S_ISREG(found.st_mode):  # a pipe or device left in a topic: never opened (it would block)
+        return None
+    return max(0, _lines(path, found.st_size, found.st_mtime_ns) - LINE_FORMATS[value_format])
 
 
 @functools.lru_cache(maxsize=4096)

@@ -26,6 +26,14 @@ class Lag:
     files: int | None
     records: int | None
     note: str | None = None
+    #: when the oldest input file it has not processed was committed (epoch seconds; None:
+    #: none waits, or its sources cannot tell: Kafka)
+    waiting_since: float | None = None
+
+    @property
+    def behind(self) -> bool:
+        """Input waits for it."""
+        return bool(self.files or self.records)
 
     def text(self) -> str | None:
         """As the CLI and the page show it: ``3 files, 120 records``."""
@@ -87,12 +95,13 @@ def query_lag(catalog: Catalog, query: QueryInfo, kafka: KafkaSettings | None = 
     except (OSError, StreamQLError) as e:  # a topic folder gone or unreadable: no lag, and why
         return Lag(None, None, f"its input could not be listed: {e}")
     files = len(behind) if formats else None
+    waiting_since = min((_mtime(f) for f in behind), default=None)
     records: int | None = None if None in counts else sum(c or 0 for c in counts)
     note = None if records is not None else "records are counted in JSON, CSV and DELIMITED files only"
     on_kafka = kafka_sources(catalog, query)
     if on_kafka:
         if kafka is None or not kafka.given:
-            return Lag(files, None, "no Kafka bootstrap servers given: lag in records is not known")
+            return Lag(files, None, "no Kafka bootstrap servers given: lag in records is not known", waiting_since)
         on_topics = 0
         for name in on_kafka:
             source = catalog.source(name)
@@ -100,12 +109,12 @@ def query_lag(catalog: Catalog, query: QueryInfo, kafka: KafkaSettings | None = 
             try:
                 group = consumer_offsets(query, topic, kafka_topics.offset_ranges(kafka, topic))
             except StreamQLError as e:
-                return Lag(files, None, e.message)
+                return Lag(files, None, e.message, waiting_since)
             if group.note is not None:
-                return Lag(files, None, group.note)
+                return Lag(files, None, group.note, waiting_since)
             on_topics += sum(o.lag or 0 for o in group.offsets)
         records = on_topics if not formats else None if records is None else records + on_topics
-    return Lag(files, records, note if records is None else None)
+    return Lag(files, records, note if records is None else None, waiting_since)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from ..catalog import ACTIVE_STATES, Catalog, CheckpointSnapshot, QueryInfo, QueryState
+from ..catalog import ACTIVE_STATES, Catalog, CheckpointSnapshot, DesiredState, QueryInfo, QueryState
 from ..storage.checkpoints import last_committed_batch
 from ..storage.kafka_topics import KafkaSettings
 from . import lag
@@ -27,6 +27,7 @@ QUERY_COLUMNS = [
     "rows_per_sec",
     "lag_files",
     "lag_records",
+    "stuck",
     "state_rows",
     "state_bytes",
     "late_rows",
@@ -73,12 +74,36 @@ def retry(query: QueryInfo, state: str, now: float | None = None) -> str | None:
     return f"attempt {attempt} at {at} UTC (in {max(0.0, query.retry_at - (now or time.time())):.0f}s)"
 
 
+#: seconds input may wait, with no batch committed, before a query that should run is marked
+#: stuck (:func:`stuck`): far above a healthy batch, whose trigger starts as soon as input waits
+STUCK_AFTER = 300.0
+
+
+def stuck(query: QueryInfo, state: str, behind: lag.Lag, last_batch_at: float | None, now: float, after: float) -> bool:
+    """Whether a query that should make progress makes none: it should run and is shown
+    RUNNING or RETRYING (a paused, failed or unassigned one says so itself), input waits for
+    it (lag in files or records above 0), that input has waited longer than ``after`` seconds
+    (on file topics, the oldest unprocessed file's commit time; a Kafka topic cannot tell),
+    and no batch has committed for ``after`` seconds either (none ever: since its state was
+    last written). Its lag is then growing or standing still while its last batch ages."""
+    if query.desired_state != DesiredState.RUNNING or state not in (QueryState.RUNNING, QueryState.RETRYING):
+        return False
+    if not behind.behind or (behind.waiting_since is not None and now - behind.waiting_since <= after):
+        return False
+    return now - (last_batch_at if last_batch_at is not None else query.updated_at) > after
+
+
 def query_rows(
-    catalog: Catalog, queries: list[QueryInfo], conn: Connection | None = None, kafka: KafkaSettings | None = None
+    catalog: Catalog,
+    queries: list[QueryInfo],
+    conn: Connection | None = None,
+    kafka: KafkaSettings | None = None,
+    stuck_after: float = STUCK_AFTER,
 ) -> list[dict[str, Any]]:
-    """One dict per query with state, progress, lag and last error; with ``kafka``, the lag
-    in records of a query on a Kafka topic too (asked of the broker: never inside a catalog
-    transaction)."""
+    """One dict per query with state, progress, lag, whether it is :func:`stuck` (after
+    ``stuck_after`` seconds) and last error; with ``kafka``, the lag in records of a query on
+    a Kafka topic too (asked of the broker: never inside a catalog transaction)."""
+    now = time.time()
     leases = catalog.leases.holders(conn)
     bad = catalog.bad_records.counts(conn)
     rows = []
@@ -100,6 +125,7 @@ def query_rows(
                 "rows_per_sec": round(p.rows_per_second, 1) if p and state == QueryState.RUNNING else None,
                 "lag_files": behind.files,
                 "lag_records": behind.records,
+                "stuck": stuck(q, state, behind, p.last_batch_at if p else None, now, stuck_after),
                 "state_rows": p.state_rows if p else None,
                 "state_bytes": p.state_bytes if p else None,
                 "late_rows": p.late_rows if p else None,
