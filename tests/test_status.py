@@ -75,6 +75,10 @@ def test_a_paused_query_shows_no_rate_and_its_lag_in_files_and_records(sqlite_en
     produce(engine, "payments", [good(9)], "c.json")
     paused = row(engine)
     assert (paused["rows_per_sec"], paused["lag_files"], paused["lag_records"]) == (None, 2, 6)
+    # over time (the page's chart): none after its batch, two files of six records now
+    *after_batches, now = engine.lag_history(QUERY)
+    assert after_batches and {(p.files, p.records) for p in after_batches} == {(0, 0)}
+    assert (now.batch_id, now.files, now.records) == (None, 2, 6)
 
 
 def _hold_every_task_slot(spark, flag: str) -> threading.Thread:

@@ -504,4 +504,12 @@ def test_bad_records_show_on_the_page(ui, pipeline, browser, runtimes):
     assert "bad.json:2" in shown and '{"id": 10, "user": "mal", "cost": "lots"}' in shown
     assert "value 'lots' does not fit column 'cost' of type DOUBLE" in shown
     page.screenshot(path=f"{ARTIFACTS}/8-bad-record-1280.png", full_page=True)
+
+    # the lag chart: a point after each of its last batches (their records all processed),
+    # then now: the held file's two records
+    points = page.locator("#details svg.lag-chart circle.lag-point")
+    assert points.count() >= 2 and page.get_attribute("#details svg.lag-chart", "data-unit") == "records"
+    assert [points.nth(i).get_attribute("data-lag") for i in range(points.count() - 1)] == ["0"] * (points.count() - 1)
+    assert (points.last.get_attribute("data-batch"), points.last.get_attribute("data-lag")) == ("now", "2")
+
     page.context.close()

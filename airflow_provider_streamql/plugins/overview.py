@@ -101,6 +101,11 @@ def query_details(engine: Engine, query_id: str) -> dict[str, Any]:
         "commands": commands,
         "bad_records": bad,
         "on_error": query.settings.get("on_error"),
+        # the chart: lag after each of its last batches, then now
+        "lag_history": [
+            {"at": p.at, "batch_id": p.batch_id, "files": p.files, "records": p.records}
+            for p in engine.lag_history(query.id)
+        ],
     }
 
 

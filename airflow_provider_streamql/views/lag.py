@@ -6,12 +6,13 @@ topic's end offsets (``DESCRIBE ... EXTENDED``'s consumer offsets)."""
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 
 from ..catalog import Catalog, DesiredState, QueryInfo
 from ..errors import StreamQLError
 from ..storage import kafka_topics, topics
-from ..storage.checkpoints import last_committed_batch, processed_files, source_positions
+from ..storage.checkpoints import last_committed_batch, processed_by, processed_files, source_positions
 from ..storage.kafka_topics import KafkaSettings
 
 
@@ -161,6 +162,37 @@ def consumer_offsets(query: QueryInfo, topic: str, ranges: dict[int, tuple[int, 
             read.update({int(p): int(o) for p, o in position[topic].items()})
     offsets = tuple(PartitionOffset(p, low, high, read.get(p)) for p, (low, high) in sorted(ranges.items()))
     return ConsumerOffsets(query.id, topic, offsets)
+
+
+@dataclass(frozen=True)
+class LagPoint:
+    """The query's lag at one time: after one of its last batches committed, or now."""
+
+    at: float
+    #: the batch that had just committed (None: now)
+    batch_id: int | None
+    files: int | None
+    records: int | None
+
+
+def lag_history(catalog: Catalog, query: QueryInfo, kafka: KafkaSettings | None = None) -> list[LagPoint]:
+    """The query's lag after each of its last batches (the progress history the catalog
+    keeps), then now. On file topics each point counts the input files committed by then that
+    the batches up to it had not processed, and their records; a Kafka topic keeps no end
+    offsets of the past, so a query on one has its present lag only."""
+    now = lag_now = query_lag(catalog, query, kafka)
+    points = []
+    history = catalog.observed.progress_history(query.id)
+    if history and lag_now.files is not None:
+        formats = _input_formats(catalog, query, float("inf"))
+        written = {f: _mtime(f) for f in formats}
+        processed = processed_by(query.checkpoint, [h["batch_id"] for h in history])
+        for h in (h for h in history if h["batch_id"] in processed):
+            behind = [f for f, at in written.items() if at <= h["at"] and f not in processed[h["batch_id"]]]
+            counts = [topics.record_count(f, formats[f]) for f in behind]
+            records = None if None in counts else sum(c or 0 for c in counts)
+            points.append(LagPoint(h["at"], h["batch_id"], len(behind), records))
+    return [*points, LagPoint(time.time(), None, now.files, now.records)]
 
 
 def caught_up_message(query_id: str, files: int) -> str:

@@ -15,6 +15,7 @@ from ..storage.kafka_topics import KafkaSettings
 from ..storage.printing import Printed, print_records
 from ..storage.push import Pushed, PushPlan, push_rows
 from .events import EventFeed, QueryEvent
+from .lag import LagPoint, lag_history
 from .lineage import Dataset, QueryLineage, dataset_of, query_lineage
 from .rows import STUCK_AFTER, query_rows, shown_state
 
@@ -85,6 +86,11 @@ class Reader:
         """The rows of ``queries`` as :meth:`queries` gives them (the columns of ``SHOW
         QUERIES EXTENDED``), in their order: for a caller that holds the queries already."""
         return query_rows(self.catalog, queries, kafka=self.kafka, stuck_after=self.stuck_after)
+
+    def lag_history(self, query_id: str) -> list[LagPoint]:
+        """``query_id``'s lag after each of its last batches, then now (the page's chart):
+        input files and records on file topics; on a Kafka topic, its present lag only."""
+        return lag_history(self.catalog, self.query(query_id), self.kafka)
 
     def bad_records(self, query_id: str, status: str | None = None) -> list[BadRecord]:
         """The records ``query_id`` could not read: where each sits, its text, the error,
