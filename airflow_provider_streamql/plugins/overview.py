@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
-from ..engine import DesiredState
+from ..engine import DesiredState, QueryState
 from ..errors import StreamQLError
 from ..language import parse
 from ..language.statements import QueryControl
@@ -38,7 +38,7 @@ def query_list(engine: Engine) -> list[dict[str, Any]]:
                 "last_batch_at": progress.last_batch_at if progress else None,
                 "lag_files": row["lag_files"],
                 "lag_records": row["lag_records"],
-                "actions": actions(query.desired_state),
+                "actions": actions(query.desired_state) + (["skip"] if held(engine, query, row) else []),
                 "shadow_of": query.settings.get("shadow_of"),  # a shadow version (docs/upgrades.md)
             }
         )
@@ -52,6 +52,17 @@ ACTIONS: dict[str, list[str]] = {DesiredState.RUNNING: ["pause"], DesiredState.P
 def actions(desired: str) -> list[str]:
     """What a button may do to a query in this desired state."""
     return ACTIONS.get(desired, [])
+
+
+def held(engine: Engine, query: QueryInfo, row: dict[str, Any]) -> bool:
+    """Whether bad records hold the query, so that ``RESUME ... SKIP BAD RECORDS`` moves it on:
+    paused at them (policy PAUSE), or in ERROR on one its failing batch reads (policy FAIL)."""
+    if query.desired_state == DesiredState.PAUSED:
+        return bool(engine.bad_records(query.id, "PENDING"))
+    if row["state"] != QueryState.ERROR:
+        return False
+    committed = row["last_batch"] if row["last_batch"] is not None else -1
+    return any(r.batch_id > committed for r in engine.bad_records(query.id, "FAILED"))
 
 
 def query_details(engine: Engine, query_id: str) -> dict[str, Any]:
