@@ -69,6 +69,7 @@ from .upgrades import Report
 from .upgrades.report import VERDICTS
 from .views.descriptions import QueryDescription, SourceDescription
 from .views.events import EVENTS, QueryEvent, check_events
+from .views.lag import LagPoint
 from .views.lineage import Dataset, InputColumn, QueryLineage
 from .views.reader import RUNTIME_STALE_AFTER, Names, Reader
 from .views.rows import QUERY_COLUMNS
@@ -77,7 +78,7 @@ __all__ = ["Engine", "DEFAULT_PIPELINE", "RUNTIME_STALE_AFTER", "QUERY_COLUMNS",
 # the values Engine's methods return, besides results.Result and the errors
 __all__ += ["QueryInfo", "Progress", "BadRecord", "QueryEvent", "QueryLineage", "Dataset", "InputColumn"]
 __all__ += ["Report", "DeployPlan", "QueryState", "DesiredState", "Names", "WaitEnd", "Ending"]
-__all__ += ["SourceDescription", "QueryDescription"]
+__all__ += ["SourceDescription", "QueryDescription", "LagPoint"]
 
 
 class Engine(Reader):

@@ -110,6 +110,10 @@ def test_a_paused_kafka_query_shows_its_consumer_lag(kafka_spark, kafka_topics, 
     assert f"Consumer Group       : {query_id}" in result.message
     assert f"Max lag              : {group.max_lag}" in result.message
     assert " Partition | Start Offset | End Offset | Offset | Lag" in result.message
+    # `streamql queries` and the page: the same lag, in records (a Kafka topic has no files),
+    # and no rate for a query that is not running
+    row = next(r for r in engine.queries() if r["query_id"] == query_id)
+    assert (row["state"], row["lag_files"], row["lag_records"], row["rows_per_sec"]) == ("PAUSED", None, 5, None)
     engine.close()
 
 

@@ -70,6 +70,7 @@ def test_the_runtime_serves_per_query_series(sqlite_engine, runtimes):
     paused = series(samples, "streamql_query_state", query="CSAS_BIG_1", state="PAUSED")
     assert list(paused.values()) == [1.0]
     assert list(series(samples, "streamql_query_lag_files", query="CSAS_BIG_1").values()) == [1.0]
+    assert list(series(samples, "streamql_query_lag_records", query="CSAS_BIG_1").values()) == [1.0]
 
     with pytest.raises(urllib.error.HTTPError) as missing:
         urllib.request.urlopen(f"http://127.0.0.1:{port}/other", timeout=10)

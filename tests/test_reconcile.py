@@ -137,14 +137,17 @@ def test_a_query_whose_start_fails_is_retried_after_its_back_off_until_paused(lo
     assert looks.look("CSAS_O_1", 100.0, **gone) == BackOff(1, 1.0)
     query = engine.query("CSAS_O_1")
     assert (query.observed_state, query.error) == ("ERROR", "GONE no longer exist(s) in the catalog")
+    assert query.failures == 1 and query.retry_at > query.updated_at  # shown as the attempt to come and when
     assert looks.look("CSAS_O_1", 100.6, **gone) == BackOff(1, pytest.approx(0.4))  # waits: no second attempt
     assert engine.query("CSAS_O_1").updated_at == query.updated_at  # nothing written meanwhile
     assert looks.look("CSAS_O_1", 101.0, **gone) == BackOff(2, 2.0)  # tried again, and failed again
     assert looks.look("CSAS_O_1", 103.0, **gone) == BackOff(3, 4.0)
+    assert engine.query("CSAS_O_1").failures == 3
 
     engine.execute("PAUSE CSAS_O_1")  # during its back-off: PAUSED at once, the failures forgotten
     assert looks.look("CSAS_O_1", 104.0, **gone) == Done()
     assert engine.state("CSAS_O_1") == "PAUSED" and not looks.queries.active
+    assert (engine.query("CSAS_O_1").failures, engine.query("CSAS_O_1").retry_at) == (None, None)
     assert looks.look("CSAS_O_1", 200.0, **gone) == Done()  # long after: a paused query is not started
     engine.execute("RESUME CSAS_O_1")  # started at once, backing off from the first delay again
     assert looks.look("CSAS_O_1", 200.1, **gone) == BackOff(1, 1.0)

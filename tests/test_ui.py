@@ -153,6 +153,11 @@ ROUTES = [
     ("GET", f"/streamql/api/queries/{VALID}", "viewer", False, {}, 200),
     ("POST", f"/streamql/api/queries/{VALID}/pause", "viewer", False, {}, 403),
     ("POST", "/streamql/api/all/pause", "viewer", False, {}, 403),
+    ("POST", f"/streamql/api/queries/{VALID}/skip", "viewer", False, {}, 403),
+    ("POST", f"/streamql/api/queries/{VALID}/skip", "one_dag", "minted", {}, 403),
+    ("POST", f"/streamql/api/queries/{VALID}/skip", "admin", False, {}, 403),  # no CSRF token
+    ("POST", f"/streamql/api/queries/{VALID}/skip", "admin", True, {}, 409),  # no bad record holds it
+    ("POST", "/streamql/api/all/skip", "admin", True, {}, 404),  # a skip is one query's
     ("GET", f"/streamql/api/queries/{VALID}/pause", "admin", False, {}, 405),  # state changes are POST only
     ("POST", f"/streamql/api/queries/{VALID}/pause", "admin", False, {}, 403),  # no CSRF token
     ("POST", f"/streamql/api/queries/{VALID}/pause", "admin", True, {"Origin": "https://evil.example"}, 403),
@@ -504,6 +509,27 @@ def test_bad_records_show_on_the_page(ui, pipeline, browser, runtimes):
     assert "bad.json:2" in shown and '{"id": 10, "user": "mal", "cost": "lots"}' in shown
     assert "value 'lots' does not fit column 'cost' of type DOUBLE" in shown
     page.screenshot(path=f"{ARTIFACTS}/8-bad-record-1280.png", full_page=True)
+
+    # the lag chart: a point after each of its last batches (their records all processed),
+    # then now: the held file's two records
+    points = page.locator("#details svg.lag-chart circle.lag-point")
+    assert points.count() >= 2 and page.get_attribute("#details svg.lag-chart", "data-unit") == "records"
+    assert [points.nth(i).get_attribute("data-lag") for i in range(points.count() - 1)] == ["0"] * (points.count() - 1)
+    assert (points.last.get_attribute("data-batch"), points.last.get_attribute("data-lag")) == ("now", "2")
+
+    # Skip bad records, beside the held query: asks first, then runs on past the record
+    skip = f"tr[data-query-id='{VALID}'] button[data-action=skip]"
+    assert page.inner_text(skip) == "Skip bad records"
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click(skip)
+    wait_for_state(page, VALID, "RUNNING")
+    engine.wait_caught_up(VALID, timeout=90)
+    assert [r.status for r in engine.bad_records(VALID)] == ["SKIPPED"]
+    assert engine.catalog.commands.all()[-1]["statement"] == f"RESUME {VALID} SKIP BAD RECORDS"
+    assert engine.catalog.commands.all()[-1]["issuer"] == "airflow-ui:admin"
+    assert 9 in [row[0] for row in engine.execute("SELECT id FROM valid")[0].rows]  # the good record of the file
+    wait_until(lambda: page.locator(skip).count() == 0, 30, "the button to go once nothing holds it")
+    page.screenshot(path=f"{ARTIFACTS}/9-skipped-1280.png", full_page=True)
     page.context.close()
 
 

@@ -133,6 +133,12 @@ class QueryInfo:
     error: str | None = None
     running_version: int | None = None
     run_id: str | None = None
+    #: failures in a row of a query that fails and is retried (None: it is not failing)
+    failures: int | None = None
+    #: when its runtime starts it again (epoch seconds): None once started again
+    retry_at: float | None = None
+    #: RETRYING: the batch it runs again first (it is RUNNING once that batch commits)
+    retry_batch: int | None = None
     created_at: float = 0.0
     updated_at: float = 0.0
 

@@ -39,14 +39,28 @@ class ObservedState:
         epoch: int | None = None,
         running_version: int | None = None,
         run_id: str | None = None,
+        failures: int | None = None,
+        retry_at: float | None = None,
+        retry_batch: int | None = None,
     ) -> bool:
-        """Write observed state; with ``runtime_id``/``epoch``, only while that lease is held."""
+        """Write observed state; with ``runtime_id``/``epoch``, only while that lease is held.
+
+        A failing query's retries: ERROR records its ``failures`` in a row and when it is
+        started again (``retry_at``, None when it is not), RETRYING keeps its failures and
+        records the batch it runs again first (``retry_batch``), and RUNNING, PAUSED or
+        TERMINATED forget them."""
         with write_connection(self.engine) as conn:
             if runtime_id is not None and not self.leases.held(conn, query_id, runtime_id, epoch):
                 return False
             values: dict[str, Any] = {"observed_state": state, "updated_at": time.time()}
             if error is not None or state in (QueryState.RUNNING, QueryState.PAUSED, QueryState.TERMINATED):
                 values["error"] = error
+            if state in (QueryState.RUNNING, QueryState.PAUSED, QueryState.TERMINATED):
+                values.update(failures=None, retry_at=None, retry_batch=None)
+            elif state == QueryState.ERROR and failures is not None:
+                values.update(failures=failures, retry_at=retry_at, retry_batch=None)
+            elif state == QueryState.RETRYING:
+                values.update(retry_at=None, retry_batch=retry_batch)
             if running_version is not None:
                 values["running_version"] = running_version
             if run_id is not None:

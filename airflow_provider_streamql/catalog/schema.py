@@ -60,6 +60,12 @@ queries = Table(
     Column("error", Text),
     Column("running_version", Integer),  # the version a runtime runs now
     Column("run_id", String(64)),  # migration 6: Spark's runId of that run
+    # migration 14: a failing query's retries: its failures in a row, when the runtime
+    # starts it again (epoch seconds; None once started, while RETRYING) and the batch it
+    # runs again first (RETRYING until that batch commits)
+    Column("failures", Integer),
+    Column("retry_at", Float),
+    Column("retry_batch", Integer),
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
 )
@@ -210,6 +216,7 @@ MIGRATION_7_COLUMNS = {queries: ("settings", "plan", "shape"), query_versions: (
 MIGRATION_9_TABLES = (checkpoint_snapshots,)
 MIGRATION_10_TABLES = (event_cursors,)
 MIGRATION_13_COLUMNS = {runtimes: ("kafka",)}
+MIGRATION_14_COLUMNS = {queries: ("failures", "retry_at", "retry_batch")}
 #: the columns a query's version is made of (copied back by a rollback)
 DEFINITION = ("sql", "select_sql", "sources", "settings", "plan", "shape")
 

@@ -26,6 +26,9 @@ class QueryState(enum.StrEnum):
     UPGRADING = "UPGRADING"
     ROLLING_BACK = "ROLLING_BACK"
     ERROR = "ERROR"
+    #: started again after it failed: its last error and failures are kept until the batch
+    #: that failed commits (or, when none was left to run, until its next look)
+    RETRYING = "RETRYING"
     TERMINATED = "TERMINATED"
     UNASSIGNED = "UNASSIGNED"  # its runtime stopped heartbeating
 
@@ -37,6 +40,7 @@ ACTIVE_STATES = (
     QueryState.PAUSING,
     QueryState.UPGRADING,
     QueryState.ROLLING_BACK,
+    QueryState.RETRYING,
 )
 
 

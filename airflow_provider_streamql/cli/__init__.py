@@ -73,6 +73,12 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=_runtime)
 
     p = sub.add_parser("queries", parents=[common], help="list queries and their state")
+    p.add_argument(
+        "--stuck-after",
+        type=float,
+        default=None,
+        help="seconds input may wait with no batch committed before a running query is marked stuck (300)",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=_queries)
 
@@ -244,7 +250,7 @@ def _wait_for_results(engine: Engine, results, args: argparse.Namespace) -> int:
 
 
 def _queries(args: argparse.Namespace) -> int:
-    table(_engine(args).queries(args.pipeline), QUERY_COLUMNS, args.json)
+    table(_engine(args).queries(args.pipeline, stuck_after=args.stuck_after), QUERY_COLUMNS, args.json)
     return EXIT_OK
 
 

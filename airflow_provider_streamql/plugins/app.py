@@ -258,17 +258,17 @@ def get_query(query_id: str, user: GetUserDep) -> dict[str, Any]:
 
 @app.post("/api/queries/{query_id}/{action}", dependencies=EDIT)
 def change_query(query_id: str, action: str, user: GetUserDep) -> dict[str, Any]:
-    verb = _verb(action)
+    verb, skip = _verb(action, SINGLE_ACTIONS)
     e = engine()
     query = _call(e.query, query_id)
-    result = _call(e.control, verb, query.id, pipeline=query.pipeline, issuer=_issuer(user))
+    result = _call(e.control, verb, query.id, skip_bad_records=skip, pipeline=query.pipeline, issuer=_issuer(user))
     return {"message": result.message, "waits": result.waits}
 
 
 @app.post("/api/all/{action}", dependencies=EDIT)
 def change_all(action: str, user: GetUserDep) -> dict[str, Any]:
     """Pause or resume every query of every pipeline (ALL is per pipeline in StreamQL)."""
-    verb = _verb(action)
+    verb, _ = _verb(action, ALL_ACTIONS)
     e = engine()
     pipelines = sorted({q.pipeline for q in e.query_infos() if q.desired_state != DesiredState.TERMINATED})
     results = [_call(e.control, verb, None, pipeline=p, issuer=_issuer(user)) for p in pipelines]
@@ -278,11 +278,17 @@ def change_all(action: str, user: GetUserDep) -> dict[str, Any]:
     }
 
 
-def _verb(action: str) -> str:
-    verbs = {"pause": "PAUSE", "resume": "RESUME"}
-    if action not in verbs:
-        raise HTTPException(404, f"unknown action {action!r} (pause or resume)")
-    return verbs[action]
+#: what a button may ask of one query: the statement's verb, and whether it skips the bad
+#: records holding the query (``RESUME <q> SKIP BAD RECORDS``)
+SINGLE_ACTIONS = {"pause": ("PAUSE", False), "resume": ("RESUME", False), "skip": ("RESUME", True)}
+#: what a page-wide button may ask of every query (a skip is decided query by query)
+ALL_ACTIONS = {"pause": ("PAUSE", False), "resume": ("RESUME", False)}
+
+
+def _verb(action: str, actions: dict[str, tuple[str, bool]]) -> tuple[str, bool]:
+    if action not in actions:
+        raise HTTPException(404, f"unknown action {action!r} ({' or '.join(actions)})")
+    return actions[action]
 
 
 def _issuer(user) -> str:

@@ -9,14 +9,17 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
-from ..conditions import lag_files
-from ..engine import DesiredState
+from ..engine import DesiredState, QueryState
 from ..errors import StreamQLError
 from ..language import RateLimits, parse
 from ..language.statements import QueryControl
 
 if TYPE_CHECKING:
     from ..engine import Engine, QueryInfo
+
+
+#: the columns of a query's row the page shows as they are
+SHOWN = ("query_id", "pipeline", "state", "desired", "version", "sink", "error", "retry", "stuck")
 
 
 def query_list(engine: Engine) -> list[dict[str, Any]]:
@@ -28,13 +31,14 @@ def query_list(engine: Engine) -> list[dict[str, Any]]:
         history = engine.progress_history(query.id)
         rows.append(
             {
-                **{k: row[k] for k in ("query_id", "pipeline", "state", "desired", "version", "sink", "error")},
+                **{k: row[k] for k in SHOWN},
                 "rows_per_sec": row["rows_per_sec"],
                 "throughput": [round(h["rows_per_second"], 1) for h in history],
                 "last_batch": row["last_batch"],
                 "last_batch_at": progress.last_batch_at if progress else None,
-                "lag_files": lag_files(engine, query),
-                "actions": actions(query.desired_state),
+                "lag_files": row["lag_files"],
+                "lag_records": row["lag_records"],
+                "actions": actions(query.desired_state) + (["skip"] if held(engine, query, row) else []),
                 "shadow_of": query.settings.get("shadow_of"),  # a shadow version (docs/upgrades.md)
             }
         )
@@ -48,6 +52,17 @@ ACTIONS: dict[str, list[str]] = {DesiredState.RUNNING: ["pause"], DesiredState.P
 def actions(desired: str) -> list[str]:
     """What a button may do to a query in this desired state."""
     return ACTIONS.get(desired, [])
+
+
+def held(engine: Engine, query: QueryInfo, row: dict[str, Any]) -> bool:
+    """Whether bad records hold the query, so that ``RESUME ... SKIP BAD RECORDS`` moves it on:
+    paused at them (policy PAUSE), or in ERROR on one its failing batch reads (policy FAIL)."""
+    if query.desired_state == DesiredState.PAUSED:
+        return bool(engine.bad_records(query.id, "PENDING"))
+    if row["state"] != QueryState.ERROR:
+        return False
+    committed = row["last_batch"] if row["last_batch"] is not None else -1
+    return any(r.batch_id > committed for r in engine.bad_records(query.id, "FAILED"))
 
 
 def query_details(engine: Engine, query_id: str) -> dict[str, Any]:
@@ -98,6 +113,11 @@ def query_details(engine: Engine, query_id: str) -> dict[str, Any]:
         "bad_records": bad,
         "on_error": query.settings.get("on_error"),
         "rate_limit": RateLimits.of(query.settings).describe(),
+        # the chart: lag after each of its last batches, then now
+        "lag_history": [
+            {"at": p.at, "batch_id": p.batch_id, "files": p.files, "records": p.records}
+            for p in engine.lag_history(query.id)
+        ],
     }
 
 

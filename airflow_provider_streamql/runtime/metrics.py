@@ -18,7 +18,6 @@ from typing import Any
 
 from ..catalog import Catalog
 from ..catalog.model import OBSERVED_STATES
-from ..views.lag import lag_files
 from ..views.rows import query_rows
 
 log = logging.getLogger(__name__)
@@ -72,6 +71,11 @@ SERIES: dict[str, tuple[str, str, Callable[[dict, dict | None, int | None], Any]
         "Input files of the query's file topics it has not read yet.",
         lambda row, spark, lag: lag,
     ),
+    "streamql_query_lag_records": (
+        "gauge",
+        "Input records the query has not read yet, where its sources tell (file topics' JSON and CSV lines).",
+        lambda row, spark, lag: row["lag_records"],
+    ),
 }
 
 
@@ -91,7 +95,7 @@ def exposition(catalog: Catalog, pipeline: str, latest: dict[str, dict], runtime
         for state in OBSERVED_STATES:
             labels = _labels(query=row["query_id"], pipeline=pipeline, state=state)
             lines.append(f"streamql_query_state{labels} {int(row['state'] == state)}")
-    lags = {q.id: _lag(catalog, q) for q in queries}
+    lags = {row["query_id"]: row["lag_files"] for row in rows}
     for name, (kind, help_text, read) in SERIES.items():
         lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
         for row in rows:
@@ -99,13 +103,6 @@ def exposition(catalog: Catalog, pipeline: str, latest: dict[str, dict], runtime
             if value is not None:
                 lines.append(f"{name}{_labels(query=row['query_id'], pipeline=pipeline)} {_number(value)}")
     return "\n".join(lines) + "\n"
-
-
-def _lag(catalog: Catalog, query) -> int | None:
-    try:
-        return lag_files(catalog, query)
-    except Exception:  # a topic folder gone or unreadable: no lag series for it
-        return None
 
 
 def _number(value: float) -> str:

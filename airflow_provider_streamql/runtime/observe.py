@@ -12,6 +12,7 @@ import enum
 from dataclasses import dataclass
 
 from ..catalog import QueryInfo
+from ..views.rows import replaying
 from . import kafka
 from .holds import Holds
 from .leases import Leases
@@ -84,6 +85,9 @@ class Observation:
     #: records it failed on were skipped since its last start (RESUME ... SKIP BAD RECORDS
     #: under policy FAIL): its back-off is cut short
     skipped: bool = False
+    #: RETRYING (started again after a failure) and the batch it failed in, which it runs
+    #: again first, has not committed yet
+    replaying: bool = False
 
 
 class Observer:
@@ -122,6 +126,7 @@ class Observer:
             retry_in=retry_in,
             stuck=self.schedule.stuck(query.id),
             skipped=skipped,
+            replaying=run is Run.ACTIVE and replaying(query),
         )
 
     def _failure(self, query: QueryInfo, running: Running) -> Failure:

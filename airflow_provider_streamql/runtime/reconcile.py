@@ -134,8 +134,11 @@ class Reconciler:
                 self.rollout.mark_ready(query)
             if seen.retried_committed:
                 self.holds.resolve_retried(query)
+            if seen.replaying:  # RETRYING until the batch it failed in commits
+                return Done(seen.failures)
             self.status.report(query, QueryState.RUNNING, epoch)
-            return Done(seen.failures)
+            # a retry that ran the batch it failed in ends its failures in a row
+            return Done(0 if seen.reported == QueryState.RETRYING else seen.failures)
         if step is Step.PAUSE:
             if seen.run is not Run.NONE:
                 self.status.report(query, QueryState.PAUSING, epoch)
@@ -167,7 +170,7 @@ class Reconciler:
         message = message or "the streaming query stopped unexpectedly"
         back_off = BackOff.after_failure(seen.failures)
         log.error("query %s failed (retry in %.0fs): %s", query.id, back_off.after, message)
-        self.status.failed(query, epoch, message)
+        self.status.failed(query, epoch, message, back_off.failures, back_off.after)
         return back_off
 
     def _start(self, query: QueryInfo, epoch: int, failures: int, note: str | None = None) -> Next:
@@ -181,15 +184,17 @@ class Reconciler:
             message, retried = start_failure(e, query.version)
             if self.rollout.is_pending(query.id):
                 return self._roll_back(query, epoch, message)
-            self.status.report(query, QueryState.ERROR, epoch, error=message)
             if not retried:
+                self.status.failed(query, epoch, message, failures + 1, None)
                 log.error("query %s failed to start, not retried: %s", query.id, message)
                 return Stuck(query.version, failures)
             back_off = BackOff.after_failure(failures)
+            self.status.failed(query, epoch, message, back_off.failures, back_off.after)
             log.error("query %s failed to start (retry in %.0fs): %s", query.id, back_off.after, e)
             return back_off
         self.rollout.record_start(query)
-        self.status.running(query, epoch, running.stream.runId, note)
+        replays = running.replays if failures > 0 else None
+        self.status.running(query, epoch, running.stream.runId, note, replays)
         return Done(failures)
 
     def _roll_back(self, query: QueryInfo, epoch: int, error: str) -> Next:

@@ -17,7 +17,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from ..catalog import Catalog, QueryInfo, SourceInfo
 from ..errors import StateError
-from ..storage.checkpoints import remove_interrupted_writes
+from ..storage.checkpoints import last_planned_batch, remove_interrupted_writes
 from . import kafka
 from .connectors import Frames, start_query
 from .holds import Holds
@@ -36,6 +36,9 @@ class Running:
     version: int
     #: LOG_AND_CONTINUE: the companion query sending bad records to the dead-letter stream
     dead_letters: StreamingQuery | None = None
+    #: the last batch its checkpoint had planned when it started (-1: none): the batch it
+    #: runs again first, when it had failed in it
+    replays: int = -1
 
     @property
     def stopped(self) -> bool:
@@ -78,10 +81,11 @@ class SparkQueries:
         for path in remove_interrupted_writes(query.checkpoint):  # it is stopped: ours alone
             log.warning("%s: removed %s, left by a write its last stop interrupted", query.id, path)
         plan = query.plan
+        replays = last_planned_batch(query.checkpoint)
         guard = self.holds.guard(query)
         stream = start_query(self.spark, query, plan, sources, sink, fence, guard, self.frames)
         dead_letters = self.holds.dead_letter_query(query, plan, sources, guard)
-        running = self.active[query.id] = Running(stream, epoch, query.version, dead_letters)
+        running = self.active[query.id] = Running(stream, epoch, query.version, dead_letters, replays)
         return running
 
     def _sources(self) -> dict[str, SourceInfo]:

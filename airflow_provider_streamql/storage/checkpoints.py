@@ -110,6 +110,29 @@ def processed_files(checkpoint: str) -> set[str]:
     }
 
 
+def processed_by(checkpoint: str, batch_ids: list[int]) -> dict[int, set[str]]:
+    """For each micro-batch of ``batch_ids``, the input files processed once it committed
+    (over all file sources); a batch whose offset log entry is gone is left out. The source
+    logs are read once."""
+    logged: dict[str, dict[int, list[dict]]] = {}
+    found: dict[int, set[str]] = {}
+    for batch_id in batch_ids:
+        offsets = source_offsets(checkpoint, batch_id)
+        if not offsets:
+            continue
+        found[batch_id] = set()
+        for source, upto in offsets.items():
+            if source not in logged:
+                logged[source] = read_log(os.path.join(checkpoint, "sources", source), Part(checkpoint))
+            found[batch_id].update(
+                uri_path(entry["path"])
+                for log_offset, entries in logged[source].items()
+                for entry in entries
+                if "path" in entry and entry.get("batchId", log_offset) <= upto
+            )
+    return found
+
+
 def batch_files(checkpoint: str, batch_id: int) -> set[str]:
     """The input files micro-batch ``batch_id`` reads (planned, whether or not it committed)."""
     before = source_offsets(checkpoint, batch_id - 1)

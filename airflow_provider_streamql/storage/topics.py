@@ -20,6 +20,7 @@ import re
 import time
 import uuid
 from collections.abc import Iterable
+from stat import S_ISREG
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ValidationError
@@ -85,6 +86,33 @@ TOMBSTONE_NAME = re.escape(TOMBSTONES) + r"\.[^./]*$"
 def is_tombstones(path: str) -> bool:
     """Whether a changelog data file holds tombstones (deleted keys) rather than rows."""
     return re.search(TOMBSTONE_NAME, os.path.basename(path)) is not None
+
+
+#: value formats whose files hold one record a line, and the header lines of each
+LINE_FORMATS = {"JSON": 0, "DELIMITED": 0, "CSV": 1}
+
+
+def record_count(path: str, value_format: str) -> int | None:
+    """The records in a committed data file (None for a format not written a record a
+    line: PARQUET). A committed file never changes, so each is counted once."""
+    if value_format not in LINE_FORMATS:
+        return None
+    try:
+        found = os.stat(path)
+    except FileNotFoundError:  # compacted away since it was listed
+        return 0
+    if not S_ISREG(found.st_mode):  # a pipe or device left in a topic: never opened (it would block)
+        return None
+    return max(0, _lines(path, found.st_size, found.st_mtime_ns) - LINE_FORMATS[value_format])
+
+
+@functools.lru_cache(maxsize=4096)
+def _lines(path: str, size: int, mtime_ns: int) -> int:
+    lines, last = 0, b"\n"
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            lines, last = lines + chunk.count(b"\n"), chunk[-1:]
+    return lines + (last != b"\n")  # a last line with no newline is a record too
 
 
 def changelog_files(path: str) -> list[str]:

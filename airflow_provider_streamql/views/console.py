@@ -51,6 +51,8 @@ def queries_text(descriptions: Sequence[QueryDescription]) -> str:
 def query_text(d: QueryDescription) -> str:
     lines = [_field("ID", d.id), _field("Query Type", d.query_type), _field("SQL", d.sql)]
     lines.append(_field("Host Query Status", f"{{{d.runtime or '(no runtime)'}={d.status}}}"))
+    if d.retry:
+        lines.append(_field("Retry", d.retry))
     lines += [_field("Desired state", d.desired), _field("Version", str(d.version)), ""]
     lines += _fields(d.fields)
     for title, names, what in (

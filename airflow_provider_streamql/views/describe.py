@@ -124,6 +124,7 @@ def explain(catalog: Catalog, conn: Connection, snapshot: Snapshot, stmt: st.Exp
         ("pipeline", q.pipeline),
         ("version", q.version),
         ("state", row["state"]),
+        ("retry", row["retry"]),
         ("desired", q.desired_state),
         ("sink", q.sink),
         ("sink_path", snapshot.sources[q.sink].path if q.sink in snapshot.sources else None),

@@ -19,9 +19,9 @@ from ..catalog import Catalog, QueryInfo, Snapshot, SourceInfo
 from ..catalog.model import INTERNAL_PROPERTIES
 from ..errors import StreamQLError
 from ..storage import kafka_topics
-from ..storage.checkpoints import last_committed_batch, source_positions
 from ..storage.kafka_topics import KafkaSettings
-from .rows import shown_state
+from .lag import ConsumerOffsets, consumer_offsets
+from .rows import retry, shown_state
 
 #: the window ``messages-per-sec`` is measured over, seconds (ksqlDB's rates are windowed too)
 RATE_WINDOW = 30.0
@@ -55,38 +55,6 @@ class Statistics:
     late_messages: int | None = None
     state_rows: int | None = None
     state_bytes: int | None = None
-
-
-@dataclass(frozen=True)
-class PartitionOffset:
-    """One partition of a topic a query reads: the topic's first and next offsets and where
-    the query's last committed micro-batch read up to (None before one committed)."""
-
-    partition: int
-    start_offset: int
-    end_offset: int
-    offset: int | None
-
-    @property
-    def lag(self) -> int | None:
-        """Records after the query's position (all the partition holds before a batch committed)."""
-        return self.end_offset - (self.start_offset if self.offset is None else self.offset)
-
-
-@dataclass(frozen=True)
-class ConsumerOffsets:
-    """ksqlDB's ``QueryOffsetSummary``: where a query reading a Kafka topic stands. Spark
-    keeps a query's positions in its checkpoint, not in a consumer group, so ``group_id`` is
-    the query ID; ``note`` says why no offsets are shown (none committed, Kafka unreachable)."""
-
-    group_id: str
-    kafka_topic: str
-    offsets: tuple[PartitionOffset, ...] = ()
-    note: str | None = None
-
-    @property
-    def max_lag(self) -> int:
-        return max((o.lag or 0 for o in self.offsets), default=0)
 
 
 @dataclass(frozen=True)
@@ -155,6 +123,8 @@ class QueryDescription:
     status: str
     desired: str
     runtime: str | None
+    #: a failing query's retries (:func:`~.rows.retry`), None when it is not failing
+    retry: str | None
     version: int
     fields: tuple[FieldInfo, ...]
     sources: tuple[str, ...]
@@ -228,20 +198,6 @@ def with_consumer_offsets(
     return dataclasses.replace(description, partitions=len(ranges) or None, consumer_offsets=offsets)
 
 
-def consumer_offsets(query: QueryInfo, topic: str, ranges: dict[int, tuple[int, int]]) -> ConsumerOffsets:
-    """Where ``query``'s last committed micro-batch read ``topic`` up to (its checkpoint's
-    offset log), against the topic's ``ranges`` (partition -> first and next offset)."""
-    batch = last_committed_batch(query.checkpoint)
-    if batch < 0:
-        return ConsumerOffsets(query.id, topic, note="no offsets committed by this query yet")
-    read: dict[int, int] = {}
-    for position in source_positions(query.checkpoint, batch).values():
-        if isinstance(position, dict) and isinstance(position.get(topic), dict):
-            read.update({int(p): int(o) for p, o in position[topic].items()})
-    offsets = tuple(PartitionOffset(p, low, high, read.get(p)) for p, (low, high) in sorted(ranges.items()))
-    return ConsumerOffsets(query.id, topic, offsets)
-
-
 def describe_queries(catalog: Catalog, conn: Connection, snapshot: Snapshot) -> list[QueryDescription]:
     """Every query of the snapshot, oldest first, as ``SHOW QUERIES EXTENDED`` describes it."""
     leases = catalog.leases.holders(conn)
@@ -262,6 +218,7 @@ def _describe_query(
         status=shown_state(q, lease),
         desired=str(q.desired_state),
         runtime=lease["runtime_id"] if lease else None,
+        retry=retry(q, shown_state(q, lease)),
         version=q.version,
         fields=fields_of(sink) if sink else (),
         sources=tuple(q.sources),

@@ -15,8 +15,9 @@ from ..storage.kafka_topics import KafkaSettings
 from ..storage.printing import Printed, print_records
 from ..storage.push import Pushed, PushPlan, push_rows
 from .events import EventFeed, QueryEvent
+from .lag import LagPoint, lag_history
 from .lineage import Dataset, QueryLineage, dataset_of, query_lineage
-from .rows import query_rows, shown_state
+from .rows import STUCK_AFTER, query_rows, shown_state
 
 #: a runtime that has not heartbeated for this many seconds is not live
 RUNTIME_STALE_AFTER = 15.0
@@ -43,6 +44,8 @@ class Reader:
         self.pipeline = pipeline
         #: the Kafka client settings PRINT on a Kafka topic follows it with (the engine's)
         self.kafka = KafkaSettings()
+        #: seconds after which a query making no progress is marked stuck (:func:`.rows.stuck`)
+        self.stuck_after = STUCK_AFTER
 
     def query(self, query_id: str) -> QueryInfo:
         query = self.catalog.query(query_id.upper())
@@ -72,14 +75,22 @@ class Reader:
         query = self.query(query_id)
         return shown_state(query, self.catalog.leases.holders().get(query.id))
 
-    def queries(self, pipeline: str | None = None) -> list[dict[str, Any]]:
-        """Every query (optionally of one pipeline) with state, progress and last error."""
-        return query_rows(self.catalog, self.catalog.queries(pipeline))
+    def queries(self, pipeline: str | None = None, *, stuck_after: float | None = None) -> list[dict[str, Any]]:
+        """Every query (optionally of one pipeline) with state, progress, lag and last error,
+        marked stuck when input has waited ``stuck_after`` seconds (default
+        :attr:`stuck_after`) with no batch committed."""
+        after = self.stuck_after if stuck_after is None else stuck_after
+        return query_rows(self.catalog, self.catalog.queries(pipeline), kafka=self.kafka, stuck_after=after)
 
     def query_rows(self, queries: list[QueryInfo]) -> list[dict[str, Any]]:
         """The rows of ``queries`` as :meth:`queries` gives them (the columns of ``SHOW
         QUERIES EXTENDED``), in their order: for a caller that holds the queries already."""
-        return query_rows(self.catalog, queries)
+        return query_rows(self.catalog, queries, kafka=self.kafka, stuck_after=self.stuck_after)
+
+    def lag_history(self, query_id: str) -> list[LagPoint]:
+        """``query_id``'s lag after each of its last batches, then now (the page's chart):
+        input files and records on file topics; on a Kafka topic, its present lag only."""
+        return lag_history(self.catalog, self.query(query_id), self.kafka)
 
     def bad_records(self, query_id: str, status: str | None = None) -> list[BadRecord]:
         """The records ``query_id`` could not read: where each sits, its text, the error,
