@@ -11,6 +11,7 @@ from typing import Any
 
 from ..catalog import SourceInfo
 from ..language.compiler import CompiledQuery
+from ..language.starting import START
 from ..language.statements import Column
 from ..language.types import TypeName
 from ..storage import topics
@@ -59,8 +60,9 @@ SOURCE_PROPERTIES: dict[str, Check | None] = {
 
 #: WITH properties of a persistent query itself (recorded in its settings, kept by a CREATE OR
 #: REPLACE that does not restate them), not of its output: its error policy, checked at
-#: planning, and the Kafka topic of its dead letters (:func:`dead_letter_topic_problem`)
-QUERY_PROPERTIES = frozenset({"on_error", TOPIC_PROPERTY})
+#: planning, the Kafka topic of its dead letters (:func:`dead_letter_topic_problem`), and
+#: where its new checkpoint starts (``start``, recorded as the settings it stands for)
+QUERY_PROPERTIES = frozenset({"on_error", TOPIC_PROPERTY, START})
 
 #: ksqlDB's properties accepted and recorded, with what they do here (DESCRIBE ... EXTENDED)
 RECORDED: dict[str, str] = {
