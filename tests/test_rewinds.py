@@ -64,6 +64,20 @@ def test_a_statements_start_takes_precedence_over_the_session(sqlite_engine, ses
     assert engine.catalog.source("COPY") is None  # nothing written
 
 
+def test_an_in_place_version_keeps_where_its_checkpoint_started(sqlite_engine):
+    """start is where a new checkpoint begins: a version on the same checkpoint keeps the
+    query's, and a replacing upgrade must say where it starts."""
+    engine = sqlite_engine
+    engine.execute("CREATE STREAM src (id INT, v INT);"
+                   "CREATE STREAM copy WITH (start = '2026-11-26T09:00:00Z') AS SELECT id, v FROM src")
+    engine.execute("CREATE OR REPLACE STREAM copy WITH (start = 'earliest') AS SELECT id, v FROM src WHERE v > 1")
+    query = engine.query("CSAS_COPY_1")
+    assert query.version == 2 and query.settings["starting.timestamp"] == "2026-11-26T09:00:00.000Z"
+    with pytest.raises(ValidationError, match="a replacing upgrade starts a new checkpoint: say where"):
+        engine.replace("CREATE OR REPLACE STREAM copy AS SELECT id FROM src")
+    assert engine.query("CSAS_COPY_1").desired_state == "RUNNING"  # nothing changed
+
+
 def test_a_query_started_at_a_time_reads_the_files_committed_from_then(sqlite_engine, runtimes):
     engine = sqlite_engine
     engine.execute("CREATE STREAM src (id INT, v INT)")

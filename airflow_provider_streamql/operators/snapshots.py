@@ -71,10 +71,13 @@ class RestoreQueryOperator(StreamQLOperator):
         self.query_id, self.snapshot, self.timestamp = query_id, snapshot, timestamp
 
     def apply(self, context: Context) -> Any:
-        number, timestamp = self.snapshot, self.timestamp
-        if (number in (None, "")) == (timestamp in (None, "")):
+        # a form leaves the one not given empty
+        number = None if self.snapshot in (None, "") else self.snapshot
+        timestamp = None if self.timestamp in (None, "") else self.timestamp
+        if (number is None) == (timestamp is None):
             raise AirflowFailException(
-                f"give one of snapshot and timestamp, not {'both' if number not in (None, '') else 'neither'}"
+                f"give one of snapshot and timestamp, not {'neither' if number is None else 'both'} "
+                f"(snapshot={self.snapshot!r}, timestamp={self.timestamp!r})"
             )
         if isinstance(number, str) and number.strip().isdigit():
             number = int(number.strip())  # rendered from a template or a param
