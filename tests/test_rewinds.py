@@ -211,3 +211,39 @@ def test_refused_rewinds_say_why_and_change_nothing(sqlite_engine, runtimes):
     message = engine.execute(f"RESTORE CSAS_BIG_1 TO TIMESTAMP '{after}'")[0].message
     assert message.startswith("Nothing to rewind: every batch CSAS_BIG_1 committed read input from before")
     assert now() == before
+
+
+OLD_MS, NEW_MS = 1_000_000_000_000, 1_700_000_000_000  # records of 2001 and of 2023
+
+
+def test_restore_to_a_time_on_kafka_uses_the_offsets_for_the_time(kafka_spark, kafka_topics, sqlite_url, home,
+                                                                   runtimes):
+    """A query over a two-partition topic: the rewind looks up Kafka's offsets for the time
+    (records of 2023 only), runs those batches again, and the file output holds each once."""
+    from airflow_provider_streamql.engine import Engine
+
+    engine = Engine(sqlite_url, home=home, issuer="test", kafka_bootstrap_servers=kafka_topics.broker.bootstrap)
+    try:
+        topic = kafka_topics.new("orders", partitions=2)
+        engine.execute(f"CREATE STREAM orders (id INT KEY, qty INT) WITH (kafka_topic='{topic}');"
+                       "CREATE STREAM copy WITH (start = 'earliest') AS SELECT id, qty FROM orders")
+        old = [(str(i), {"qty": i}) for i in range(4)]
+        new = [(str(i), {"qty": i}) for i in range(10, 13)]
+        kafka_topics.produce(topic, old, timestamp=OLD_MS)
+        runtimes.start(engine)
+        wait_until(lambda: len(stream_rows(engine, "copy")) == 4, 120, "the records of 2001")
+        kafka_topics.produce(topic, new, timestamp=NEW_MS)
+        wait_until(lambda: len(stream_rows(engine, "copy")) == 7, 120, "the records of 2023")
+        everything = stream_rows(engine, "copy")
+        act(engine, "PAUSE CSAS_COPY_1", "PAUSED", "CSAS_COPY_1")
+        checkpoint = engine.query("CSAS_COPY_1").checkpoint
+        last = last_committed_batch(checkpoint)
+
+        message = engine.execute("RESTORE CSAS_COPY_1 TO TIMESTAMP '2020-01-01T00:00:00Z'")[0].message
+        assert "Restored CSAS_COPY_1 to 2020-01-01T00:00:00.000Z (after batch" in message, message
+        assert stream_rows(engine, "copy") == sorted((i, i) for i in range(4))  # 2023's output taken out
+        act(engine, "RESUME CSAS_COPY_1", "RUNNING", "CSAS_COPY_1")
+        wait_until(lambda: last_committed_batch(checkpoint) >= last, 120, "the rewound batches again")
+        assert stream_rows(engine, "copy") == everything  # each once
+    finally:
+        engine.close()

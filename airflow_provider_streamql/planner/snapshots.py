@@ -22,8 +22,9 @@ from ..language import statements as st
 from ..language.starting import timestamp_text
 from ..results import Result
 from ..storage.checkpoints import last_committed_batch, source_positions
+from ..storage.kafka_topics import offsets_for_time
 from ..storage.layout import MovedAside, Part, snapshot_folder, snapshot_output
-from ..storage.rewinds import cut_at, forget_file_sources, holds_state, kafka_sources
+from ..storage.rewinds import cut_at, forget_file_sources, holds_state, kafka_topics_read
 from ..storage.snapshots import copy_committed
 from ..storage.topics import SINK_LOG
 from ..views.rows import SNAPSHOT_COLUMNS, snapshot_row
@@ -180,13 +181,12 @@ class SnapshotStatements:
         when = timestamp_text(stmt.timestamp_ms)
         if stmt.timestamp_ms > time.time() * 1000:
             raise state_error_at(f"{when} is in the future: a query can be rewound to a time it has read past", stmt)
-        if on_kafka := kafka_sources(query.checkpoint):
-            raise state_error_at(
-                f"{query.id} reads Kafka (source(s) {', '.join(on_kafka)} of its checkpoint): RESTORE ... TO TIMESTAMP "
-                f"rewinds file topics only so far; RESTORE {query.id} TO SNAPSHOT <n> rewinds it",
-                stmt,
-            )
-        cut = cut_at(query.checkpoint, stmt.timestamp_ms)
+        offsets = None
+        if topics := kafka_topics_read(query.checkpoint):  # where each partition reaches the time
+            what = f"RESTORE {query.id} TO TIMESTAMP (Kafka's offsets for a time of {', '.join(topics)})"
+            settings = self.planning.kafka_settings(what, stmt)
+            offsets = {t: offsets_for_time(settings, t, stmt.timestamp_ms) for t in topics}
+        cut = cut_at(query.checkpoint, stmt.timestamp_ms, offsets)
         snaps = {s.number: s for s in self.planning.catalog.snapshots.of(query.id, self.planning.conn)}
         if cut.first_batch is None:
             return Step(

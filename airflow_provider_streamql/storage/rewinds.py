@@ -4,7 +4,9 @@ first one that read input committed at or after the time, read from the checkpoi
 A file source's log records each file it read with the file's modification time (Spark's
 ``timestamp``: when the file was renamed into the topic, which writes it whole to a hidden
 name first) and the log offset of the batch that listed it; the offset log says which log
-offset each micro-batch reads up to. A micro-batch is the unit a checkpoint can be cut at,
+offset each micro-batch reads up to, and for a Kafka source the offsets per partition it
+reads up to, which are compared with Kafka's offsets for the time (looked up by the caller,
+which holds the Kafka settings). A micro-batch is the unit a checkpoint can be cut at,
 so records of that first batch committed before the time run again too (their output is
 taken out with the rest: the output holds each record once either way).
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .checkpoints import last_committed_batch, source_offsets, source_positions
@@ -33,12 +36,6 @@ class Cut:
     earliest_ms: int | None
 
 
-def kafka_sources(checkpoint: str) -> list[str]:
-    """The sources of a checkpoint that read Kafka (their positions are offsets per partition)."""
-    last = last_committed_batch(checkpoint)
-    return sorted(s for s, p in source_positions(checkpoint, last).items() if not isinstance(p, int))
-
-
 def holds_state(checkpoint: str) -> bool:
     """Whether the query keeps state in its checkpoint (an aggregation, a deduplication, a
     stream-stream join): a rewind must then restore the state as of the cut too."""
@@ -46,8 +43,30 @@ def holds_state(checkpoint: str) -> bool:
     return os.path.isdir(state) and any(files for _root, _dirs, files in os.walk(state))
 
 
-def cut_at(checkpoint: str, timestamp_ms: int) -> Cut:
-    """The :class:`Cut` of ``checkpoint``'s file sources for a rewind to ``timestamp_ms``."""
+#: topic -> partition -> the offset of its first record at or after the time (Kafka's
+#: offsets for a time, looked up by the caller)
+KafkaOffsets = Mapping[str, Mapping[int, int]]
+
+
+def kafka_topics_read(checkpoint: str) -> list[str]:
+    """The Kafka topics the checkpoint's Kafka sources read."""
+    last = last_committed_batch(checkpoint)
+    return sorted({t for p in source_positions(checkpoint, last).values() if isinstance(p, dict) for t in p})
+
+
+def _reads_from(position: object, offsets: KafkaOffsets) -> bool:
+    """A Kafka source's end position of a batch passes a record at or after the time."""
+    return isinstance(position, dict) and any(
+        int(end) > offsets.get(topic, {}).get(int(partition), int(end))
+        for topic, ends in position.items()
+        if isinstance(ends, dict)
+        for partition, end in ends.items()
+    )
+
+
+def cut_at(checkpoint: str, timestamp_ms: int, kafka: KafkaOffsets | None = None) -> Cut:
+    """The :class:`Cut` of ``checkpoint`` for a rewind to ``timestamp_ms``: by its file
+    sources' logs, and its Kafka sources' offsets against ``kafka``."""
     part = Part(checkpoint)
     last = last_committed_batch(checkpoint)
     # per source: the first log offset that listed a file at or after the time
@@ -64,10 +83,13 @@ def cut_at(checkpoint: str, timestamp_ms: int) -> Cut:
                 if stamp >= timestamp_ms:
                     offset = int(entry.get("batchId", log_offset))
                     firsts[source] = min(firsts.get(source, offset), offset)
-    first = next(
-        (b for b in range(last + 1) if any(source_offsets(checkpoint, b).get(s, -1) >= o for s, o in firsts.items())),
-        None,
-    )
+
+    def reads_from(batch: int) -> bool:
+        ends = source_positions(checkpoint, batch)
+        files = any(source_offsets(checkpoint, batch).get(s, -1) >= o for s, o in firsts.items())
+        return files or (kafka is not None and any(_reads_from(p, kafka) for p in ends.values()))
+
+    first = next((b for b in range(last + 1) if reads_from(b)), None)
     return Cut(timestamp_ms, last if first is None else first - 1, first, earliest)
 
 
