@@ -46,7 +46,7 @@ from .errors import NotFoundError, StateError, ValidationError, WaitFailed, Wait
 from .language import parse, parse_one
 from .language.limits import Limits
 from .language.names import check_object_name
-from .language.starting import timestamp_millis, timestamp_text
+from .language.starting import START, timestamp_millis, timestamp_text
 from .language.statements import (
     CreateAsSelect,
     CreateSource,
@@ -375,7 +375,7 @@ class Engine(Reader):
         self,
         sql: str,
         *,
-        start_from: str,
+        start_from: str | None = None,
         query_id: str | None = None,
         pipeline: str | None = None,
         issuer: str | None = None,
@@ -384,11 +384,23 @@ class Engine(Reader):
         writes the statement's output, DROP that output with its data (a Kafka topic keeps its
         records: streamql never deletes a topic), and create it again on a new checkpoint
         reading its sources from ``start_from``: ``'earliest'``, ``'latest'`` (Kafka topics
-        only) or a time (ISO-8601 with its zone, or epoch milliseconds: Kafka topics only,
-        each partition from its first record at or after it). The new query has a new ID. If
-        the new statement is wrong, nothing changes. ``query_id``, when given, must be the
-        query that writes the output."""
-        if start_from in ("earliest", "latest"):
+        only) or a time (ISO-8601 with its zone, or epoch milliseconds: each Kafka partition
+        from its first record at or after it, a file topic from its first file committed at or
+        after it). The statement's own ``WITH (start = ...)`` takes precedence over
+        ``start_from``; one of them is needed. The new query has a new ID. If the new statement
+        is wrong, nothing changes. ``query_id``, when given, must be the query that writes the
+        output."""
+        stmt = self._create_as_select(sql, "replace")
+        if START in stmt.properties:
+            start_from = None  # the statement's own start wins
+        elif start_from is None:
+            raise ValidationError(
+                "a replacing upgrade starts a new checkpoint: say where, with start_from or WITH (start = "
+                "'earliest' | 'latest' | '<time>')"
+            )
+        if start_from is None:
+            start: list[Statement] = []
+        elif start_from in ("earliest", "latest"):
             start = [SetProperty.of("auto.offset.reset", start_from)]
         else:
             try:
@@ -398,7 +410,6 @@ class Engine(Reader):
                     f"start_from must be 'earliest', 'latest' or a time, not {start_from!r}: {e}"
                 ) from None
             start = [SetProperty.of("starting.timestamp", stamp)]
-        stmt = self._create_as_select(sql, "replace")
         old = self._writer(stmt, query_id)
         rebuild: list[Statement] = [*start, dataclasses.replace(stmt, or_replace=False)]
         if old:

@@ -3,8 +3,9 @@
 ``streamql_snapshots`` runs hourly: it snapshots every running query of the pipeline (the
 queries keep running) and keeps each query's newest 24 snapshots of the last two days.
 ``streamql_rewind`` is triggered by hand with ``query_id`` and ``snapshot`` (a number from
-``SHOW SNAPSHOTS``): it pauses the query, restores it to the snapshot and resumes it, which
-runs the batches after the snapshot again (docs/operations.md, "Snapshots and rewinding").
+``SHOW SNAPSHOTS``) or ``timestamp`` (a time: its first input at or after it): it pauses the
+query, restores it to the snapshot or the time and resumes it, which runs the batches after
+it again (docs/operations.md, "Snapshots and rewinding", "Rewinding to a time").
 """
 
 from __future__ import annotations
@@ -47,14 +48,22 @@ with DAG(
     params={
         # one query's name, never ALL (a rewind pauses what it names) and never SQL
         "query_id": Param("", type="string", pattern=ONE_QUERY, description="the query to rewind"),
-        "snapshot": Param(1, type="integer", minimum=1, description="its snapshot number (SHOW SNAPSHOTS)"),
+        "snapshot": Param(
+            None, type=["null", "integer"], minimum=1, description="its snapshot number (SHOW SNAPSHOTS), or"
+        ),
+        "timestamp": Param(
+            "", type="string", description="a time, ISO-8601 with its zone: rewind to its first input at or after it"
+        ),
     },
     tags=["streamql"],
     doc_md=__doc__,
 ):
     pause = PauseQueryOperator(task_id="pause", query_id="{{ params.query_id }}")
     restore = RestoreQueryOperator(
-        task_id="restore", query_id="{{ params.query_id }}", snapshot="{{ params.snapshot }}"
+        task_id="restore",
+        query_id="{{ params.query_id }}",
+        snapshot="{{ params.snapshot if params.snapshot else '' }}",
+        timestamp="{{ params.timestamp }}",
     )
     resume = ResumeQueryOperator(task_id="resume", query_id="{{ params.query_id }}")
     pause >> restore >> resume

@@ -186,13 +186,36 @@ def test_scheduled_snapshots_and_a_rewind_from_the_form(deployed, capfd):
     before = table(engine, "purchase_stats")
     assert before == {"tea": (2, 8.0), "jam": (1, 4.0)}
 
-    rewound = run_dag("streamql_rewind", capfd, example=True, query_id=STATS, snapshot=1)
+    rewound = run_dag("streamql_rewind", capfd, example=True, query_id=STATS, snapshot=1, timestamp="")
     assert rewound.states == {"pause": "success", "restore": "success", "resume": "success"}, rewound.log
     assert "Restored CTAS_PURCHASE_STATS_2 to snapshot 1" in rewound.log
     caught_up(engine)
     # the purchases after the snapshot were counted again, once
     assert table(engine, "purchase_stats") == before
     assert [r[2] for r in engine.execute("SHOW SNAPSHOTS")[0].rows if r[0] == STATS] == ["MANUAL", "RESTORE"]
+
+
+def test_a_rewind_to_a_time_from_the_form(deployed, capfd):
+    from .test_rewinds import after_all
+
+    engine = deployed
+    buy(engine, (1, "ann", "tea", 2.5, 2))
+    caught_up(engine)
+    between = after_all(engine, "PURCHASES")
+    buy(engine, (2, "bob", "tea", 1.0, 3), (3, "cy", "jam", 4.0, 1))
+    caught_up(engine)
+    before = stream_rows(engine, "valid_purchases")
+    assert len(before) == 3
+
+    # dag.test() keeps the last run's params on the DAG: each run gives both
+    neither = run_dag("streamql_rewind", capfd, example=True, query_id=VALID, snapshot=None, timestamp="")
+    assert neither.states["restore"] == "failed" and neither.states["resume"] != "success"
+    assert stream_rows(engine, "valid_purchases") == before  # nothing changed
+    rewound = run_dag("streamql_rewind", capfd, example=True, query_id=VALID, snapshot=None, timestamp=between)
+    assert rewound.states == {"pause": "success", "restore": "success", "resume": "success"}, rewound.log
+    assert f"Restored {VALID} to {between}" in rewound.log
+    caught_up(engine)
+    assert stream_rows(engine, "valid_purchases") == before  # the later purchases again, once each
 
 
 def test_a_shadow_upgrade_promoted_by_the_automatic_gate(deployed, capfd):

@@ -176,13 +176,6 @@ def test_a_start_from_a_time_is_checked_at_set(sqlite_engine, value, expected):
     assert engine.catalog.source("COPY") is None  # nothing written
 
 
-def test_a_start_from_a_time_is_for_kafka_topics(sqlite_engine):
-    with pytest.raises(ValidationError, match=r"starting.timestamp is for Kafka topics \(the offsets for a time\); "
-                                              r"file topics \(F\) are read from the earliest file"):
-        sqlite_engine.execute("CREATE STREAM f (id INT); SET 'starting.timestamp' = '2026-11-26T09:00:00Z';"
-                              "CREATE STREAM g AS SELECT * FROM f")
-
-
 OLD_MS, NEW_MS = 1_000_000_000_000, 1_700_000_000_000  # records of 2001 and of 2023
 
 

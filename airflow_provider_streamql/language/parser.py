@@ -27,6 +27,7 @@ from .names import PLAIN_NAME, name_problem
 from .rates import RateLimit, rate_limit_named, rate_problem
 from .script import split_tokens, start_col
 from .shapes import mark_subscripts, name_fields
+from .starting import timestamp_millis
 from .statements import (
     MAX_COUNT,
     MAX_STATE_ROWS,
@@ -49,6 +50,7 @@ from .statements import (
     QueryControl,
     ReadyGate,
     RestoreQuery,
+    RestoreToTime,
     SetProperty,
     ShadowAction,
     Show,
@@ -958,6 +960,18 @@ class _StatementParser:
         self.expect("RESTORE")
         query_id = self.object_name()
         self.expect("TO")
+        if self.at("TIMESTAMP"):
+            self.i += 1
+            token = self.token("a time in quotes")
+            if token.token_type != TokenType.STRING:
+                self.fail("expected a time in quotes ('2026-11-26T09:00:00Z')")
+            self.i += 1
+            try:
+                millis = timestamp_millis(token.text)
+            except ValueError as e:
+                self.fail(f"TIMESTAMP {token.text!r} is {e}", token)
+            self.done()
+            return self.make(RestoreToTime, query_id=query_id, timestamp_ms=millis)
         self.expect("SNAPSHOT")
         number = self.count_after(None)
         self.done()

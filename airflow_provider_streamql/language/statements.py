@@ -13,6 +13,7 @@ from sqlglot import exp
 from ..errors import ParseError
 from .names import check_object_name
 from .rates import RateLimit, rate_problem
+from .starting import timestamp_millis, timestamp_text
 from .types import SqlType, TypeProblem, parse_type
 
 #: control statements and the desired state each asks for
@@ -327,6 +328,30 @@ class RestoreQuery(Statement):
             raise ParseError(f"a snapshot number is a whole number from 1 to {MAX_COUNT}, not {number!r}")
         name = check_object_name(query_id, "query ID")
         return cls(text=f"RESTORE {name} TO SNAPSHOT {number}", query_id=name, number=number)
+
+
+@dataclass
+class RestoreToTime(Statement):
+    """``RESTORE <query_id> TO TIMESTAMP '<time>'``: rewind a paused query to its first input
+    at or after ``timestamp_ms`` (epoch milliseconds), taking out what it wrote since."""
+
+    changed_fields = ("query_id",)
+
+    query_id: str
+    timestamp_ms: int
+
+    @classmethod
+    def of(cls, query_id: str, timestamp: str | int) -> RestoreToTime:
+        """The statement for ``query_id`` and a time (ISO-8601 with its zone, or epoch
+        milliseconds) from checked parts."""
+        name = check_object_name(query_id, "query ID")
+        try:
+            if isinstance(timestamp, bool):
+                raise ValueError("not a time")
+            millis = timestamp_millis(str(timestamp))
+        except ValueError as e:
+            raise ParseError(f"RESTORE {name} TO TIMESTAMP {timestamp!r}: {e}") from None
+        return cls(text=f"RESTORE {name} TO TIMESTAMP '{timestamp_text(millis)}'", query_id=name, timestamp_ms=millis)
 
 
 @dataclass

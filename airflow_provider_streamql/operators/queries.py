@@ -240,7 +240,8 @@ class ReplaceQueryOperator(QueryLineageMixin, StreamQLOperator):
     :param sql: one ``CREATE [OR REPLACE] STREAM|TABLE ... AS SELECT``. (templated)
     :param query_id: the query it must replace (checked when given). (templated)
     :param mode: ``in_place``, ``replacing`` or ``shadow``. (templated)
-    :param start_from: where a replacing upgrade reads from: ``earliest``. (templated)
+    :param start_from: where a replacing upgrade reads from: ``earliest``; the statement's own
+        ``WITH (start = ...)`` takes precedence. (templated)
 
     Outlets as for :class:`CreateQueryOperator` when ``mode`` is not a shadow (nor templated).
     """

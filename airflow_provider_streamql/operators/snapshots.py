@@ -1,5 +1,5 @@
 """Operators for checkpoint snapshots: take one (on a schedule, or before a risky change)
-and rewind a paused query to one. Both build their statement from checked parts."""
+and rewind a paused query to one, or to a time. Both build their statement from checked parts."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowFailException
 
-from ..language.statements import RestoreQuery, TakeSnapshot
+from ..language.statements import RestoreQuery, RestoreToTime, TakeSnapshot
 from .base import StreamQLOperator, engine_errors, push
 
 
@@ -48,8 +48,9 @@ class SnapshotQueryOperator(StreamQLOperator):
 
 
 class RestoreQueryOperator(StreamQLOperator):
-    """``RESTORE <query_id> TO SNAPSHOT <n>``: rewind a PAUSED query to snapshot ``n``.
-    Batches after the snapshot run again when it resumes; what they wrote to a file sink is
+    """``RESTORE <query_id> TO SNAPSHOT <n>`` or ``RESTORE <query_id> TO TIMESTAMP '<time>'``:
+    rewind a PAUSED query to snapshot ``n``, or to its first input at or after a time.
+    Batches after that point run again when it resumes; what they wrote to a file sink is
     taken out first (and kept with the snapshot the restore takes of what it replaced), so
     each input record is in the output once; a Kafka sink gets them again.
 
@@ -57,24 +58,40 @@ class RestoreQueryOperator(StreamQLOperator):
 
     :param query_id: the query (paused). (templated)
     :param snapshot: the snapshot number, as ``SHOW SNAPSHOTS`` lists it. (templated)
+    :param timestamp: instead of ``snapshot``: a time, ISO-8601 with its zone or epoch
+        milliseconds (``{{ data_interval_start }}`` renders one). (templated)
     """
 
-    template_fields = ("query_id", "snapshot", "pipeline")
+    template_fields = ("query_id", "snapshot", "timestamp", "pipeline")
 
-    def __init__(self, *, query_id: str, snapshot: int | str, **kwargs: Any) -> None:
+    def __init__(
+        self, *, query_id: str, snapshot: int | str | None = None, timestamp: str | int | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
-        self.query_id, self.snapshot = query_id, snapshot
+        self.query_id, self.snapshot, self.timestamp = query_id, snapshot, timestamp
 
     def apply(self, context: Context) -> Any:
-        number = self.snapshot
+        # a form leaves the one not given empty
+        number = None if self.snapshot in (None, "") else self.snapshot
+        timestamp = None if self.timestamp in (None, "") else self.timestamp
+        if (number is None) == (timestamp is None):
+            raise AirflowFailException(
+                f"give one of snapshot and timestamp, not {'neither' if number is None else 'both'} "
+                f"(snapshot={self.snapshot!r}, timestamp={self.timestamp!r})"
+            )
         if isinstance(number, str) and number.strip().isdigit():
             number = int(number.strip())  # rendered from a template or a param
-        if not isinstance(number, int) or isinstance(number, bool):
+        if number is not None and (not isinstance(number, int) or isinstance(number, bool)):
             raise AirflowFailException(f"snapshot must be a snapshot number, not {self.snapshot!r}")
         engine = self.engine(context)
         try:
             with engine_errors():
-                result = engine.run([RestoreQuery.of(self.query_id, number)])[0]
+                statement = (
+                    RestoreQuery.of(self.query_id, number)
+                    if isinstance(number, int)
+                    else RestoreToTime.of(self.query_id, str(timestamp))
+                )
+                result = engine.run([statement])[0]
         finally:
             engine.close()
         self.log.info("%s", result.message)

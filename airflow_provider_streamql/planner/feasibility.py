@@ -301,15 +301,11 @@ def emit_final_window(query: Query) -> Iterator[str]:
 
 def latest_offset_files(query: Query) -> Iterator[str]:
     files = [n for n in query.analysis.sources if not query.sources[n].kafka_topic and query.kind(n) == "STREAM"]
-    if query.settings.get("auto.offset.reset") == "latest" and files:
+    if query.settings.get("auto.offset.reset") == "latest" and not query.settings.get("starting.timestamp") and files:
         yield (
             f"auto.offset.reset = 'latest' is not supported for file topics "
-            f"({', '.join(files)}); they are read from the earliest file"
-        )
-    if query.settings.get("starting.timestamp") and files:
-        yield (
-            f"starting.timestamp is for Kafka topics (the offsets for a time); file topics "
-            f"({', '.join(files)}) are read from the earliest file: UNSET 'starting.timestamp'"
+            f"({', '.join(files)}); they are read from the earliest file, or from a time "
+            f"(start = '<time>': the first file committed at or after it)"
         )
 
 
@@ -408,8 +404,8 @@ RULES: tuple[Rule, ...] = (
     Rule("emit_final_window", "EMIT FINAL comes with a WINDOW", emit_final_window),
     Rule(
         "latest_offset_files",
-        "auto.offset.reset = 'latest' and starting.timestamp are for Kafka topics; file topics are read from "
-        "their earliest file",
+        "auto.offset.reset = 'latest' is for Kafka topics; file topics are read from their earliest file or "
+        "from a time",
         latest_offset_files,
     ),
 )

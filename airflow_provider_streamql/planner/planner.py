@@ -51,6 +51,7 @@ class Planner:
         st.PrintTopic: ("reads", "print_topic"),
         st.TakeSnapshot: ("snapshots", "take_snapshot"),
         st.RestoreQuery: ("snapshots", "restore"),
+        st.RestoreToTime: ("snapshots", "restore_to_time"),
         st.ShadowAction: ("shadows", "shadow_action"),
         st.DiffShadow: ("shadows", "diff"),
         st.AlterQuery: ("rates", "alter_query"),

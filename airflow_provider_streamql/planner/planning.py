@@ -31,6 +31,7 @@ from ..language.analyzer import SelectAnalysis, analyze_select
 from ..language.compiler import SourceSchema, analyze_query
 from ..language.limits import Limits
 from ..language.rates import RateLimit
+from ..language.starting import START, with_start
 from ..language.streaming import StreamingPlan
 from ..language.types import SqlType, TypeName
 from ..results import Result
@@ -207,12 +208,23 @@ class Planning:
         select = cast(exp.Select, stmt.select)  # the parser reads one SELECT (parse_select)
         return analyze_select(select, schemas, stmt, persistent=False, timestamps=timestamps)
 
+    def query_settings(self, stmt: st.Statement) -> dict[str, str]:
+        """The settings a persistent query of ``stmt`` records: the session's, with the
+        statement's ``WITH (start = ...)`` taking precedence over ``auto.offset.reset`` and
+        ``starting.timestamp``."""
+        start = getattr(stmt, "properties", {}).get(START)
+        try:
+            return with_start(self.settings, start)
+        except ValueError as e:
+            raise error_at(f"property {START} = {start!r}: {e}", stmt) from None
+
     def analyze_query(self, stmt: st.CreateAsSelect | st.InsertSelect, spellings=()) -> SelectAnalysis:
         """A persistent query's SELECT (:func:`analyze_query`), checked against what Structured
         Streaming can run (:mod:`.feasibility`)."""
 
         def feasible(analysis: SelectAnalysis) -> None:
-            query = feasibility.Query(stmt, analysis, self.snapshot.sources, self.settings, limits=self.limits)
+            settings = self.query_settings(stmt)
+            query = feasibility.Query(stmt, analysis, self.snapshot.sources, settings, limits=self.limits)
             found = feasibility.first_finding(query)
             if found:
                 rule, problem = found

@@ -12,6 +12,7 @@ from typing import Any
 from ..catalog import SourceInfo
 from ..language.compiler import CompiledQuery
 from ..language.rates import RateLimit
+from ..language.starting import START
 from ..language.statements import Column
 from ..language.types import TypeName
 from ..storage import avro, kafka_values, topics
@@ -64,9 +65,10 @@ SOURCE_PROPERTIES: dict[str, Check | None] = {
 
 #: WITH properties of a persistent query itself (recorded in its settings, kept by a CREATE OR
 #: REPLACE that does not restate them), not of its output: its error policy, checked at
-#: planning, the Kafka topic of its dead letters (:func:`dead_letter_topic_problem`) and its
-#: rate limits (:mod:`..language.rates`; ALTER QUERY changes them)
-QUERY_PROPERTIES = frozenset({"on_error", TOPIC_PROPERTY, *RateLimit})
+#: planning, the Kafka topic of its dead letters (:func:`dead_letter_topic_problem`), its
+#: rate limits (:mod:`..language.rates`; ALTER QUERY changes them) and where its new
+#: checkpoint starts (``start``, recorded as the settings it stands for)
+QUERY_PROPERTIES = frozenset({"on_error", TOPIC_PROPERTY, *RateLimit, START})
 
 #: ksqlDB's properties accepted and recorded, with what they do here (DESCRIBE ... EXTENDED)
 RECORDED: dict[str, str] = {

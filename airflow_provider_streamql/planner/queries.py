@@ -23,6 +23,7 @@ from ..language import statements as st
 from ..language.analyzer import SelectAnalysis
 from ..language.compiler import QUERY_KINDS, CompiledQuery, compile_query
 from ..language.rates import RateLimit, RateLimits, rate_problem
+from ..language.starting import OFFSET_RESET, STARTING_TIMESTAMP
 from ..language.types import TypeName
 from ..results import Result
 from ..storage import topics
@@ -56,7 +57,7 @@ class PersistentQueries:
             except ValidationError:
                 # a query running as written is left as it is, even where today's rules (a
                 # bound, a feasibility rule) would refuse the statement if it were new
-                if written_alike(current, stmt, self.planning.settings):
+                if written_alike(current, stmt, self.planning.query_settings(stmt)):
                     return unchanged(stmt, f"query {current.id}", current)
                 raise
             current, _report, new, sink = checked
@@ -112,6 +113,12 @@ class PersistentQueries:
         new.settings.update(
             {k: v for k, v in current.settings.items() if k in QUERY_PROPERTIES and k not in new.settings}
         )
+        # where the checkpoint started is the query's: a version on the same checkpoint resumes
+        # from its offsets (a replacing upgrade, a new query, starts where the statement says)
+        for setting in (OFFSET_RESET, STARTING_TIMESTAMP):
+            new.settings.pop(setting, None)
+            if setting in current.settings:
+                new.settings[setting] = current.settings[setting]
         # a paused query stays paused (RESUME it when ready); a terminated one restarts
         new.desired_state = (
             DesiredState.PAUSED if current.desired_state == DesiredState.PAUSED else DesiredState.RUNNING
@@ -238,7 +245,7 @@ class PersistentQueries:
                     and q.desired_state != DesiredState.TERMINATED
                     and (
                         self.compile(stmt, analysis, target, q.id, kind="INSERT").plan.spark_sql == q.select_sql
-                        or written_alike(q, stmt, self.planning.settings)
+                        or written_alike(q, stmt, self.planning.query_settings(stmt))
                     )
                 ):
                     return unchanged(stmt, f"query {q.id}", q)
@@ -280,7 +287,7 @@ class PersistentQueries:
             query_id=query_id,
             kind=kind or QUERY_KINDS[getattr(stmt, "kind", "STREAM")],
             named=named,
-            offset_reset=self.planning.settings.get("auto.offset.reset", "latest"),
+            offset_reset=self.planning.query_settings(stmt).get(OFFSET_RESET, "latest"),
         )
 
     def query_info(
@@ -296,7 +303,7 @@ class PersistentQueries:
     ) -> QueryInfo:
         """The catalog record of a compiled query, new or a new version."""
         now = time.time()
-        settings = dict(self.planning.settings)
+        settings = self.planning.query_settings(stmt)
         policy = getattr(stmt, "properties", {}).get("on_error")
         property_at = getattr(stmt, "property_at", {})
         if policy is not None:

@@ -10,23 +10,25 @@ holds each input record once (a Kafka sink is written at least once: it gets the
 
 from __future__ import annotations
 
-import errno
 import os
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from ..catalog import CheckpointSnapshot, QueryInfo
 from ..catalog.states import DesiredState, QueryState
-from ..errors import StateError
 from ..language import statements as st
+from ..language.starting import timestamp_text
 from ..results import Result
 from ..storage.checkpoints import last_committed_batch, source_positions
+from ..storage.kafka_topics import offsets_for_time
 from ..storage.layout import MovedAside, Part, snapshot_folder, snapshot_output
-from ..storage.snapshots import copy_committed, later_output
+from ..storage.rewinds import cut_at, forget_file_sources, holds_state, kafka_topics_read
+from ..storage.snapshots import copy_committed
 from ..storage.topics import SINK_LOG
 from ..views.rows import SNAPSHOT_COLUMNS, snapshot_row
+from .output_swap import OutputSwap
 from .planning import Planning, state_error_at
 from .step import Step
 
@@ -48,6 +50,20 @@ def expired(snaps: list[CheckpointSnapshot], keep: int, max_age_hours: float, no
         for rank, s in enumerate(newest_first)
         if s.number not in spared and (rank >= keep or now - s.taken_at > max_age_hours * 3600)
     ]
+
+
+@dataclass(frozen=True)
+class Rewind:
+    """Where a RESTORE puts a checkpoint back: after ``batch``, the output after
+    ``output_after`` (None: ``batch``) the query's own; ``put_back`` writes the checkpoint
+    (given the kept copy of the one it replaces), ``shown`` says where in the message, and
+    ``snapshot`` is the snapshot restored (None: a rewind to a time)."""
+
+    batch: int
+    output_after: int | None
+    put_back: Callable[[str], object]
+    shown: str
+    snapshot: CheckpointSnapshot | None
 
 
 class SnapshotStatements:
@@ -124,7 +140,8 @@ class SnapshotStatements:
 
         return Step(result, write=write, files=files, after_commit=after_commit)
 
-    def restore(self, stmt: st.RestoreQuery) -> Step:
+    def _paused(self, stmt: st.RestoreQuery | st.RestoreToTime) -> QueryInfo:
+        """The query a RESTORE names, which must be paused (once per script)."""
         query = self._query_for(stmt.query_id, stmt)
         if query.desired_state != DesiredState.PAUSED or query.observed_state not in (
             QueryState.PAUSED,
@@ -137,6 +154,10 @@ class SnapshotStatements:
                 stmt,
             )
         self._once_per_script(query, stmt)
+        return query
+
+    def restore(self, stmt: st.RestoreQuery) -> Step:
+        query = self._paused(stmt)
         snaps = {s.number: s for s in self.planning.catalog.snapshots.of(query.id, self.planning.conn)}
         snap = snaps.get(stmt.number)
         if snap is None:
@@ -146,6 +167,74 @@ class SnapshotStatements:
         if not os.path.isdir(source):
             raise state_error_at(f"the files of snapshot {snap.number} of {query.id} are gone ({source!r})", stmt)
         self._check_versions(query, snap, stmt)
+        rewind = Rewind(
+            snap.batch_id,
+            snap.output_after,
+            lambda kept: shutil.copytree(source, query.checkpoint, ignore=Part(source).guard),  # no link out
+            f"snapshot {snap.number} (batch {snap.batch_id}, version {snap.version})",
+            snap,
+        )
+        return self._rewind(query, stmt, rewind, snaps)
+
+    def restore_to_time(self, stmt: st.RestoreToTime) -> Step:
+        query = self._paused(stmt)
+        when = timestamp_text(stmt.timestamp_ms)
+        if stmt.timestamp_ms > time.time() * 1000:
+            raise state_error_at(f"{when} is in the future: a query can be rewound to a time it has read past", stmt)
+        offsets = None
+        if topics := kafka_topics_read(query.checkpoint):  # where each partition reaches the time
+            what = f"RESTORE {query.id} TO TIMESTAMP (Kafka's offsets for a time of {', '.join(topics)})"
+            settings = self.planning.kafka_settings(what, stmt)
+            offsets = {t: offsets_for_time(settings, t, stmt.timestamp_ms) for t in topics}
+        cut = cut_at(query.checkpoint, stmt.timestamp_ms, offsets)
+        snaps = {s.number: s for s in self.planning.catalog.snapshots.of(query.id, self.planning.conn)}
+        if cut.first_batch is None:
+            return Step(
+                Result(
+                    stmt.text,
+                    f"Nothing to rewind: every batch {query.id} committed read input from before {when}; "
+                    f"it resumes where it stopped",
+                    query_id=query.id,
+                )
+            )
+        if holds_state(query.checkpoint):
+            earlier = sorted((s for s in snaps.values() if s.batch_id <= cut.batch), key=lambda s: s.batch_id)
+            use = (
+                f"snapshot {earlier[-1].number} (batch {earlier[-1].batch_id}) is the nearest before it: RESTORE "
+                f"{query.id} TO SNAPSHOT {earlier[-1].number} runs every later batch again, the same output"
+                if earlier
+                else "no snapshot is that old: take SNAPSHOTs on a schedule to rewind a stateful query"
+            )
+            raise state_error_at(
+                f"{query.id} keeps state (an aggregation, a deduplication or a join): a rewind to {when} (after "
+                f"batch {cut.batch}) needs its state as of that batch, which its checkpoint does not keep; {use}",
+                stmt,
+            )
+        before = (
+            f"; {when} is before its first input ({timestamp_text(cut.earliest_ms)}): every batch runs again"
+            if cut.earliest_ms is not None and stmt.timestamp_ms <= cut.earliest_ms
+            else ""
+        )
+
+        def cut_checkpoint(kept: str) -> None:
+            copy_committed(kept, query.checkpoint, batch=cut.batch)  # the checkpoint as it was then
+            if cut.batch < 0:
+                forget_file_sources(query.checkpoint)
+
+        rewind = Rewind(cut.batch, None, cut_checkpoint, f"{when} (after batch {cut.batch}){before}", None)
+        return self._rewind(query, stmt, rewind, snaps)
+
+    def _rewind(
+        self,
+        query: QueryInfo,
+        stmt: st.RestoreQuery | st.RestoreToTime,
+        rewind: Rewind,
+        snaps: dict[int, CheckpointSnapshot],
+    ) -> Step:
+        """Put ``query``'s checkpoint back to ``rewind``'s batch and take what later batches
+        wrote out of its output (kept with the RESTORE snapshot taken of the checkpoint it
+        replaces), so they run again and the output holds each input record once."""
+        snap = rewind.snapshot
         sink = self.planning.snapshot.sources.get(query.sink)
         on_kafka = bool(sink and sink.kafka_topic)
         if sink is not None and not on_kafka and os.path.isdir(os.path.join(sink.path, SINK_LOG)):
@@ -157,16 +246,16 @@ class SnapshotStatements:
         current = last_committed_batch(query.checkpoint)
         # output of batches after ``cut`` belongs to the timeline the restore leaves; a
         # RESTORE snapshot brings back the output of its own timeline after its cut
-        cut = snap.output_after if snap.output_after is not None else snap.batch_id
+        cut = rewind.output_after if rewind.output_after is not None else rewind.batch
         # snapshots of later batches belong to the run the restore leaves; restoring a RESTORE
         # snapshot also leaves the run that began at its cut (the snapshots taken after it)
         abandoned = [
             s
             for s in snaps.values()
-            if s.number != snap.number
+            if (snap is None or s.number != snap.number)
             and (
-                s.batch_id > snap.batch_id
-                or (snap.output_after is not None and s.number > snap.number and s.batch_id > cut)
+                s.batch_id > rewind.batch
+                or (snap is not None and snap.output_after is not None and s.number > snap.number and s.batch_id > cut)
             )
         ]
         self._keep_rollback(query, abandoned, stmt)
@@ -178,7 +267,7 @@ class SnapshotStatements:
             saved.append(self.planning.catalog.snapshots.add(record, conn))
             if abandoned:
                 self.planning.catalog.snapshots.remove(query.id, [s.number for s in abandoned], conn)
-            self.planning.catalog.observed.rewind_progress(query.id, snap.batch_id, conn)
+            self.planning.catalog.observed.rewind_progress(query.id, rewind.batch, conn)
 
         def files() -> Callable[[], None]:
             kept = snapshot_folder(query.checkpoint, saved[0].folder)
@@ -195,13 +284,11 @@ class SnapshotStatements:
 
             try:  # each step undoes itself if it fails midway; undo() takes back the ones done
                 output = sink.path if sink is not None and not on_kafka else None
-                keep, bring_back = (
-                    snapshot_output(query.checkpoint, saved[0].folder),
-                    snapshot_output(query.checkpoint, snap.folder),
-                )
+                bring_back = snapshot_output(query.checkpoint, snap.folder) if snap is not None else None
+                keep = snapshot_output(query.checkpoint, saved[0].folder)
                 swaps.append(OutputSwap(output, query, cut, keep, bring_back))
                 moved.append(MovedAside([query.checkpoint, *_folders(query.checkpoint, abandoned)]))
-                shutil.copytree(source, query.checkpoint, ignore=Part(source).guard)  # no link out of it
+                rewind.put_back(kept)
             except BaseException:
                 undo()
                 raise
@@ -216,11 +303,11 @@ class SnapshotStatements:
                 output = f"{again} will be written to Kafka topic {sink.kafka_topic!r} again (at least once)"
             else:
                 output = f"the output of {again} was taken out (kept with snapshot {saved[0].number})"
-                if snap.output_after is not None:
+                if snap is not None and snap.output_after is not None:
                     output += f" and the output kept with snapshot {snap.number} put back"
             result.message = (
-                f"Restored {query.id} to snapshot {snap.number} (batch {snap.batch_id}, version {snap.version}); "
-                f"{output}; the checkpoint it replaced is snapshot {saved[0].number}"
+                f"Restored {query.id} to {rewind.shown}; {output}; the checkpoint it replaced is snapshot "
+                f"{saved[0].number}"
             )
             if abandoned:
                 result.message += f"; snapshots of later batches removed: {', '.join(str(s.number) for s in abandoned)}"
@@ -283,64 +370,3 @@ class SnapshotStatements:
 def _folders(checkpoint: str, snaps: list[CheckpointSnapshot]) -> list[str]:
     """The folders of ``snaps``: each copy, and the output a RESTORE snapshot kept."""
     return [p for s in snaps for p in (snapshot_folder(checkpoint, s.folder), snapshot_output(checkpoint, s.folder))]
-
-
-class OutputSwap:
-    """The sink side of a restore: the query's output of batches after ``cut`` moved into
-    the new RESTORE snapshot's ``keep`` folder, then the restored snapshot's kept output
-    (if it is a RESTORE snapshot) copied back in; :meth:`undo` reverses both, and a swap
-    that fails midway undoes itself."""
-
-    def __init__(self, sink_path: str | None, query: QueryInfo, cut: int, keep: str, bring_back: str):
-        self.keep = Part(keep).folder  # checked before anything is removed
-        self.taken: list[tuple[str, str]] = []
-        self.returned: list[str] = []
-        shutil.rmtree(keep, ignore_errors=True)  # left by a crash: its restore never committed
-        os.makedirs(keep)
-        if sink_path is None:
-            return
-        try:
-            sink, kept = Part(sink_path), Part(bring_back)
-            for path in later_output(sink_path, query.id, table=query.kind == "CTAS", batch=cut):
-                aside = os.path.join(keep, os.path.basename(path))
-                sink.resolve(path)  # a link out of the sink is refused; one inside it moves as a link
-                shutil.move(path, aside)  # a sink under an allowed root may be another file system
-                self.taken.append((path, aside))
-            if os.path.isdir(bring_back):
-                for name in sorted(os.listdir(bring_back)):
-                    target = os.path.join(sink_path, name)
-                    if os.path.lexists(target):
-                        raise StateError(f"{target!r} exists: the sink changed since the snapshot was taken")
-                    self.returned.append(target)
-                    _link_tree(kept, kept.resolve(os.path.join(bring_back, name)), target)
-        except BaseException:
-            self.undo()
-            raise
-
-    def undo(self) -> None:
-        for path in reversed(self.returned):
-            if os.path.isdir(path):
-                shutil.rmtree(path, ignore_errors=True)
-            elif os.path.lexists(path):
-                os.remove(path)
-        for path, aside in reversed(self.taken):
-            shutil.move(aside, path)
-        shutil.rmtree(self.keep, ignore_errors=True)
-
-
-def _link_tree(part: Part, source: str, target: str) -> None:
-    """``source`` (a file or a changelog entry folder of ``part``) at ``target``, hard-linked
-    where the file system allows (the kept copy stays for another restore of the same snapshot)."""
-    if os.path.isdir(source):
-        shutil.copytree(source, target, copy_function=_link_or_copy, ignore=part.guard)
-    else:
-        _link_or_copy(source, target)
-
-
-def _link_or_copy(source: str, target: str) -> None:
-    try:
-        os.link(source, target)
-    except OSError as e:
-        if e.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
-            raise
-        shutil.copy2(source, target)

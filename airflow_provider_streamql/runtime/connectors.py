@@ -13,6 +13,7 @@ import os
 from collections.abc import Callable
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from ..catalog import QueryInfo, SourceInfo
@@ -67,7 +68,14 @@ def source_stream(
         reader = reader.name(name)
     reader = reader.schema(ddl_schema(src.columns, corrupt=checked and not fail_fast and src.format in CHECKED_FORMATS))
     options = parse_options(src, fail_fast=fail_fast) if checked else {}
-    return reader.options(**reader_options(src), **options, **rates.reader_options(kafka=False)).load(src.path)
+    df = reader.options(**reader_options(src), **options, **rates.reader_options(kafka=False)).load(src.path)
+    if isinstance(starting, Starting) and starting.timestamp_ms is not None:
+        # a file topic's records start at its first file committed (renamed into place, its
+        # modification time) at or after the time; later files are later, so the filter
+        # changes nothing once the query has passed it
+        since = F.timestamp_millis(F.lit(starting.timestamp_ms))
+        df = df.where(F.col("_metadata.file_modification_time") >= since)
+    return df
 
 
 def read_stream(

@@ -131,6 +131,24 @@ def offset_ranges(settings: KafkaSettings, topic: str) -> dict[int, tuple[int, i
         consumer.close()
 
 
+def offsets_for_time(settings: KafkaSettings, topic: str, timestamp_ms: int) -> dict[int, int]:
+    """Each partition of ``topic`` and the offset of its first record whose time is at or
+    after ``timestamp_ms`` (Kafka's offsets for a time; a partition with none: its end)."""
+    from confluent_kafka import KafkaException, TopicPartition
+
+    consumer = _consumer(settings)
+    try:
+        ranges = _watermarks(consumer, settings, topic)
+        asked = [TopicPartition(topic, p, timestamp_ms) for p in ranges]
+        try:
+            found = consumer.offsets_for_times(asked, timeout=REQUEST_SECONDS) if asked else []
+        except KafkaException as e:
+            raise StateError(f"cannot reach Kafka for topic {topic!r}: {settings.mask(str(e.args[0].str()))}") from None
+        return {tp.partition: tp.offset if tp.offset >= 0 else ranges[tp.partition][1] for tp in found}
+    finally:
+        consumer.close()
+
+
 def read(
     settings: KafkaSettings, topic: str, since: Mapping[int, int] | None, limits: Limits, what: str
 ) -> Generator[KafkaRecord, None, None]:
