@@ -31,7 +31,7 @@ from google.type import date_pb2
 
 from ..language.statements import Column
 from ..language.types import INTEGERS, TEXTS, TIMESTAMPS, SqlType, TypeName
-from .avro import NAME
+from .avro import NAME, WIDE, _moment, _unscaled
 
 #: the name ksqlDB gives a value schema it makes (and each nested one, numbered on)
 PREFIX = "ConnectDefault"
@@ -55,8 +55,6 @@ WELL_KNOWN: dict[TypeName, tuple[str, str]] = {
 }
 _CONTAINERS = (TypeName.ARRAY, TypeName.MAP)
 _EPOCH = datetime.datetime(1970, 1, 1)
-#: DECIMAL arithmetic wide enough for DECIMAL(38, s) (the default context rounds to 28 digits)
-WIDE = decimal.Context(prec=80)
 
 
 def columns_problem(columns: Sequence[Column]) -> str | None:
@@ -317,11 +315,6 @@ def _value(value: Any, t: SqlType, exact: bool) -> Any:
 
 
 # -- the well-known types ---------------------------------------------------------------
-def _moment(text: Any) -> datetime.datetime:
-    moment = datetime.datetime.fromisoformat(str(text).replace("Z", "+00:00"))
-    return moment.astimezone(datetime.UTC).replace(tzinfo=None) if moment.tzinfo else moment
-
-
 def _put_timestamp(message: Any, _t: SqlType, value: Any) -> None:
     since = _moment(value) - _EPOCH
     message.seconds = since.days * 86400 + since.seconds
@@ -342,10 +335,8 @@ def _put_date(message: Any, _t: SqlType, value: Any) -> None:
 def _put_decimal(message: Any, t: SqlType, value: Any) -> None:
     """Confluent's ``DecimalUtils.fromBigDecimal`` of the value at the column's scale: the
     unscaled value's shortest two's complement bytes, its digits' count, the scale."""
-    number = decimal.Decimal(repr(value) if isinstance(value, float) else str(value))
-    n = int(number.scaleb(t.scale, WIDE).to_integral_value(decimal.ROUND_HALF_UP, WIDE))
-    message.value = n.to_bytes(max(1, (n + (n < 0)).bit_length() // 8 + 1), "big", signed=True)
-    message.precision = len(str(abs(n)))
+    message.value = _unscaled(t, value)
+    message.precision = len(str(abs(int.from_bytes(message.value, "big", signed=True))))
     message.scale = t.scale
 
 
