@@ -46,7 +46,7 @@ def test_kafka_streams_and_queries_are_declared(sqlite_engine):
 # statement -> fragment of the error; nothing is written
 BAD = [
     ("CREATE STREAM s (id INT) WITH (kafka_topic='t', path='p')", "either kafka_topic or path"),
-    ("CREATE STREAM s (id INT) WITH (kafka_topic='t', value_format='CSV')", "Kafka topics hold JSON, AVRO or KAFKA values"),
+    ("CREATE STREAM s (id INT) WITH (kafka_topic='t', value_format='CSV')", "Kafka topics hold JSON, AVRO, PROTOBUF, KAFKA values"),
     ("CREATE STREAM s (id INT) WITH (kafka_topic='a,b')", "must name one Kafka topic"),
     ("CREATE STREAM s (id INT) WITH (kafka_topic='t', bootstrap_servers='h:9092')",
      "Kafka connection settings come from the runtime's configuration"),

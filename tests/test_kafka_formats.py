@@ -35,8 +35,6 @@ UTC = datetime.UTC
 
 # statement -> fragment of the error; nothing is written
 REFUSED = [
-    ("CREATE STREAM s (id INT) WITH (kafka_topic='t', value_format='PROTOBUF')",
-     "Spark's Protobuf functions (spark-protobuf) are not served by Maven Central"),
     ("CREATE STREAM s (id INT) WITH (kafka_topic='t', value_format='JSON_SR')", "streamql reads no schema registry"),
     ("CREATE STREAM s (id INT) WITH (value_format='AVRO')", "value_format 'AVRO' is read and written on Kafka topics"),
     ("CREATE STREAM s (id INT) WITH (value_format='KAFKA')", "value_format 'KAFKA' is read and written on Kafka topics"),
@@ -44,7 +42,7 @@ REFUSED = [
      "a KAFKA value is one column of type INT, BIGINT, DOUBLE, STRING, BINARY (as Kafka's serializers write it); "
      "the value columns here: a INT, b INT"),
     ("CREATE STREAM s (a BOOLEAN) WITH (kafka_topic='t', value_format='KAFKA')", "the value columns here: a BOOLEAN"),
-    ("CREATE STREAM s (a INT) WITH (kafka_topic='t', value_schema_id=1)", "value_schema_id is for value_format='AVRO'"),
+    ("CREATE STREAM s (a INT) WITH (kafka_topic='t', value_schema_id=1)", "value_schema_id is for value_format='AVRO' or 'PROTOBUF'"),
     ("CREATE STREAM s (a INT) WITH (kafka_topic='t', value_format='AVRO', value_schema_id=0)",
      "must be a whole number above 0"),
     ("CREATE STREAM s (a INT) WITH (kafka_topic='t', value_format='AVRO', value_avro_schema_full_name='a.1b')",

@@ -19,10 +19,10 @@ PROPERTIES = [
     ("WITH (kafka_topic='s', value_format='AVRO', value_schema_id=3, value_avro_schema_full_name='a.B')", None, None),
     ("WITH (kafka_topic='s', value_format='KAFKA')", None, None),
     ("WITH (value_format='AVRO')", "value_format 'AVRO' is read and written on Kafka topics", 46),
-    ("WITH (value_format='PROTOBUF')", "PROTOBUF is not read or written: Spark's Protobuf functions", 46),
+    ("WITH (value_format='PROTOBUF_NOSR')", "PROTOBUF_NOSR is not a format of its own here", 46),
     ("WITH (value_format='KAFKA')", "value_format 'KAFKA' is read and written on Kafka topics", 46),
     ("WITH (wrap_single_value=false)", "an unwrapped single value is not read or written", 46),
-    ("WITH (value_schema_id=3)", "value_schema_id is for value_format='AVRO', not JSON", 46),
+    ("WITH (value_schema_id=3)", "value_schema_id is for value_format='AVRO' or 'PROTOBUF', not JSON", 46),
     ("WITH (value_schema_full_name='a.B')", "property 'value_schema_full_name' is refused: streamql reads no schema "
      "registry", 46),
     ("WITH (window_type='TUMBLING')", "a windowed key is not read from a topic", 46),

@@ -58,7 +58,7 @@ SOURCE_PROPERTIES: dict[str, Check | None] = {
     "partitions": _positive_int,
     "replicas": _positive_int,
     "retention_ms": _positive_int,
-    # AVRO values on a Kafka topic (storage/kafka_values.py)
+    # AVRO and PROTOBUF values on a Kafka topic (storage/kafka_values.py)
     "value_schema_id": _positive_int,
     "value_avro_schema_full_name": avro.full_name_problem,
 }
@@ -92,11 +92,8 @@ REFUSED: dict[str, str] = {
 
 #: ksqlDB's value formats streamql refuses, with the reason
 VALUE_FORMATS_REFUSED: dict[str, str] = {
-    **dict.fromkeys(
-        ("PROTOBUF", "PROTOBUF_NOSR"),
-        "is not read or written: Spark's Protobuf functions (spark-protobuf) are not served by Maven Central, "
-        "so no runtime has them; streamql holds JSON, AVRO or KAFKA values on Kafka topics",
-    ),
+    "PROTOBUF_NOSR": "is not a format of its own here: value_format='PROTOBUF' without value_schema_id reads and "
+    "writes the same bytes (a plain message of the declared columns, no schema registry header)",
     "JSON_SR": "is not read or written: streamql reads no schema registry; use value_format='JSON' (plain JSON "
     "objects) or 'AVRO' with value_schema_id (Confluent's wire format)",
 }

@@ -315,7 +315,7 @@ def _json_problem(text: str) -> str | None:
 
 def _reason(raw: str, row, src: SourceInfo) -> str:
     """What is wrong with a bad record, in words."""
-    if src.format in ("AVRO", "KAFKA"):  # Kafka values: the decoder said why
+    if src.format in ("AVRO", "PROTOBUF", "KAFKA"):  # Kafka values: the decoder said why
         return kafka_formats.reason(raw) or "cannot be read with the declared schema"
     if src.format == "JSON":
         if problem := _json_problem(raw):

@@ -1,4 +1,4 @@
-"""AVRO and KAFKA values of a Kafka topic in Spark (JSON values: :mod:`.kafka`): the value
+"""AVRO, PROTOBUF and KAFKA values of a Kafka topic in Spark (JSON values: :mod:`.kafka`): the value
 bytes as the declared value columns, with the reason a record cannot be read (the corrupt-record
 column the bad-record guard acts on), and back.
 
@@ -6,12 +6,20 @@ AVRO is read and written with Spark's ``from_avro``/``to_avro`` (``spark-avro``,
 classpath when a query first needs it: :data:`.kafka_connector.AVRO`) and the schema the
 declared columns make (:func:`..storage.avro.schema`). ``from_avro`` in PERMISSIVE mode gives
 a record of nulls for bytes it cannot read; an all-null record is written as one zero byte per
-field, so a record of nulls from other bytes is a bad record. KAFKA values are Kafka's
+field, so a record of nulls from other bytes is a bad record. PROTOBUF values go through a
+Python UDF (Spark's ``from_protobuf`` is in ``spark-protobuf``, which Maven Central does not
+serve): the bytes to the JSON text the JSON path parses with ``from_json``, and ``to_json`` of
+the value columns to the bytes (:mod:`..storage.protobuf` both ways). KAFKA values are Kafka's
 serializers' bytes, built from Spark's own functions (``hex``/``unhex``/``conv``; a DOUBLE's
 bits through ``java.lang.Double``, as Kafka's DoubleSerializer takes them).
 """
 
 from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
 
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
@@ -20,9 +28,10 @@ from pyspark.sql.avro.functions import from_avro, to_avro
 
 from ..catalog import SourceInfo
 from ..language.types import TypeName
+from ..storage import protobuf
 from ..storage.kafka_values import KafkaValue, ValueFormat
 from . import kafka_connector
-from .schemas import spark_type
+from .schemas import ddl_schema, spark_type
 
 #: how many bytes of a bad value its corrupt record shows (in hex)
 SHOWN_BYTES = 64
@@ -31,6 +40,7 @@ REASONS = (
     "(no value)",
     "(no Confluent wire header with schema id ",
     "(not an Avro record of the declared columns)",
+    "(not a Protobuf message of the declared columns)",
     "(not a big-endian ",
 )
 
@@ -60,6 +70,8 @@ def decode(df: DataFrame, src: SourceInfo, value: SparkColumn) -> tuple[list[Spa
     if kv.format is ValueFormat.AVRO:
         ensure(df.sparkSession, src)
         return _from_avro(kv, value)
+    if kv.format is ValueFormat.PROTOBUF:
+        return _from_protobuf(kv, value)
     return _from_kafka(kv, value)
 
 
@@ -85,6 +97,65 @@ def _from_avro(kv: KafkaValue, value: SparkColumn) -> tuple[list[SparkColumn], S
         F.concat(F.lit("(not an Avro record of the declared columns) "), _shown(value)),
     )
     return [field.cast(spark_type(c.type)).alias(c.name) for field, c in zip(fields, kv.columns, strict=True)], corrupt
+
+
+#: how Spark's to_json writes times for the PROTOBUF encoder: to the microsecond (its default
+#: stops at the millisecond), so a Timestamp message keeps what Spark holds
+TIME_FORMATS = {
+    "timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX",
+    "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS",
+    "ignoreNullFields": "false",
+}
+
+
+def _udf(function: Callable[[Any], Any], kind: str) -> Callable[[SparkColumn], SparkColumn]:
+    """``function`` of one non-null value as a Python UDF returning ``kind`` (a plain one:
+    measured faster here than a pandas UDF, docs/deployment.md)."""
+    return F.udf(lambda v: None if v is None else function(v), kind)
+
+
+def _to_json_text(kv: KafkaValue) -> Callable[[SparkColumn], SparkColumn]:
+    """A UDF: a PROTOBUF value's payload -> the JSON text of its value columns, null when the
+    protobuf parser refuses it."""
+    columns = kv.columns
+
+    def convert(data: bytes) -> str | None:
+        row = protobuf.decode(bytes(data), columns, exact=True)
+        return None if row is None else json.dumps(row, ensure_ascii=False)
+
+    return _udf(convert, "string")
+
+
+def _to_message(kv: KafkaValue) -> Callable[[SparkColumn], SparkColumn]:
+    """A UDF: ``to_json`` of the value columns -> the value's bytes (the wire header first)."""
+    columns, header = kv.columns, kv.header
+
+    def convert(text: str) -> bytes:
+        return header + protobuf.encode(json.loads(text, parse_float=Decimal), columns)
+
+    return _udf(convert, "binary")
+
+
+def _from_protobuf(kv: KafkaValue, value: SparkColumn) -> tuple[list[SparkColumn], SparkColumn]:
+    header = kv.header
+    payload = F.substring(value, len(header) + 1, 2**31 - 1) if header else value
+    text = _to_json_text(kv)(payload)
+    headed = F.substring(value, 1, len(header)) == F.lit(header)
+    if header:  # a value written under another schema id is not read with this schema
+        text = F.when(headed, text)
+    parsed = F.from_json(text, ddl_schema(list(kv.columns)))
+    corrupt = F.when(value.isNull(), F.lit("(no value)"))
+    if header:
+        corrupt = corrupt.when(
+            ~headed,
+            F.concat(
+                F.lit(f"(no Confluent wire header with schema id {kv.schema_id} and message index 0) "), _shown(value)
+            ),
+        )
+    corrupt = corrupt.when(
+        text.isNull(), F.concat(F.lit("(not a Protobuf message of the declared columns) "), _shown(value))
+    )
+    return [parsed.getField(c.name).alias(c.name) for c in kv.columns], corrupt
 
 
 def _signed(value: SparkColumn, bits: int) -> SparkColumn:
@@ -124,6 +195,8 @@ def encode(sink: SourceInfo) -> SparkColumn:
     if kv.format is ValueFormat.AVRO:
         avro = to_avro(F.struct(*columns), kv.avro_schema)
         return F.concat(F.lit(kv.header), avro) if kv.header else avro
+    if kv.format is ValueFormat.PROTOBUF:
+        return _to_message(kv)(F.to_json(F.struct(*columns), TIME_FORMATS))
     column, name = columns[0], kv.single.type.name
     if name is TypeName.DOUBLE:
         column = F.reflect(F.lit("java.lang.Double"), F.lit("doubleToLongBits"), column).cast("bigint")

@@ -25,8 +25,8 @@ CORRUPT = "_corrupt_record"
 #: the column holding where a record comes from: its file, or kafka:topic/partition@offset
 FILE = "__sq_file"
 #: formats whose records are checked one by one (a PARQUET file Spark cannot read fails the
-#: query); AVRO and KAFKA values are on Kafka topics only (:mod:`.kafka_formats`)
-CHECKED_FORMATS = ("JSON", "CSV", "DELIMITED", "AVRO", "KAFKA")
+#: query); AVRO, PROTOBUF and KAFKA values are on Kafka topics only (:mod:`.kafka_formats`)
+CHECKED_FORMATS = ("JSON", "CSV", "DELIMITED", "AVRO", "PROTOBUF", "KAFKA")
 #: format -> extra reader/writer options (DELIMITED adds its separator, :func:`format_options`)
 FORMAT_OPTIONS = {"JSON": {}, "CSV": {"header": "true"}, "DELIMITED": {"header": "false"}, "PARQUET": {}}
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 from pyspark.sql import SparkSession
 
 from . import class_archive
@@ -41,6 +44,10 @@ def build_session(
         builder = builder.master(master).appName(app_name)
         if SparkSession.getActiveSession() is None:
             settings = class_archive.java_options(settings, class_archive.archive_path())
+        # Python UDFs (PROTOBUF values) run in Python workers this process starts: this
+        # interpreter, which has streamql's packages, not whatever `python3` is on PATH
+        # (PySpark reads only the variable)
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

@@ -201,9 +201,15 @@ def _read(buffer: io.BytesIO, t: SqlType) -> Any:
     return READ[t.name](buffer, t)
 
 
+#: DECIMAL arithmetic wide enough for DECIMAL(38, s) (the default context rounds to 28 digits)
+WIDE = decimal.Context(prec=80)
+
+
 def _unscaled(t: SqlType, value: Any) -> bytes:
+    """The value's unscaled integer at the column's scale, as its shortest big-endian two's
+    complement bytes (Avro's ``decimal``, and Protobuf's ``confluent.type.Decimal``)."""
     number = decimal.Decimal(repr(value) if isinstance(value, float) else str(value))
-    n = int(number.scaleb(t.scale).to_integral_value(decimal.ROUND_HALF_UP))
+    n = int(number.scaleb(t.scale, WIDE).to_integral_value(decimal.ROUND_HALF_UP, WIDE))
     return n.to_bytes(max(1, (n + (n < 0)).bit_length() // 8 + 1), "big", signed=True)
 
 

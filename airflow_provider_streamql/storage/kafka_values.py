@@ -8,6 +8,9 @@ encoder (:mod:`..runtime.kafka_formats`), ``INSERT INTO ... VALUES``, ``PRINT`` 
   payload), the id written on every record and required of every record read. streamql reads
   no schema registry: the declared columns are the schema; the id names it for consumers that
   do (register the schema :func:`avro.schema` gives: docs/deployment.md says its rules).
+- ``PROTOBUF``: a proto3 message of the value columns, the schema ksqlDB makes of them
+  (:mod:`.protobuf`); with ``VALUE_SCHEMA_ID``, in Confluent's wire format: the header as
+  AVRO's, then the message indexes (one 0 byte: the file's first message), then the message.
 - ``KAFKA``: ksqlDB's single primitive value, as Kafka's serializers write it: INT as 4 bytes
   big-endian, BIGINT as 8, DOUBLE as IEEE 754's 8 bytes big-endian, STRING as UTF-8, BYTES as is.
 """
@@ -25,7 +28,7 @@ from typing import Any
 from ..catalog import SourceInfo
 from ..language.statements import Column
 from ..language.types import TypeName
-from . import avro
+from . import avro, protobuf
 
 #: the magic byte of Confluent's wire format
 MAGIC = b"\x00"
@@ -36,6 +39,7 @@ class ValueFormat(enum.Enum):
 
     JSON = "JSON"
     AVRO = "AVRO"
+    PROTOBUF = "PROTOBUF"
     KAFKA = "KAFKA"
 
 
@@ -52,8 +56,13 @@ KAFKA_TYPES: dict[TypeName, str | None] = {
 #: what a file topic says of a Kafka-only value format
 NOT_ON_FILES = (
     "is read and written on Kafka topics (kafka_topic=...): a file topic holds JSON, CSV, DELIMITED "
-    "or PARQUET values (pull queries read its files with DuckDB, which has no Avro or Kafka serializer's reader)"
+    "or PARQUET values (pull queries read its files with DuckDB, which has no Avro, Protobuf or Kafka "
+    "serializer's reader)"
 )
+#: the value formats that take VALUE_SCHEMA_ID (Confluent's wire format)
+WITH_SCHEMA_ID = ("AVRO", "PROTOBUF")
+#: the message indexes of Confluent's Protobuf wire format naming a file's first message
+FIRST_MESSAGE = b"\x00"
 
 
 @dataclass(frozen=True)
@@ -79,13 +88,22 @@ class KafkaValue:
 
     @property
     def header(self) -> bytes:
-        """Confluent's wire header every value starts with (empty without a schema id)."""
-        return b"" if self.schema_id is None else MAGIC + self.schema_id.to_bytes(4, "big")
+        """Confluent's wire header every value starts with (empty without a schema id); a
+        PROTOBUF one ends with the message indexes of the first message."""
+        if self.schema_id is None:
+            return b""
+        indexes = FIRST_MESSAGE if self.format is ValueFormat.PROTOBUF else b""
+        return MAGIC + self.schema_id.to_bytes(4, "big") + indexes
 
     @property
     def avro_schema(self) -> str:
         """The Avro schema of the value columns, as JSON text (what Spark and a registry take)."""
         return json.dumps(avro.schema(self.columns, self.full_name))
+
+    @property
+    def proto_schema(self) -> str:
+        """The ``.proto`` text of the value columns (what a registry takes for the schema id)."""
+        return protobuf.text(self.columns)
 
     @property
     def single(self) -> Column:
@@ -97,6 +115,8 @@ class KafkaValue:
         a KAFKA value that is null is no bytes (a null record value, as Kafka's serializers)."""
         if self.format is ValueFormat.AVRO:
             return self.header + avro.encode(row, self.columns)
+        if self.format is ValueFormat.PROTOBUF:
+            return self.header + protobuf.encode(row, self.columns)
         value = row.get(self.single.name)
         if value is None:
             return None
@@ -107,12 +127,15 @@ class KafkaValue:
             return value if isinstance(value, bytes) else base64.b64decode(str(value))
         return str(value).encode("utf-8")
 
-    def decode(self, data: bytes) -> dict[str, Any] | None:
+    def decode(self, data: bytes, *, exact: bool = False) -> dict[str, Any] | None:
         """The value columns of ``data`` (JSON values, as :mod:`.kafka_records` gives them),
-        None when it is not a value of this format."""
-        if self.format is ValueFormat.AVRO:
+        None when it is not a value of this format (``exact``: PROTOBUF's DECIMAL as text and
+        TIMESTAMP to the microsecond, see :func:`.protobuf.decode`)."""
+        if self.format in (ValueFormat.AVRO, ValueFormat.PROTOBUF):
             if not data.startswith(self.header):
                 return None
+            if self.format is ValueFormat.PROTOBUF:
+                return protobuf.decode(data[len(self.header) :], self.columns, exact=exact)
             return avro.decode(data[len(self.header) :], self.columns)
         packing = KAFKA_TYPES[self.single.type.name]
         if packing is None:
@@ -131,10 +154,14 @@ def problem(fmt: str, props: Mapping[str, Any], columns: Sequence[Column], *, ka
     if fmt in ValueFormat.__members__ and fmt != "JSON" and not kafka:
         return "value_format", f"value_format {fmt!r} {NOT_ON_FILES}"
     if kafka and fmt not in ValueFormat.__members__:
-        return "value_format", f"Kafka topics hold JSON, AVRO or KAFKA values: value_format {fmt!r} is for file topics"
-    for key in ("value_schema_id", "value_avro_schema_full_name"):
-        if key in props and fmt != "AVRO":
-            return key, f"{key} is for value_format='AVRO', not {fmt}"
+        formats = ", ".join(ValueFormat.__members__)
+        return "value_format", f"Kafka topics hold {formats} values: value_format {fmt!r} is for file topics"
+    if "value_schema_id" in props and fmt not in WITH_SCHEMA_ID:
+        return "value_schema_id", f"value_schema_id is for value_format='AVRO' or 'PROTOBUF', not {fmt}"
+    if "value_avro_schema_full_name" in props and fmt != "AVRO":
+        return "value_avro_schema_full_name", f"value_avro_schema_full_name is for value_format='AVRO', not {fmt}"
+    if fmt == "PROTOBUF" and (why := protobuf.columns_problem(value_columns)):
+        return "value_format", why
     if fmt == "AVRO":
         full_name = props.get("value_avro_schema_full_name", avro.DEFAULT_FULL_NAME)
         why = avro.full_name_problem(full_name) or avro.columns_problem(value_columns)

@@ -133,7 +133,7 @@ def _print_kafka(
 
 def _kafka_row(record: KafkaRecord, value_format: KafkaValue) -> list[Any]:
     """A record as ksqlDB's PRINT shows it: its timestamp (``2024/01/01 00:00:00.000 Z``),
-    key and value as text (an AVRO value as a JSON object of its fields, a KAFKA value as its
+    key and value as text (an AVRO or PROTOBUF value as a JSON object of its fields, a KAFKA value as its
     one value; bytes that are no such value as text), partition and offset."""
     moment = datetime.datetime.fromtimestamp(record.timestamp / 1000, datetime.UTC)
     rowtime = f"{moment:%Y/%m/%d %H:%M:%S}.{moment.microsecond // 1000:03d} Z" if record.timestamp >= 0 else None
@@ -141,7 +141,7 @@ def _kafka_row(record: KafkaRecord, value_format: KafkaValue) -> list[Any]:
     value = text(record.value)
     if record.value is not None and value_format.format is not ValueFormat.JSON:
         decoded = value_format.decode(record.value)
-        if decoded is not None and value_format.format is ValueFormat.AVRO:
+        if decoded is not None and value_format.format is not ValueFormat.KAFKA:
             value = json.dumps(decoded, separators=(",", ":"), ensure_ascii=False)
         elif decoded is not None:
             value = _text(decoded[value_format.single.name])
