@@ -1,7 +1,9 @@
-"""Three published ksqlDB tutorials, run as published on file topics.
+"""Three published ksqlDB tutorials, run as published: on Kafka topics of the test broker
+(each ``kafka_topic`` one of the test's own; the values in Avro, as published), and on file
+topics.
 
-Each tutorial's statements are the published ones, word for word, with only the properties
-that describe its Kafka topic taken out of their WITH clauses (``kafka_topic``, and
+On file topics, each tutorial's statements are the published ones, word for word, with only
+the properties that describe its Kafka topic taken out of their WITH clauses (``kafka_topic``, and
 ``value_format='avro'``, which streamql reads on Kafka topics only: a file topic holds no
 Avro, docs/ksqldb.md): ``partitions`` stays,
 as ksqlDB users write it. The input records are the tutorial's own, inserted with
@@ -23,7 +25,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from .support import stream_rows
+from .support import stream_rows, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -130,6 +132,40 @@ def on_files(published: str) -> str:
     return re.sub(r"(?i)\bWITH\s*\(\s*\)", "", text)
 
 
+def on_kafka(published: str, kafka_topics) -> str:
+    """``published`` on the test broker: each ``kafka_topic`` a topic of this test's own (the
+    tutorials share names such as 'ratings' with other schemas), made before the statements
+    run (ksqlDB would make it from PARTITIONS); every other property as published, the
+    values in Avro; from the topics' first records, as the tutorials' CLI steps set."""
+    topics = re.sub(r"(?i)\b(kafka_topic\s*=\s*)'([^']*)'", lambda m: f"{m[1]}'{kafka_topics.new(m[2])}'", published)
+    return "SET 'auto.offset.reset' = 'earliest';\n" + topics
+
+
+@pytest.fixture(params=["files", "kafka"])
+def tutorial(request, sqlite_url, home):
+    """(an engine, how a tutorial's statements run there): on file topics with the Kafka
+    topic's properties taken out, or as published on Kafka topics of the test broker."""
+    from airflow_provider_streamql.engine import Engine
+
+    if request.param == "files":
+        yield request.getfixturevalue("sqlite_engine"), on_files
+        return
+    request.getfixturevalue("kafka_spark")
+    kafka_topics = request.getfixturevalue("kafka_topics")
+    engine = Engine(sqlite_url, home=home, issuer="test", kafka_bootstrap_servers=kafka_topics.bootstrap)
+    yield engine, lambda published: on_kafka(published, kafka_topics)
+    engine.close()
+
+
+def settle(rows, expected) -> None:
+    """Wait until ``rows()`` gives the published output (a query over a Kafka topic has no
+    file to count caught up by); else show how they differ."""
+    try:
+        wait_until(lambda: rows() == expected, 180, "the published output")
+    except AssertionError:
+        assert rows() == expected
+
+
 def values(rows) -> str:
     return ", ".join(f"({', '.join(map(repr, row))})" for row in rows)
 
@@ -151,37 +187,36 @@ def test_only_the_topic_properties_are_taken_out(published, taken_out):
     assert on_files(published) == taken_out
 
 
-def test_splitting_a_stream_into_substreams(sqlite_engine, runtimes):
-    engine = sqlite_engine
-    engine.execute(on_files(SPLITTING))
+def test_splitting_a_stream_into_substreams(tutorial, runtimes):
+    engine, run = tutorial
+    engine.execute(run(SPLITTING))
     runtimes.start(engine)
     engine.execute(f"INSERT INTO actingevents VALUES {values(ACTING_EVENTS)}")
-    for query_id in ("CSAS_ACTINGEVENTS_DRAMA_1", "CSAS_ACTINGEVENTS_FANTASY_2", "CSAS_ACTINGEVENTS_OTHER_3"):
-        engine.wait_caught_up(query_id, timeout=120)
-    assert stream_rows(engine, "actingevents_drama") == sorted(
-        (n, t) for n, t, g in ACTING_EVENTS if g == "drama")
-    assert stream_rows(engine, "actingevents_fantasy") == sorted(
-        (n, t) for n, t, g in ACTING_EVENTS if g == "fantasy")
-    assert stream_rows(engine, "actingevents_other") == sorted(
-        e for e in ACTING_EVENTS if e[2] not in ("drama", "fantasy"))
+    settle(lambda: {s: stream_rows(engine, s) for s in ("actingevents_drama", "actingevents_fantasy",
+                                                        "actingevents_other")}, {
+        "actingevents_drama": sorted((n, t) for n, t, g in ACTING_EVENTS if g == "drama"),
+        "actingevents_fantasy": sorted((n, t) for n, t, g in ACTING_EVENTS if g == "fantasy"),
+        "actingevents_other": sorted(e for e in ACTING_EVENTS if e[2] not in ("drama", "fantasy")),
+    })
 
 
-def test_a_tumbling_window_count(sqlite_engine, runtimes):
-    engine = sqlite_engine
-    engine.execute(on_files(TUMBLING))
+def test_a_tumbling_window_count(tutorial, runtimes):
+    engine, run = tutorial
+    engine.execute(run(TUMBLING))
     runtimes.start(engine)
     engine.execute(f"INSERT INTO ratings VALUES {values(RATINGS)}")
-    engine.wait_caught_up("CTAS_RATING_COUNT_1", timeout=120)
-    result = engine.execute("SELECT title, rating_count, window_start, window_end FROM rating_count")[0]
-    rows = sorted((t, n, millis(s), millis(e)) for t, n, s, e in result.rows)
-    assert rows == sorted(RATING_COUNTS)
+
+    def rows():
+        result = engine.execute("SELECT title, rating_count, window_start, window_end FROM rating_count")[0]
+        return sorted((t, n, millis(s), millis(e)) for t, n, s, e in result.rows)
+
+    settle(rows, sorted(RATING_COUNTS))
 
 
-def test_joining_a_stream_to_a_table(sqlite_engine, runtimes):
-    engine = sqlite_engine
-    engine.execute(on_files(JOINING))
+def test_joining_a_stream_to_a_table(tutorial, runtimes):
+    engine, run = tutorial
+    engine.execute(run(JOINING))
     engine.execute(f"INSERT INTO movies VALUES {values(MOVIES)}")
     runtimes.start(engine)
     engine.execute(f"INSERT INTO ratings VALUES {values(MOVIE_RATINGS)}")
-    engine.wait_caught_up("CSAS_RATED_MOVIES_1", timeout=120)
-    assert stream_rows(engine, "rated_movies") == sorted(RATED_MOVIES)
+    settle(lambda: stream_rows(engine, "rated_movies"), sorted(RATED_MOVIES))
