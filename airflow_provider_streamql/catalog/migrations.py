@@ -39,6 +39,7 @@ from .schema import (
     MIGRATION_9_TABLES,
     MIGRATION_10_TABLES,
     MIGRATION_13_COLUMNS,
+    MIGRATION_14_TABLES,
     queries,
     query_versions,
     schema_version,
@@ -213,6 +214,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     11: one_spelling,
     12: _typed_shapes,
     13: _add_columns(MIGRATION_13_COLUMNS),
+    14: _create(MIGRATION_14_TABLES),  # deploys and what each changed (whole-deploy rollback)
 }
 LATEST = max(MIGRATIONS)
 
