@@ -85,8 +85,9 @@ class DeployScriptOperator(QueryLineageMixin, StreamQLOperator):
     queries keep running. Then it waits until every created or replaced query runs its new
     version.
 
-    XCom: ``plan``, ``query_ids`` (created or replaced), ``versions``; returns the plan's
-    summary.
+    XCom: ``plan``, ``query_ids`` (created or replaced), ``versions``, ``deploy`` (the id of
+    the deploy recorded, for ``RollbackDeployOperator``; None when nothing changed); returns
+    the plan's summary.
 
     :param sql: the deploy file (a path ending in ``.sql``) or its statements. (templated)
     :param teardown_sql: statements run after a successful apply, e.g. ``TERMINATE`` and
@@ -123,6 +124,7 @@ class DeployScriptOperator(QueryLineageMixin, StreamQLOperator):
             query_ids=[r.query_id for r in changed],
             query_id=changed[-1].query_id if changed else None,
             versions={r.query_id: r.version for r in changed},
+            deploy=next((r.details["deploy"] for r in results if "deploy" in r.details), None),
         )
         running = [r for r in changed if (r.query_id, QueryState.RUNNING) in r.waits]
         if self.wait and running:

@@ -6,8 +6,10 @@ from datetime import datetime
 
 from airflow.sdk import DAG
 
+from airflow_provider_streamql.operators.deploys import RollbackDeployOperator
 from airflow_provider_streamql.operators.queries import (
     CreateQueryOperator,
+    DeployScriptOperator,
     PauseQueryOperator,
     ReplaceQueryOperator,
     ResumeQueryOperator,
@@ -45,6 +47,9 @@ single("t_promote", lambda: PromoteShadowOperator(task_id="task", query_id="{{ p
        query_id="")
 single("t_discard", lambda: DiscardShadowOperator(task_id="task", query_id="{{ params.query_id }}", **FAST),
        query_id="")
+single("t_deploy", lambda: DeployScriptOperator(task_id="task", sql="{{ params.sql }}", **FAST), sql="")
+single("t_rollback_deploy", lambda: RollbackDeployOperator(task_id="task", deploy_id="{{ params.deploy }}", **FAST),
+       deploy="last")
 single("t_resume_skipping", lambda: ResumeQueryOperator(
     task_id="task", query_id="{{ params.query_id }}", skip_bad_records=True, **FAST), query_id="")
 single("t_pause_in_worker", lambda: PauseQueryOperator(
