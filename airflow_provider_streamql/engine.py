@@ -33,7 +33,7 @@ from .catalog import (
 from .catalog import urls as catalog_urls
 from .catalog.deploys import Deploy, DeployAction, DeployChange
 from .conditions import AllOf, CaughtUp, Check, Condition, Ending, QueriesInState, VersionRunning, WaitEnd, end_of
-from .errors import NotFoundError, ValidationError, WaitFailed, WaitTimeout
+from .errors import NotFoundError, StateError, ValidationError, WaitFailed, WaitTimeout
 from .language import parse, parse_one
 from .language.deploys import RecordDeploy, RollbackDeploy
 from .language.limits import Limits
@@ -388,7 +388,13 @@ class Engine(Reader):
             return deploy.plan_script(self._planner(conn, pipeline), statements, pipeline or self.pipeline)
 
     def apply(
-        self, script: str, *, pipeline: str | None = None, issuer: str | None = None, teardown: str | None = None
+        self,
+        script: str,
+        *,
+        pipeline: str | None = None,
+        issuer: str | None = None,
+        teardown: str | None = None,
+        plan_fingerprint: str | None = None,
     ) -> tuple[DeployPlan, list[Result]]:
         """Apply a deploy file: plan it in a sandbox, refuse it whole if any statement is
         rejected or needs a replacing upgrade, else apply every change in one transaction,
@@ -397,13 +403,24 @@ class Engine(Reader):
         An apply that changes something is recorded as a deploy (:meth:`deploys`), in the same
         transaction: each query it created or upgraded, the versions before and after, and a
         snapshot of each upgraded query's checkpoint taken before, for :meth:`rollback`. The
-        last result before the teardown's is that record (``details["deploy"]``: its id)."""
+        last result before the teardown's is that record (``details["deploy"]``: its id).
+
+        With ``plan_fingerprint`` (a :meth:`plan`'s ``fingerprint``, e.g. the plan a person
+        approved), nothing is applied unless the plan is still that one: the same file planned
+        against the same catalog definitions, checked again inside the apply's transaction
+        (:class:`StateError` otherwise)."""
         issuer = issuer or self.issuer
         statements = deploy.declarations(script)
         deploy_plan = self._plan_script(statements, pipeline)
+        if plan_fingerprint is not None and plan_fingerprint != deploy_plan.fingerprint:
+            raise StateError(
+                f"nothing applied: the plan is no longer the one with fingerprint {plan_fingerprint!r} (the "
+                f"catalog or the file changed since; it is {deploy_plan.fingerprint!r} now): plan it again"
+            )
         todo = deploy.to_apply(statements, deploy_plan)
         if todo:
-            todo.append(RecordDeploy.of(hashlib.sha256(script.encode()).hexdigest()))
+            state = deploy_plan.catalog_state if plan_fingerprint is not None else None
+            todo.append(RecordDeploy.of(hashlib.sha256(script.encode()).hexdigest(), catalog_state=state))
         results = self.run(todo, pipeline=pipeline, issuer=issuer, skip_unchanged=True) if todo else []
         if teardown:
             results += self.execute(teardown, pipeline=pipeline, issuer=issuer)

@@ -116,6 +116,10 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("apply", parents=[common], help="apply a deploy file: all its changes in place, or none of them")
     p.add_argument("file")
     p.add_argument("--teardown", help="a script run after the apply (TERMINATE, DROP ... DELETE TOPIC)")
+    p.add_argument(
+        "--plan-fingerprint",
+        help="apply only if the plan is still this one (`streamql plan` prints it): refuse if the catalog changed",
+    )
     p.add_argument("--json", action="store_true")
     p.add_argument("--wait", action="store_true", help="return once the changed queries run")
     p.add_argument("--timeout", type=float, default=120.0)
@@ -302,7 +306,7 @@ def _apply(args: argparse.Namespace) -> int:
     script = _read(args.file)
     teardown = _read(args.teardown) if args.teardown else None
     engine = _engine(args, issuer=args.issuer)
-    deploy_plan, results = engine.apply(script, teardown=teardown)
+    deploy_plan, results = engine.apply(script, teardown=teardown, plan_fingerprint=args.plan_fingerprint)
     if args.json:
         print(json.dumps({"plan": deploy_plan.to_dict(), "results": [r.to_dict() for r in results]}, default=str))
     else:

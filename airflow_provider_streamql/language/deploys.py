@@ -23,12 +23,16 @@ class RecordDeploy(Statement):
     snapshotted first."""
 
     fingerprint: str
+    #: the digest of the catalog the deploy was planned (and approved) against: refused if the
+    #: catalog is no longer so when the deploy is applied (None: not checked)
+    catalog_state: str | None = None
 
     @classmethod
-    def of(cls, fingerprint: str) -> RecordDeploy:
-        if not isinstance(fingerprint, str) or not FINGERPRINT.fullmatch(fingerprint):
-            raise ParseError(f"a deploy's fingerprint is a sha256 in hex, not {fingerprint!r}")
-        return cls(fingerprint=fingerprint, text=f"-- deploy of file {fingerprint[:12]}")
+    def of(cls, fingerprint: str, *, catalog_state: str | None = None) -> RecordDeploy:
+        for value in (fingerprint, catalog_state):
+            if value is not None and (not isinstance(value, str) or not FINGERPRINT.fullmatch(value)):
+                raise ParseError(f"a fingerprint is a sha256 in hex, not {value!r}")
+        return cls(fingerprint=fingerprint, catalog_state=catalog_state, text=f"-- deploy of file {fingerprint[:12]}")
 
 
 @dataclass

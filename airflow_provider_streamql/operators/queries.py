@@ -85,37 +85,48 @@ class DeployScriptOperator(QueryLineageMixin, StreamQLOperator):
     queries keep running. Then it waits until every created or replaced query runs its new
     version.
 
-    XCom: ``plan``, ``query_ids`` (created or replaced), ``versions``, ``deploy`` (the id of
-    the deploy recorded, for ``RollbackDeployOperator``; None when nothing changed); returns
-    the plan's summary.
+    XCom: ``plan``, ``plan_fingerprint``, ``query_ids`` (created or replaced), ``versions``,
+    ``deploy`` (the deploy recorded, for RollbackDeployOperator); returns the plan's summary.
 
     :param sql: the deploy file (a path ending in ``.sql``) or its statements. (templated)
     :param teardown_sql: statements run after a successful apply, e.g. ``TERMINATE`` and
         ``DROP ... DELETE TOPIC`` for what the file no longer declares. (templated)
-    :param plan_only: push the plan and change nothing. Outlets as for CreateQueryOperator
-        (none with ``plan_only``).
+    :param plan_only: push the plan (each change with what it affects downstream) and its
+        ``plan_fingerprint``, and change nothing. Outlets as for CreateQueryOperator (none).
+    :param plan_fingerprint: apply only if the plan is still the one with this fingerprint
+        (the one approved): else fail, changing nothing. (templated)
     """
 
-    template_fields = ("sql", "teardown_sql", "pipeline")
+    template_fields = ("sql", "teardown_sql", "pipeline", "plan_fingerprint")
     template_ext = (".sql",)
     template_fields_renderers = {"sql": "sql", "teardown_sql": "sql"}
 
-    def __init__(self, *, sql: str, teardown_sql: str | None = None, plan_only: bool = False, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        sql: str,
+        teardown_sql: str | None = None,
+        plan_only: bool = False,
+        plan_fingerprint: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         with_sink_outlets("" if plan_only else sql, kwargs)
         super().__init__(**kwargs)
         self.sql = sql
         self.teardown_sql = teardown_sql
         self.plan_only = plan_only
+        self.plan_fingerprint = plan_fingerprint
 
     def apply(self, context: Context) -> Any:
         engine = self.engine(context)
         with engine_errors():
             deploy_plan = engine.plan(self.sql)
             self.log.info("Deploy plan:\n%s", deploy_plan.render())
-            push(context, plan=deploy_plan.to_dict())
+            push(context, plan=deploy_plan.to_dict(), plan_fingerprint=deploy_plan.fingerprint)
             if self.plan_only:
                 return self._summary(context, engine, deploy_plan)
-            _plan, results = engine.apply(self.sql, teardown=self.teardown_sql or None)
+            approved = (self.plan_fingerprint or "").strip() or None  # rendered from a template: "" is none
+            _plan, results = engine.apply(self.sql, teardown=self.teardown_sql or None, plan_fingerprint=approved)
         for r in results:
             self.log.info("%s", r.message)
         changed = [r for r in results if r.query_id and r.action in ("created", "replaced")]

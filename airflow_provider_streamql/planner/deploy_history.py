@@ -37,6 +37,7 @@ from ..language.deploys import RecordDeploy, RollbackDeploy
 from ..results import Result
 from ..storage.checkpoints import last_committed_batch
 from ..storage.layout import snapshot_folder
+from .impact import catalog_state
 from .planning import Planning
 from .snapshots import SnapshotStatements
 from .step import Step
@@ -86,6 +87,12 @@ class DeployStatements:
         """Planned after the file's statements: the planning snapshot holds the queries as
         the deploy leaves them, the catalog (not written yet) as it found them."""
         planning = self.planning
+        if (
+            stmt.catalog_state is not None
+            and catalog_state(planning.catalog.snapshot(planning.conn)) != stmt.catalog_state
+        ):
+            # read in the apply's own transaction: nothing can change it between this and the commit
+            raise StateError("nothing applied: the catalog changed since the deploy was planned; plan it again")
         before = {q.id: q for q in planning.catalog.queries(planning.pipeline, planning.conn)}
         changes: list[DeployChange] = []
         queries = sorted(

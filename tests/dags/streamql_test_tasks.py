@@ -48,6 +48,10 @@ single("t_promote", lambda: PromoteShadowOperator(task_id="task", query_id="{{ p
 single("t_discard", lambda: DiscardShadowOperator(task_id="task", query_id="{{ params.query_id }}", **FAST),
        query_id="")
 single("t_deploy", lambda: DeployScriptOperator(task_id="task", sql="{{ params.sql }}", **FAST), sql="")
+single("t_plan_only", lambda: DeployScriptOperator(task_id="task", sql="{{ params.sql }}", plan_only=True), sql="")
+single("t_deploy_approved", lambda: DeployScriptOperator(
+    task_id="task", sql="{{ params.sql }}", plan_fingerprint="{{ params.plan_fingerprint }}", wait=False),
+    sql="", plan_fingerprint="")
 single("t_rollback_deploy", lambda: RollbackDeployOperator(task_id="task", deploy_id="{{ params.deploy }}", **FAST),
        deploy="last")
 single("t_resume_skipping", lambda: ResumeQueryOperator(
