@@ -2,14 +2,14 @@
 Short timeouts and polls keep failures fast."""
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk import DAG
 
-from airflow_provider_streamql.operators.deploys import RollbackDeployOperator
+from airflow_provider_streamql.operators.deploys import DeployScriptOperator, RollbackDeployOperator
 from airflow_provider_streamql.operators.queries import (
     CreateQueryOperator,
-    DeployScriptOperator,
     PauseQueryOperator,
     ReplaceQueryOperator,
     ResumeQueryOperator,
@@ -49,7 +49,7 @@ single("t_discard", lambda: DiscardShadowOperator(task_id="task", query_id="{{ p
        query_id="")
 single("t_deploy", lambda: DeployScriptOperator(task_id="task", sql="{{ params.sql }}", **FAST), sql="")
 single("t_plan_only", lambda: DeployScriptOperator(task_id="task", sql="{{ params.sql }}", plan_only=True), sql="")
-single("t_deploy_approved", lambda: DeployScriptOperator(
+single("t_deploy_fingerprint", lambda: DeployScriptOperator(
     task_id="task", sql="{{ params.sql }}", plan_fingerprint="{{ params.plan_fingerprint }}", wait=False),
     sql="", plan_fingerprint="")
 single("t_rollback_deploy", lambda: RollbackDeployOperator(task_id="task", deploy_id="{{ params.deploy }}", **FAST),
@@ -78,3 +78,16 @@ single("t_submit_runtime", lambda: SubmitRuntimeOperator(
     # a lease far above any reconcile pass (tests/conftest.py LEASE_TTL); SIGTERM releases it
     runtime_args=["--interval", "0.2", "--lease-ttl", "60"], timeout=180, poll_interval=0.5),
     spark_conn_id="spark_local", conf={"spark.ui.enabled": "false"})
+
+
+# dags/streamql_deploy_approval.py with an answer the approval takes when nobody answers in 1 s
+for answer in ("Approve", "Reject"):
+    with DAG(f"t_deploy_{answer.lower()}d", schedule=None, start_date=datetime(2026, 1, 1), catchup=False,
+             params={"sql": ""}, tags=["streamql-tests"]):
+        plan = DeployScriptOperator(task_id="plan", sql="{{ params.sql }}", plan_only=True)
+        approve = ApprovalOperator(task_id="approve", subject="Apply this deploy plan?", defaults=answer,
+                                   body="{{ ti.xcom_pull(task_ids='plan', key='plan_text') }}",
+                                   response_timeout=timedelta(seconds=1))
+        apply = DeployScriptOperator(task_id="apply", sql="{{ params.sql }}", wait=False,
+                                     plan_fingerprint="{{ ti.xcom_pull(task_ids='plan', key='plan_fingerprint') }}")
+        plan >> approve >> apply
