@@ -129,15 +129,3 @@ def test_a_plan_only_task_pushes_the_fingerprint_an_apply_task_requires(sqlite_e
     assert done.states == {"task": "success"}, done.log
     assert sqlite_engine.query(VALID).version == 2 and done.xcom("task", "deploy") == 2
 
-
-@pytest.mark.parametrize("dag_id, applied", [("t_deploy_approved", True), ("t_deploy_rejected", False)])
-def test_a_person_approves_the_plan_shown_and_only_that_plan_is_applied(sqlite_engine, home, monkeypatch,
-                                                                        airflow_db, capfd, dag_id, applied):
-    """Airflow's human-in-the-loop ApprovalOperator between the plan and the apply (answered by
-    its default when nobody answers, as dags/streamql_deploy_approval.py is by a person)."""
-    set_connection(monkeypatch, "streamql_default", streamql_connection(sqlite_engine.catalog.url, home))
-    sqlite_engine.apply(V1)
-    run = run_dag(dag_id, capfd, sql=V2)
-    assert run.states == {"plan": "success", "approve": "success", "apply": "success" if applied else "skipped"}, run.log
-    assert "reads the change: CTAS_PURCHASE_STATS_3" in run.xcom("plan", "plan_text")
-    assert sqlite_engine.query(VALID).version == (2 if applied else 1)

@@ -2,9 +2,8 @@
 Short timeouts and polls keep failures fast."""
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk import DAG
 
 from airflow_provider_streamql.operators.deploys import DeployScriptOperator, RollbackDeployOperator
@@ -79,15 +78,3 @@ single("t_submit_runtime", lambda: SubmitRuntimeOperator(
     runtime_args=["--interval", "0.2", "--lease-ttl", "60"], timeout=180, poll_interval=0.5),
     spark_conn_id="spark_local", conf={"spark.ui.enabled": "false"})
 
-
-# dags/streamql_deploy_approval.py with an answer the approval takes when nobody answers in 1 s
-for answer in ("Approve", "Reject"):
-    with DAG(f"t_deploy_{answer.lower()}d", schedule=None, start_date=datetime(2026, 1, 1), catchup=False,
-             params={"sql": ""}, tags=["streamql-tests"]):
-        plan = DeployScriptOperator(task_id="plan", sql="{{ params.sql }}", plan_only=True)
-        approve = ApprovalOperator(task_id="approve", subject="Apply this deploy plan?", defaults=answer,
-                                   body="{{ ti.xcom_pull(task_ids='plan', key='plan_text') }}",
-                                   response_timeout=timedelta(seconds=1))
-        apply = DeployScriptOperator(task_id="apply", sql="{{ params.sql }}", wait=False,
-                                     plan_fingerprint="{{ ti.xcom_pull(task_ids='plan', key='plan_fingerprint') }}")
-        plan >> approve >> apply
