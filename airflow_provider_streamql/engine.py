@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import getpass
+import hashlib
 import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -30,6 +31,7 @@ from .catalog import (
     default_pipeline,
 )
 from .catalog import urls as catalog_urls
+from .catalog.deploys import Deploy, DeployAction, DeployChange
 from .conditions import (
     AllOf,
     CaughtUp,
@@ -44,6 +46,7 @@ from .conditions import (
 )
 from .errors import NotFoundError, StateError, ValidationError, WaitFailed, WaitTimeout
 from .language import parse, parse_one
+from .language.deploys import RecordDeploy, RollbackDeploy
 from .language.limits import Limits
 from .language.names import check_object_name
 from .language.starting import START, timestamp_millis, timestamp_text
@@ -60,6 +63,7 @@ from .language.statements import (
 )
 from .planner import Planner, Planning, deploy
 from .planner.deploy import DeployPlan
+from .planner.deploy_history import AT_REST
 from .planner.step import reads_last
 from .results import Result
 from .storage import kafka_properties
@@ -78,7 +82,7 @@ __all__ = ["Engine", "DEFAULT_PIPELINE", "RUNTIME_STALE_AFTER", "QUERY_COLUMNS",
 # the values Engine's methods return, besides results.Result and the errors
 __all__ += ["QueryInfo", "Progress", "BadRecord", "QueryEvent", "QueryLineage", "Dataset", "InputColumn"]
 __all__ += ["Report", "DeployPlan", "QueryState", "DesiredState", "Names", "WaitEnd", "Ending"]
-__all__ += ["SourceDescription", "QueryDescription", "LagPoint"]
+__all__ += ["SourceDescription", "QueryDescription", "LagPoint", "Deploy", "DeployChange", "DeployAction"]
 
 
 class Engine(Reader):
@@ -450,19 +454,87 @@ class Engine(Reader):
             return deploy.plan_script(self._planner(conn, pipeline), statements, pipeline or self.pipeline)
 
     def apply(
-        self, script: str, *, pipeline: str | None = None, issuer: str | None = None, teardown: str | None = None
+        self,
+        script: str,
+        *,
+        pipeline: str | None = None,
+        issuer: str | None = None,
+        teardown: str | None = None,
+        plan_fingerprint: str | None = None,
     ) -> tuple[DeployPlan, list[Result]]:
         """Apply a deploy file: plan it in a sandbox, refuse it whole if any statement is
         rejected or needs a replacing upgrade, else apply every change in one transaction,
-        upstream before downstream; then the optional ``teardown`` script."""
+        upstream before downstream; then the optional ``teardown`` script.
+
+        An apply that changes something is recorded as a deploy (:meth:`deploys`), in the same
+        transaction: each query it created or upgraded, the versions before and after, and a
+        snapshot of each upgraded query's checkpoint taken before, for :meth:`rollback`. The
+        last result before the teardown's is that record (``details["deploy"]``: its id).
+
+        With ``plan_fingerprint`` (a :meth:`plan`'s ``fingerprint``, e.g. the plan a person
+        approved), nothing is applied unless the plan is still that one: the same file planned
+        against the same catalog definitions, checked again inside the apply's transaction
+        (:class:`StateError` otherwise)."""
         issuer = issuer or self.issuer
         statements = deploy.declarations(script)
         deploy_plan = self._plan_script(statements, pipeline)
+        if plan_fingerprint is not None and plan_fingerprint != deploy_plan.fingerprint:
+            raise StateError(
+                f"nothing applied: the plan is no longer the one with fingerprint {plan_fingerprint!r} (the "
+                f"catalog or the file changed since; it is {deploy_plan.fingerprint!r} now): plan it again"
+            )
         todo = deploy.to_apply(statements, deploy_plan)
+        if todo:
+            state = deploy_plan.catalog_state if plan_fingerprint is not None else None
+            todo.append(RecordDeploy.of(hashlib.sha256(script.encode()).hexdigest(), catalog_state=state))
         results = self.run(todo, pipeline=pipeline, issuer=issuer, skip_unchanged=True) if todo else []
         if teardown:
             results += self.execute(teardown, pipeline=pipeline, issuer=issuer)
         return deploy_plan, results
+
+    def deploys(self, *, pipeline: str | None = None) -> list[Deploy]:
+        """The pipeline's deploys (each apply of a deploy file that changed something), oldest
+        first: id, file fingerprint, issuer, time, what each changed, whether rolled back."""
+        return self.catalog.deploys.of(pipeline or self.pipeline)
+
+    def rollback(
+        self,
+        deploy_id: int | None = None,
+        *,
+        pipeline: str | None = None,
+        issuer: str | None = None,
+        timeout: float = 120.0,
+    ) -> Result:
+        """Roll back a whole deploy (None: the pipeline's newest one not rolled back): every
+        query it upgraded returns to the version it had before and to the snapshot the deploy
+        took of its checkpoint (the output of the batches after it is taken out and kept, as
+        RESTORE does, so they run again with the old version and each input record is in the
+        output once), and every query it created is terminated (its output is kept).
+
+        All or nothing: if any change cannot be undone (a newer version since, a source the
+        old version reads dropped, its snapshot gone, a query created since reading what the
+        deploy created) it raises :class:`StateError` naming each query and why, and changes
+        nothing. The upgraded queries that run are paused first (waiting up to ``timeout``
+        seconds for their runtime to stop them), then one transaction rolls everything back and
+        resumes them; if it fails they are resumed as they were. The result's ``waits`` say
+        what to wait for (:meth:`wait_for_results`), its ``details`` what was done."""
+        pipeline = pipeline or self.pipeline
+        issuer = issuer or self.issuer
+        RollbackDeploy.of(deploy_id)  # a ParseError for what is no deploy number
+        with self.catalog.engine.connect() as conn:
+            plan = self._planner(conn, pipeline).deploys.rollback_plan(deploy_id)
+        paused = plan.running
+        if paused:
+            self.run([QueryControl.of("PAUSE", q) for q in paused], pipeline=pipeline, issuer=issuer)
+        try:
+            if paused:
+                self.wait(QueriesInState(paused, list(AT_REST), through_retries=True), timeout=timeout)
+            statement = RollbackDeploy.of(plan.deploy.id, resume=tuple(paused))
+            return self.run([statement], pipeline=pipeline, issuer=issuer)[0]
+        except BaseException:
+            if paused:  # as they were: the rollback changed nothing else
+                self.run([QueryControl.of("RESUME", q) for q in paused], pipeline=pipeline, issuer=issuer)
+            raise
 
     def check(self, script: str, *, pipeline: str | None = None) -> None:
         """Validate a whole script against the catalog without applying any of it."""

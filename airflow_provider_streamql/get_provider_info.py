@@ -29,6 +29,7 @@ def get_provider_info() -> dict[str, Any]:
                 "integration-name": "StreamQL",
                 "python-modules": [
                     "airflow_provider_streamql.operators.queries",
+                    "airflow_provider_streamql.operators.deploys",
                     "airflow_provider_streamql.operators.runtime",
                     "airflow_provider_streamql.operators.snapshots",
                     "airflow_provider_streamql.operators.shadows",

@@ -16,7 +16,7 @@ from datetime import datetime
 
 from airflow.sdk import DAG
 
-from airflow_provider_streamql.operators.queries import DeployScriptOperator
+from airflow_provider_streamql.operators.deploys import DeployScriptOperator
 from airflow_provider_streamql.operators.runtime import SubmitRuntimeOperator
 from airflow_provider_streamql.sensors.queries import QueryStateSensor
 

@@ -425,3 +425,31 @@ def test_submit_runtime_starts_a_runtime_through_spark_submit(airflow, monkeypat
         if pid:
             os.killpg(pid, signal.SIGTERM)
             wait_until(lambda: not engine.runtimes("default"), 90, "the runtime to stop")
+
+
+def test_a_deploy_task_records_the_deploy_and_a_rollback_task_undoes_it(airflow, runtimes, capfd):
+    engine = airflow
+    runtimes.start(engine, readiness_window=3)
+    first = run_dag("t_deploy", capfd, sql=PIPELINE)
+    assert first.states == {"task": "success"}, first.log
+    assert first.xcom("task", "deploy") == 1
+    insert(engine, "purchases", [(1, "ann", 0.5)])
+    engine.wait_caught_up("CSAS_VALID_1", timeout=60)
+    engine.wait_caught_up("CTAS_STATS_2", timeout=60)
+    second = run_dag("t_deploy", capfd, sql=PIPELINE.replace("cost > 0", "cost > 1"))
+    assert second.xcom("task", "deploy") == 2
+    engine.wait_for_version("CSAS_VALID_1", 2, ready=True, timeout=90)
+    insert(engine, "purchases", [(2, "bob", 0.7)])  # left out by version 2
+    engine.wait_caught_up("CSAS_VALID_1", timeout=60)
+
+    run = run_dag("t_rollback_deploy", capfd, deploy="last")
+    assert run.states == {"task": "success"}, run.log
+    assert run.xcom("task") == 2
+    assert run.xcom("task", "restored") == {"CSAS_VALID_1": 1, "CTAS_STATS_2": 1}  # the table reads it
+    assert engine.query("CSAS_VALID_1").running_version == 1
+    engine.wait_caught_up("CSAS_VALID_1", timeout=60)
+    assert stream_rows(engine, "valid") == [(1, "ann", 0.5), (2, "bob", 0.7)]  # version 1 ran bob's again
+
+    again = run_dag("t_rollback_deploy", capfd, deploy=2)
+    assert again.states == {"task": "failed"}
+    assert "deploy 2 was rolled back already" in again.log

@@ -39,7 +39,8 @@ def deployed(mart):
 def test_every_dag_file_imports_cleanly(airflow_db):
     bag = dag_bag(DAGS)
     assert bag.import_errors == {}
-    assert sorted(bag.dag_ids) == ["streamql_control", "streamql_deploy", "streamql_health", "streamql_repair",
+    assert sorted(bag.dag_ids) == ["streamql_control", "streamql_deploy", "streamql_deploy_approval",
+                                   "streamql_health", "streamql_repair",
                                    "streamql_rewind", "streamql_shadow_upgrade", "streamql_snapshots",
                                    "streamql_upgrade"]
     # scheduled on the query's events (tests/test_asset_events.py runs it end to end)

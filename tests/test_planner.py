@@ -3,13 +3,14 @@ named and described. No JVM: a real SQLite catalog."""
 import pytest
 
 from airflow_provider_streamql.engine import Engine
+from airflow_provider_streamql.language import deploys
 from airflow_provider_streamql.language import statements as st
 from airflow_provider_streamql.planner import Planner
 from airflow_provider_streamql.planner.feasibility import RULES
 
 
 def test_every_statement_class_has_a_handler():
-    classes = {c for c in vars(st).values()
+    classes = {c for module in (st, deploys) for c in vars(module).values()
                if isinstance(c, type) and issubclass(c, st.Statement) and c is not st.Statement}
     assert set(Planner.HANDLERS) == classes
 

@@ -40,6 +40,7 @@ from .schema import (
     MIGRATION_10_TABLES,
     MIGRATION_13_COLUMNS,
     MIGRATION_14_COLUMNS,
+    MIGRATION_15_TABLES,
     queries,
     query_versions,
     schema_version,
@@ -215,6 +216,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     12: _typed_shapes,
     13: _add_columns(MIGRATION_13_COLUMNS),
     14: _add_columns(MIGRATION_14_COLUMNS),  # a failing query's retries
+    15: _create(MIGRATION_15_TABLES),  # deploys and what each changed (whole-deploy rollback)
 }
 LATEST = max(MIGRATIONS)
 

@@ -220,6 +220,7 @@ SNAPSHOT_KINDS = {
     "UPGRADE": "by the runtime before an in-place upgrade (a rollback restores it)",
     "MANUAL": "by a SNAPSHOT statement (or SnapshotQueryOperator, e.g. on a schedule)",
     "RESTORE": "by RESTORE, of the checkpoint it replaced (so a restore can be undone)",
+    "DEPLOY": "by the apply of a deploy file, before it upgrades the query (a rollback of the deploy restores it)",
 }
 
 

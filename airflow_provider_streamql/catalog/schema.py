@@ -206,6 +206,30 @@ event_cursors = Table(
     Column("updated_at", Float, nullable=False),
 )
 
+# -- migration 15: deploys (each apply of a deploy file that changed something) ----------
+deploys = Table(
+    "deploys",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("pipeline", NAME, nullable=False, index=True),
+    Column("fingerprint", String(64), nullable=False),  # sha256 of the file's text
+    Column("issuer", String(512), nullable=False),
+    Column("applied_at", Float, nullable=False),
+    Column("rolled_back_at", Float),
+    Column("rolled_back_by", String(512)),
+)
+
+deploy_changes = Table(
+    "deploy_changes",
+    metadata,
+    Column("deploy_id", Integer, primary_key=True),
+    Column("query_id", NAME, primary_key=True),
+    Column("action", String(16), nullable=False),  # see deploys.DeployAction
+    Column("version_before", Integer),  # None: the deploy created the query
+    Column("version_after", Integer, nullable=False),
+    Column("snapshot", Integer),  # the checkpoint snapshot taken before (None: none to take)
+)
+
 MIGRATION_1_TABLES = (sources, queries, query_versions, commands)
 MIGRATION_2_TABLES = (runtimes, leases, progress)
 MIGRATION_3_COLUMNS = {runtimes: ("spark_app_id", "spark_ui_url", "master")}
@@ -217,6 +241,7 @@ MIGRATION_9_TABLES = (checkpoint_snapshots,)
 MIGRATION_10_TABLES = (event_cursors,)
 MIGRATION_13_COLUMNS = {runtimes: ("kafka",)}
 MIGRATION_14_COLUMNS = {queries: ("failures", "retry_at", "retry_batch")}
+MIGRATION_15_TABLES = (deploys, deploy_changes)
 #: the columns a query's version is made of (copied back by a rollback)
 DEFINITION = ("sql", "select_sql", "sources", "settings", "plan", "shape")
 

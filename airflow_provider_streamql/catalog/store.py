@@ -11,7 +11,8 @@ it touches (``catalog.leases.acquire(...)``, ``catalog.bad_records.hold(...)``):
 - ``bad_records``: the records queries could not read (:mod:`.bad_records`), whose hold is
   fenced by ``leases`` and logged in ``commands``;
 - ``snapshots``: the record of checkpoint snapshots (:mod:`.snapshots`);
-- ``event_cursors``: how far each consumer of query events has read (:mod:`.events`).
+- ``event_cursors``: how far each consumer of query events has read (:mod:`.events`);
+- ``deploys``: each apply of a deploy file and what it changed (:mod:`.deploys`).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from . import schema as s
 from .bad_records import BadRecords
 from .commands import CommandLog
 from .connections import fork_safe, reading, serialise_sqlite, write_connection
+from .deploys import DeployRecords
 from .events import EventCursors
 from .leases import Leases, Runtimes
 from .migrations import LATEST, migrate
@@ -96,6 +98,7 @@ class Catalog:
         self.bad_records = BadRecords(self.engine, self.leases, self.commands)
         self.snapshots = SnapshotRecords(self.engine)
         self.event_cursors = EventCursors(self.engine)
+        self.deploys = DeployRecords(self.engine)
 
     def close(self) -> None:
         self.engine.dispose()
@@ -226,25 +229,29 @@ class Catalog:
 
     def roll_back(self, query_id: str, good: int, failed: int, error: str) -> None:
         """Make version ``good`` the query's version again and record why ``failed`` ended."""
-        now = time.time()
         with write_connection(self.engine) as conn:
-            row = conn.execute(
-                select(s.query_versions).where(
-                    s.query_versions.c.query_id == query_id, s.query_versions.c.version == good
-                )
-            ).one()
-            conn.execute(
-                update(s.queries)
-                .where(s.queries.c.id == query_id)
-                .values(**{name: row._mapping[name] for name in s.DEFINITION}, version=good, updated_at=now)
-            )
-            sink = conn.execute(select(s.queries.c.sink).where(s.queries.c.id == query_id)).scalar()
-            conn.execute(update(s.sources).where(s.sources.c.name == sink).values(columns=row.sink_columns))
-            conn.execute(
-                update(s.query_versions)
-                .where(s.query_versions.c.query_id == query_id, s.query_versions.c.version == failed)
-                .values(outcome="ROLLED_BACK", ended_at=now, error=error)
-            )
+            self.revert_version(conn, query_id, good, failed, error)
+
+    def revert_version(self, conn: Connection, query_id: str, good: int, failed: int, error: str) -> None:
+        """Inside ``conn``: version ``good``'s definition (and its sink's columns then) is the
+        query's again; ``failed`` ends ROLLED_BACK with ``error`` (a runtime's rollback of a
+        failed version, or a rollback of the deploy that made it)."""
+        now = time.time()
+        row = conn.execute(
+            select(s.query_versions).where(s.query_versions.c.query_id == query_id, s.query_versions.c.version == good)
+        ).one()
+        conn.execute(
+            update(s.queries)
+            .where(s.queries.c.id == query_id)
+            .values(**{name: row._mapping[name] for name in s.DEFINITION}, version=good, updated_at=now)
+        )
+        sink = conn.execute(select(s.queries.c.sink).where(s.queries.c.id == query_id)).scalar()
+        conn.execute(update(s.sources).where(s.sources.c.name == sink).values(columns=row.sink_columns))
+        conn.execute(
+            update(s.query_versions)
+            .where(s.query_versions.c.query_id == query_id, s.query_versions.c.version == failed)
+            .values(outcome="ROLLED_BACK", ended_at=now, error=error)
+        )
 
     def set_desired(self, conn: Connection, query_id: str, state: str) -> None:
         conn.execute(

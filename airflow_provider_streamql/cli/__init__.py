@@ -9,6 +9,7 @@ longer come true on its own: the error says why and what to do next), 3 when it 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -121,12 +122,35 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("apply", parents=[common], help="apply a deploy file: all its changes in place, or none of them")
     p.add_argument("file")
     p.add_argument("--teardown", help="a script run after the apply (TERMINATE, DROP ... DELETE TOPIC)")
+    p.add_argument(
+        "--plan-fingerprint",
+        help="apply only if the plan is still this one (`streamql plan` prints it): refuse if the catalog changed",
+    )
     p.add_argument("--json", action="store_true")
     p.add_argument("--wait", action="store_true", help="return once the changed queries run")
     p.add_argument("--timeout", type=float, default=120.0)
     p.add_argument("--through-retries", action="store_true", help=THROUGH_RETRIES)
     p.add_argument("--issuer", help="who applies it (command log)")
     p.set_defaults(handler=_apply)
+
+    p = sub.add_parser(
+        "deploys", parents=[common], help="list the pipeline's deploys (each apply that changed something)"
+    )
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=_deploys)
+
+    p = sub.add_parser(
+        "rollback",
+        parents=[common],
+        help="return every query a deploy changed to its version and snapshot before it, or change nothing",
+    )
+    p.add_argument("deploy", nargs="?", type=int, help="the deploy (default: the newest one not rolled back)")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--wait", action="store_true", help="return once the queries run their versions before it")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait (for the pause, and with --wait)")
+    p.add_argument("--through-retries", action="store_true", help=THROUGH_RETRIES)
+    p.add_argument("--issuer", help="who rolls it back (command log)")
+    p.set_defaults(handler=_rollback)
 
     p = sub.add_parser("runtimes", parents=[common], help="list runtimes (live ones by default)")
     p.add_argument("--all", action="store_true", help="also stopped and silent runtimes")
@@ -288,13 +312,44 @@ def _apply(args: argparse.Namespace) -> int:
     script = _read(args.file)
     teardown = _read(args.teardown) if args.teardown else None
     engine = _engine(args, issuer=args.issuer)
-    deploy_plan, results = engine.apply(script, teardown=teardown)
+    deploy_plan, results = engine.apply(script, teardown=teardown, plan_fingerprint=args.plan_fingerprint)
     if args.json:
         print(json.dumps({"plan": deploy_plan.to_dict(), "results": [r.to_dict() for r in results]}, default=str))
     else:
         print(deploy_plan.render())
         print("\n".join(r.message for r in results if r.message))
     return _wait_for_results(engine, results, args) if args.wait else EXIT_OK
+
+
+def _deploys(args: argparse.Namespace) -> int:
+    rows = [
+        {
+            "deploy": d.id,
+            "applied_at": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(d.applied_at)),
+            "issuer": d.issuer,
+            "fingerprint": d.fingerprint if args.json else d.fingerprint[:12],
+            "changes": [dataclasses.asdict(c) for c in d.changes]
+            if args.json
+            else ", ".join(f"{c.query_id} {_change(c)}" for c in d.changes),
+            "rolled_back_by": d.rolled_back_by,
+        }
+        for d in _engine(args).deploys()
+    ]
+    table(rows, ["deploy", "applied_at", "issuer", "fingerprint", "changes", "rolled_back_by"], args.json)
+    return EXIT_OK
+
+
+def _change(c) -> str:
+    if c.version_before is None:
+        return f"created v{c.version_after}"
+    return f"v{c.version_before}->v{c.version_after}" if c.version_before != c.version_after else "reader"
+
+
+def _rollback(args: argparse.Namespace) -> int:
+    engine = _engine(args, issuer=args.issuer)
+    result = engine.rollback(args.deploy, timeout=args.timeout)
+    print(json.dumps(result.to_dict(), default=str) if args.json else result.render())
+    return _wait_for_results(engine, [result], args) if args.wait else EXIT_OK
 
 
 def _runtimes(args: argparse.Namespace) -> int:

@@ -12,9 +12,10 @@ from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowFailException
 
 from ..assets.streamql import with_sink_outlets
-from ..conditions import AllOf, Condition, QueriesInState, VersionRunning
+from ..conditions import Condition, QueriesInState, VersionRunning
 from ..engine import VERDICTS, QueryState
 from .base import StreamQLOperator, engine_errors, push
+from .deploys import DeployScriptOperator  # where DAGs written before it moved import it from
 from .lineage import QueryLineageMixin, pulled
 
 MODES = ("in_place", "replacing", "shadow")
@@ -74,77 +75,6 @@ class CreateQueryOperator(QueryLineageMixin, StreamQLOperator):
         versions = pulled(task_instance, "versions") or {}
         changed = {a["query_id"] for a in pulled(task_instance, "actions") or [] if a["action"] != "unchanged"}
         return {q: v for q, v in versions.items() if q in changed}
-
-
-class DeployScriptOperator(QueryLineageMixin, StreamQLOperator):
-    """Headless deploy: a SQL file is the desired state of the pipeline. Plans it against the
-    catalog (create, replace in place, replacing required, unchanged, rejected, and what left
-    the file), pushes the plan to XCom as ``plan``, and unless ``plan_only`` applies it: every
-    change in one transaction, upstream before downstream, or nothing at all if any statement
-    is rejected or needs a replacing upgrade (the task fails with the findings). Untouched
-    queries keep running. Then it waits until every created or replaced query runs its new
-    version.
-
-    XCom: ``plan``, ``query_ids`` (created or replaced), ``versions``; returns the plan's
-    summary.
-
-    :param sql: the deploy file (a path ending in ``.sql``) or its statements. (templated)
-    :param teardown_sql: statements run after a successful apply, e.g. ``TERMINATE`` and
-        ``DROP ... DELETE TOPIC`` for what the file no longer declares. (templated)
-    :param plan_only: push the plan and change nothing. Outlets as for CreateQueryOperator
-        (none with ``plan_only``).
-    """
-
-    template_fields = ("sql", "teardown_sql", "pipeline")
-    template_ext = (".sql",)
-    template_fields_renderers = {"sql": "sql", "teardown_sql": "sql"}
-
-    def __init__(self, *, sql: str, teardown_sql: str | None = None, plan_only: bool = False, **kwargs: Any) -> None:
-        with_sink_outlets("" if plan_only else sql, kwargs)
-        super().__init__(**kwargs)
-        self.sql = sql
-        self.teardown_sql = teardown_sql
-        self.plan_only = plan_only
-
-    def apply(self, context: Context) -> Any:
-        engine = self.engine(context)
-        with engine_errors():
-            deploy_plan = engine.plan(self.sql)
-            self.log.info("Deploy plan:\n%s", deploy_plan.render())
-            push(context, plan=deploy_plan.to_dict())
-            if self.plan_only:
-                return self._summary(context, engine, deploy_plan)
-            _plan, results = engine.apply(self.sql, teardown=self.teardown_sql or None)
-        for r in results:
-            self.log.info("%s", r.message)
-        changed = [r for r in results if r.query_id and r.action in ("created", "replaced")]
-        push(
-            context,
-            query_ids=[r.query_id for r in changed],
-            query_id=changed[-1].query_id if changed else None,
-            versions={r.query_id: r.version for r in changed},
-        )
-        running = [r for r in changed if (r.query_id, QueryState.RUNNING) in r.waits]
-        if self.wait and running:
-            return self.wait_for(
-                context,
-                engine,
-                AllOf.of(
-                    QueriesInState([r.query for r in running], [QueryState.RUNNING]),
-                    *[VersionRunning(*r.query_version) for r in running if r.action == "replaced"],
-                ),
-            )
-        return self._summary(context, engine, deploy_plan)
-
-    def _summary(self, context: Context, engine, deploy_plan) -> Any:
-        self.no_wait(context, engine)
-        return deploy_plan.to_dict()["summary"]
-
-    def result(self, context: Context) -> Any:
-        return context["ti"].xcom_pull(task_ids=context["ti"].task_id, key="plan")["summary"]
-
-    def deployed_versions(self, task_instance) -> Mapping[str, int | None]:
-        return dict(pulled(task_instance, "versions") or {})
 
 
 class ValidateUpgradeOperator(StreamQLOperator):

@@ -6,7 +6,9 @@ do: ``create``, ``replace in place``, ``replacing required``, ``unchanged`` or `
 listed, never dropped unless a teardown file says so). ``apply`` plans in a sandbox first,
 refuses the whole file if any statement is rejected (or needs a replacing upgrade it was
 not allowed), then applies every change in one catalog transaction, upstream before
-downstream. Untouched queries are not restarted. :class:`~..engine.Engine` drives both
+downstream. Untouched queries are not restarted. Each item lists what it affects downstream,
+and the plan has a fingerprint of itself and the catalog it was made against
+(:mod:`.impact`): an apply given it refuses if either changed. :class:`~..engine.Engine` drives both
 (``Engine.plan``/``Engine.apply``); this module only reads statements and a planner.
 """
 
@@ -21,6 +23,7 @@ from ..catalog.states import DesiredState
 from ..errors import StateError, StreamQLError, ValidationError
 from ..language import parse
 from ..language import statements as st
+from .impact import Impact, catalog_state, impacts, plan_fingerprint
 from .planner import Planner
 
 #: planner action -> plan action
@@ -39,11 +42,23 @@ class PlanItem:
     statement: str | None = None
     line: int | None = None
     findings: list[str] = field(default_factory=list)
+    #: what the change affects downstream, and what it will not do (:mod:`.impact`)
+    affects: list[Impact] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "affects": [{**asdict(a), "effect": a.effect.value} for a in self.affects]}
 
 
 @dataclass
 class DeployPlan:
     items: list[PlanItem]
+    #: the digest of the catalog's definitions the plan was made against (:func:`.impact.catalog_state`)
+    catalog_state: str = ""
+
+    @property
+    def fingerprint(self) -> str:
+        """The plan's and its catalog's fingerprint: an apply given it refuses if either changed."""
+        return plan_fingerprint([_without_impacts(i) for i in self.items], self.catalog_state)
 
     @property
     def changes(self) -> list[PlanItem]:
@@ -54,7 +69,8 @@ class DeployPlan:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "items": [asdict(i) for i in self.items],
+            "fingerprint": self.fingerprint,
+            "items": [i.to_dict() for i in self.items],
             "summary": {
                 a: len(self.of(a))
                 for a in ("create", "replace in place", "replacing required", "unchanged", "rejected", "drop")
@@ -68,6 +84,8 @@ class DeployPlan:
             query = f" [{i.query_id}]" if i.query_id else ""
             lines.append(f"{i.action:<20} {i.kind} {i.name}{query}{where}")
             lines += [f"{'':<21}{f}" for f in i.findings]
+            lines += [f"{'':<21}-> {a.render()}" for a in i.affects]
+        lines.append(f"plan fingerprint: {self.fingerprint}")
         summary = self.to_dict()["summary"]
         lines.append("; ".join(f"{n} {a}" for a, n in summary.items() if n) or "nothing in the file")
         return "\n".join(lines)
@@ -83,8 +101,16 @@ def plan_script(planner: Planner, statements: list[st.Statement], pipeline: str)
     """What applying ``statements`` would do, planned on ``planner`` (over a connection that
     writes nothing). Items come in the statements' order, then what left the file."""
     planner.skip_unchanged = True
+    state = catalog_state(planner.snapshot)  # before the statements change the planner's copy
     items = [_plan_one(planner, stmt) for stmt in statements]
-    return DeployPlan(items + _left_out(planner, statements, pipeline))
+    items += _left_out(planner, statements, pipeline)
+    for item in items:  # against the catalog as the whole file leaves it
+        item.affects = impacts(planner.snapshot, item.action, item.name, item.query_id)
+    return DeployPlan(items, state)
+
+
+def _without_impacts(item: PlanItem) -> dict[str, Any]:
+    return {k: v for k, v in asdict(item).items() if k != "affects"}
 
 
 def to_apply(statements: list[st.Statement], deploy_plan: DeployPlan) -> list[st.Statement]:

@@ -5,7 +5,8 @@ to that snapshot, so the next statement of the script is checked against the cat
 would be. Nothing touches the database until every statement of a script has been planned.
 
 The planner is its statement families (:mod:`.sources`, :mod:`.queries`, :mod:`.control`,
-:mod:`.reads`, :mod:`.push`, :mod:`.snapshots`, :mod:`.shadows`) put together: each holds the one
+:mod:`.reads`, :mod:`.push`, :mod:`.snapshots`, :mod:`.shadows`, :mod:`.deploy_history`) put
+together: each holds the one
 :class:`~.planning.Planning` of the script and, by name, the families it uses (sources and
 shadows make new versions of queries through ``queries``); none inherits another.
 :attr:`Planner.HANDLERS` says which family's method plans which statement class.
@@ -17,7 +18,9 @@ from typing import ClassVar
 
 from ..catalog import Snapshot
 from ..language import statements as st
+from ..language.deploys import RecordDeploy, RollbackDeploy
 from .control import ControlStatements
+from .deploy_history import DeployStatements
 from .planning import Planning
 from .push import PushQueries
 from .queries import PersistentQueries, Replacement
@@ -55,6 +58,8 @@ class Planner:
         st.ShadowAction: ("shadows", "shadow_action"),
         st.DiffShadow: ("shadows", "diff"),
         st.AlterQuery: ("rates", "alter_query"),
+        RecordDeploy: ("deploys", "record_deploy"),
+        RollbackDeploy: ("deploys", "rollback_deploy"),
     }
 
     def __init__(self, planning: Planning):
@@ -67,6 +72,7 @@ class Planner:
         self.push = PushQueries(planning)
         self.snapshots = SnapshotStatements(planning)
         self.rates = RateLimitStatements(planning)
+        self.deploys = DeployStatements(planning, self.snapshots)
 
     def plan(self, stmt: st.Statement) -> Step:
         handler = self.HANDLERS.get(type(stmt))

@@ -97,14 +97,31 @@ class SnapshotStatements:
         batch = last_committed_batch(query.checkpoint)
         if batch < 0:
             raise state_error_at(f"query {query.id} has committed no batch yet: there is nothing to snapshot", stmt)
-        keep = stmt.keep or DEFAULT_KEEP
-        max_age = stmt.max_age_hours or DEFAULT_MAX_AGE_HOURS
+        return self.snapshot_step(query, batch, stmt, kind="MANUAL", keep=stmt.keep, max_age_hours=stmt.max_age_hours)[
+            0
+        ]
+
+    def snapshot_step(
+        self,
+        query: QueryInfo,
+        batch: int,
+        stmt: st.Statement,
+        *,
+        kind: str,
+        keep: int | None = None,
+        max_age_hours: float | None = None,
+    ) -> tuple[Step, list[CheckpointSnapshot]]:
+        """The step that copies ``query``'s checkpoint as of committed ``batch`` (checked by
+        the caller) and drops what the retention policy drops; and the list the snapshot's
+        record is in once the step's write ran (a deploy records its number)."""
+        keep = keep or DEFAULT_KEEP
+        max_age = max_age_hours or DEFAULT_MAX_AGE_HOURS
         taken: list[CheckpointSnapshot] = []
         dropped: list[CheckpointSnapshot] = []
         moved: list[MovedAside] = []
 
         def write(conn) -> None:
-            snap = self.planning.catalog.snapshots.add(self._record(query, "MANUAL", batch), conn)
+            snap = self.planning.catalog.snapshots.add(self._record(query, kind, batch), conn)
             taken.append(snap)
             dropped.extend(expired(self.planning.catalog.snapshots.of(query.id, conn), keep, max_age, time.time()))
             if dropped:
@@ -138,7 +155,7 @@ class SnapshotStatements:
             )
             result.columns, result.rows = SNAPSHOT_COLUMNS, [snapshot_row(snap)]
 
-        return Step(result, write=write, files=files, after_commit=after_commit)
+        return Step(result, write=write, files=files, after_commit=after_commit), taken
 
     def _paused(self, stmt: st.RestoreQuery | st.RestoreToTime) -> QueryInfo:
         """The query a RESTORE names, which must be paused (once per script)."""

@@ -6,6 +6,7 @@ from datetime import datetime
 
 from airflow.sdk import DAG
 
+from airflow_provider_streamql.operators.deploys import DeployScriptOperator, RollbackDeployOperator
 from airflow_provider_streamql.operators.queries import (
     CreateQueryOperator,
     PauseQueryOperator,
@@ -56,6 +57,13 @@ single("t_promote_when_ready_soon", lambda: PromoteShadowOperator(
 single("t_shadow_ready_sensor", lambda: ShadowReadySensor(
     task_id="task", query_id="{{ params.query_id }}", max_lag="{{ params.max_lag }}", **SENSOR),
     query_id="", max_lag=0)
+single("t_deploy", lambda: DeployScriptOperator(task_id="task", sql="{{ params.sql }}", **FAST), sql="")
+single("t_plan_only", lambda: DeployScriptOperator(task_id="task", sql="{{ params.sql }}", plan_only=True), sql="")
+single("t_deploy_fingerprint", lambda: DeployScriptOperator(
+    task_id="task", sql="{{ params.sql }}", plan_fingerprint="{{ params.plan_fingerprint }}", wait=False),
+    sql="", plan_fingerprint="")
+single("t_rollback_deploy", lambda: RollbackDeployOperator(task_id="task", deploy_id="{{ params.deploy }}", **FAST),
+       deploy="last")
 single("t_resume_skipping", lambda: ResumeQueryOperator(
     task_id="task", query_id="{{ params.query_id }}", skip_bad_records=True, **FAST), query_id="")
 single("t_pause_in_worker", lambda: PauseQueryOperator(
@@ -80,3 +88,4 @@ single("t_submit_runtime", lambda: SubmitRuntimeOperator(
     # a lease far above any reconcile pass (tests/conftest.py LEASE_TTL); SIGTERM releases it
     runtime_args=["--interval", "0.2", "--lease-ttl", "60"], timeout=180, poll_interval=0.5),
     spark_conn_id="spark_local", conf={"spark.ui.enabled": "false"})
+
