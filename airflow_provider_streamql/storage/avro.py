@@ -59,10 +59,18 @@ def full_name_problem(value: Any) -> str | None:
 
 def columns_problem(columns: Sequence[Column]) -> str | None:
     """Why ``columns`` (a source's value columns) cannot be an Avro record, None if they can."""
+    return named_columns_problem(columns, "Avro", _type_problem)
+
+
+def named_columns_problem(
+    columns: Sequence[Column], fmt: str, type_problem: Callable[[SqlType], str | None]
+) -> str | None:
+    """Why ``columns`` cannot be the fields of a record of ``fmt`` (Avro, Protobuf: a field
+    name is a letter or _, then letters, digits and _), or a type ``type_problem`` refuses."""
     for c in columns:
         if not NAME.fullmatch(c.name):
-            return f"column {c.name!r} is no Avro field name (letters, digits and _, not starting with a digit)"
-        problem = _type_problem(c.type)
+            return f"column {c.name!r} is no {fmt} field name (letters, digits and _, not starting with a digit)"
+        problem = type_problem(c.type)
         if problem:
             return f"column {c.name!r} of type {c.type}: {problem}"
     return None

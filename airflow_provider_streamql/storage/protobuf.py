@@ -31,7 +31,7 @@ from google.type import date_pb2
 
 from ..language.statements import Column
 from ..language.types import INTEGERS, TEXTS, TIMESTAMPS, SqlType, TypeName
-from .avro import NAME, WIDE, _moment, _unscaled
+from .avro import NAME, WIDE, _moment, _unscaled, named_columns_problem
 
 #: the name ksqlDB gives a value schema it makes (and each nested one, numbered on)
 PREFIX = "ConnectDefault"
@@ -59,13 +59,7 @@ _EPOCH = datetime.datetime(1970, 1, 1)
 
 def columns_problem(columns: Sequence[Column]) -> str | None:
     """Why ``columns`` (a source's value columns) cannot be a Protobuf message, None if they can."""
-    for c in columns:
-        if not NAME.fullmatch(c.name):
-            return f"column {c.name!r} is no Protobuf field name (letters, digits and _, not starting with a digit)"
-        problem = _type_problem(c.type)
-        if problem:
-            return f"column {c.name!r} of type {c.type}: {problem}"
-    return None
+    return named_columns_problem(columns, "Protobuf", _type_problem)
 
 
 def _type_problem(t: SqlType) -> str | None:
