@@ -24,8 +24,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar, Protocol
 
 from .catalog import Catalog, DesiredState, Progress, QueryInfo, QueryState
-from .errors import StateError, ValidationError
+from .errors import StateError, StreamQLError, ValidationError
 from .storage.checkpoints import last_committed_batch, processed_files
+from .storage.kafka_topics import KafkaSettings
 from .views import lag, readiness
 from .views.endings import Ending, Stop, Stopped, WaitEnd, stopped
 from .views.rows import shown_state
@@ -43,6 +44,7 @@ class QueryView(Protocol):
 
     catalog: Catalog
     pipeline: str
+    kafka: KafkaSettings
 
     def query(self, query_id: str) -> QueryInfo: ...
 
@@ -272,7 +274,9 @@ class ProgressSince(Condition):
 class CaughtUp(Condition):
     """Every input record written by ``as_of`` (epoch seconds, default now) has been
     processed and its output committed. File topics: each committed input file whose
-    modification time is not after ``as_of`` appears in a committed batch. A query that can
+    modification time is not after ``as_of`` appears in a committed batch. Kafka topics:
+    each partition's next offset at the first look (``read_committed``, asked of the broker
+    with the engine's Kafka settings) has been read by a committed batch. A query that can
     no longer catch up on its own (:func:`stopped`; ``version``: the one it ran when the wait
     started, if it is rolled back) fails it; ``through_retries`` waits through the runtime's
     retries of a query in ERROR."""
@@ -288,6 +292,8 @@ class CaughtUp(Condition):
         self._wanted: set[str] | None = None
         self._committed: int | None = None  # the last committed batch looked at
         self._missing: set[str] = set()
+        self._ends: dict[str, lag.Ranges] = {}  # Kafka topic -> its offsets at the first look
+        self._behind: int | None = None  # Kafka records not read yet (None: no Kafka topic)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -303,28 +309,31 @@ class CaughtUp(Condition):
         # the input files are listed once; later looks read the checkpoint's logs again
         # only when a new batch has committed (waits poll often)
         if self._wanted is None:
-            on_kafka = lag.kafka_sources(engine.catalog, query)
-            if on_kafka:
-                return Check(
-                    False,
-                    f"catching up is measured on file topics; {query.id} reads the Kafka "
-                    f"topic(s) of {', '.join(on_kafka)}: wait for batches or rows instead",
-                    failed=True,
-                )
+            # a Kafka topic's input is what it holds at the first look (its end offsets then)
+            try:
+                self._ends = lag.kafka_ends(engine.catalog, query, engine.kafka)
+            except StreamQLError as e:  # no Kafka settings, the broker unreachable
+                return Check(False, e.message, failed=True)
             self._query_id, self._checkpoint = query.id, query.checkpoint
             self._wanted = lag.input_files(engine.catalog, query, self.as_of)
             self.version = query.version if self.version is None else self.version
         committed = last_committed_batch(self._checkpoint)
         if committed != self._committed:
             self._committed, self._missing = committed, self._wanted - processed_files(self._checkpoint)
+            self._behind = lag.kafka_behind(self._checkpoint, self._ends) if self._ends else None
         missing = self._missing
         details = {"query_id": self._query_id, "input_files": len(self._wanted), "missing": len(missing)}
+        if self._behind is not None:
+            details["records_behind"] = self._behind
         lease = engine.catalog.leases.holders().get(query.id)
         stop = stopped(look(engine.catalog, query, lease, self.version), through_retries=self.through_retries)
-        if stop is not None and (missing or stop.stop is Stop.ROLLED_BACK):  # not caught up by the awaited version
+        behind = self._behind or 0
+        if stop is not None and (missing or behind or stop.stop is Stop.ROLLED_BACK):  # not by the awaited version
             return Check.stop(stop, "it to catch up", {**details, "state": stop.state})
+        if not missing and not behind:
+            return Check(True, lag.caught_up_message(self._query_id, len(self._wanted), self._behind), details=details)
         if not missing:
-            return Check(True, lag.caught_up_message(self._query_id, len(self._wanted)), details=details)
+            return Check(False, f"query {self._query_id} has {behind:,} Kafka records to read", details=details)
         return Check(
             False,
             f"query {self._query_id} has not processed {len(missing)} of {len(self._wanted)} input files",

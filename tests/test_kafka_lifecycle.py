@@ -226,3 +226,27 @@ def test_replacing_upgrades_start_from_earliest_latest_or_a_time(kafka_spark, ka
     # the first query's topic kept its records (streamql never deletes a Kafka topic)
     assert latest(kafka_topics, outs["first"]) == {"tea": {"qty": 5}, "mug": {"qty": 2}}
     assert latest(kafka_topics, outs["latest"]) == {"pot": {"qty": 3}}  # nothing before its start
+
+
+def test_a_catch_up_wait_on_a_topic_ends_once_the_end_offsets_are_read(kafka_spark, kafka_topics, sqlite_engine,
+                                                                        sqlite_url, home, runtimes):
+    """`wait --caught-up` on a query over a topic: it ends once a committed batch has read each
+    partition up to its next offset at the wait's start (so the output then holds every
+    record); an engine without Kafka settings fails at once saying so."""
+    from airflow_provider_streamql.engine import Engine
+    from airflow_provider_streamql.errors import WaitFailed
+
+    engine = sqlite_engine  # no Kafka settings
+    source = kafka_topics.new("orders", partitions=2)
+    engine.execute(orders(source) + "SET 'auto.offset.reset' = 'earliest';"
+                   "CREATE STREAM copy AS SELECT * FROM orders")
+    kafka_topics.produce(source, [good(i) for i in range(1, 41)])
+    with pytest.raises(WaitFailed, match="has no Kafka bootstrap servers"):
+        engine.wait_caught_up("CSAS_COPY_1", timeout=30)
+    with_kafka = Engine(sqlite_url, home=home, issuer="test", kafka_bootstrap_servers=kafka_topics.bootstrap)
+    try:
+        runtimes.start(engine)
+        with_kafka.wait_caught_up("CSAS_COPY_1", timeout=120)
+        assert sorted(id_ for id_, in engine.execute("SELECT id FROM copy")[0].rows) == list(range(1, 41))
+    finally:
+        with_kafka.close()

@@ -12,7 +12,13 @@ from dataclasses import dataclass
 from ..catalog import Catalog, DesiredState, QueryInfo
 from ..errors import StreamQLError
 from ..storage import kafka_topics, topics
-from ..storage.checkpoints import last_committed_batch, processed_by, processed_files, source_positions
+from ..storage.checkpoints import (
+    kafka_positions,
+    last_committed_batch,
+    processed_by,
+    processed_files,
+    source_positions,
+)
 from ..storage.kafka_topics import KafkaSettings
 
 
@@ -195,8 +201,38 @@ def lag_history(catalog: Catalog, query: QueryInfo, kafka: KafkaSettings | None 
     return [*points, LagPoint(time.time(), None, now.files, now.records)]
 
 
-def caught_up_message(query_id: str, files: int) -> str:
-    return f"{query_id} caught up ({files} input files processed and committed)"
+#: a Kafka topic's partitions and their first and next offsets
+Ranges = dict[int, tuple[int, int]]
+
+
+def kafka_ends(catalog: Catalog, query: QueryInfo, kafka: KafkaSettings) -> dict[str, Ranges]:
+    """The Kafka topics ``query`` reads and their offsets now (``read_committed``): what it
+    must have read to be caught up. StateError when the engine has no Kafka settings."""
+    ends: dict[str, Ranges] = {}
+    for name in kafka_sources(catalog, query):
+        source = catalog.source(name)
+        topic = str(source.kafka_topic if source is not None else name)
+        ends[topic] = kafka_topics.offset_ranges(
+            kafka.require(f"catching up of {query.id} on the Kafka topic {topic!r}"), topic
+        )
+    return ends
+
+
+def kafka_behind(checkpoint: str, ends: dict[str, Ranges]) -> int:
+    """Records of ``ends`` the query has not read in a committed batch: each partition's
+    next offset then minus where the query goes on (all of it before the query started)."""
+    going_on = kafka_positions(checkpoint)
+    behind = 0
+    for topic, ranges in ends.items():
+        for partition, (low, high) in ranges.items():
+            position = going_on.get(topic, {}).get(str(partition))
+            behind += max(0, high - (low if position is None else position))
+    return behind
+
+
+def caught_up_message(query_id: str, files: int, records: int | None = None) -> str:
+    kafka = "" if records is None else f", and {records:,} Kafka records"
+    return f"{query_id} caught up ({files} input files{kafka} processed and committed)"
 
 
 def _mtime(path: str) -> float:
