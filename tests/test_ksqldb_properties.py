@@ -40,6 +40,7 @@ QUERY_PROPERTIES = [
     ("WITH (on_error='NOPE')", "on_error must be one of FAIL, LOG_AND_CONTINUE, PAUSE, not 'NOPE'", 23),
     ("WITH (partitions=1, on_error=3)", "on_error must be one of", 37),
     ("WITH (dead_letter_topic='x y')", "property dead_letter_topic = 'x y': must be a Kafka topic name", 23),
+    ("WITH (partitions=1, start='../../etc')", "property start = '../../etc': must be 'earliest', 'latest' or a time", 37),
 ]
 
 

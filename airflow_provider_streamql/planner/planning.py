@@ -216,7 +216,9 @@ class Planning:
         try:
             return with_start(self.settings, start)
         except ValueError as e:
-            raise error_at(f"property {START} = {start!r}: {e}", stmt) from None
+            raise error_at(
+                f"property {START} = {start!r}: {e}", stmt, at=getattr(stmt, "property_at", {}).get(START)
+            ) from None
 
     def analyze_query(self, stmt: st.CreateAsSelect | st.InsertSelect, spellings=()) -> SelectAnalysis:
         """A persistent query's SELECT (:func:`analyze_query`), checked against what Structured
