@@ -15,7 +15,7 @@ import getpass
 import hashlib
 import os
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from .catalog import (
@@ -580,17 +580,29 @@ class Engine(Reader):
         return log_path
 
     # -- waiting ----------------------------------------------------------------------------
-    def wait_end(self, condition: Condition, *, timeout: float = 60.0, poll: float = 0.1) -> WaitEnd:
+    def wait_end(
+        self,
+        condition: Condition,
+        *,
+        timeout: float = 60.0,
+        poll: float = 0.1,
+        progress: Callable[[Check], None] | None = None,
+    ) -> WaitEnd:
         """Wait on ``condition`` until it holds (REACHED), can no longer come true on its own
         (FAILED_FAST: a query in ERROR, terminated, held at a bad record, its version rolled
         back) or ``timeout`` seconds pass (TIMED_OUT); return how it ended, never raising for
-        either. What every other wait of the engine and the CLI's waits are made of."""
+        either. What every other wait of the engine and the CLI's waits are made of.
+
+        ``progress`` is called with each check that is not the end, so a caller can say what
+        it is waiting for (the CLI does, on standard error)."""
         deadline = time.monotonic() + timeout
         while True:
             check = condition.check(self)
             end = end_of(condition, check, self, expired=time.monotonic() >= deadline, timeout=timeout)
             if end is not None:
                 return end
+            if progress is not None:
+                progress(check)
             time.sleep(poll)
 
     def wait(self, condition: Condition, *, timeout: float = 60.0, poll: float = 0.1) -> Check:
@@ -634,7 +646,13 @@ class Engine(Reader):
         raise_unless_reached(end)
 
     def results_end(
-        self, results: Iterable[Result], *, timeout: float = 60.0, poll: float = 0.1, through_retries: bool = False
+        self,
+        results: Iterable[Result],
+        *,
+        timeout: float = 60.0,
+        poll: float = 0.1,
+        through_retries: bool = False,
+        progress: Callable[[Check], None] | None = None,
     ) -> WaitEnd:
         """How waiting for each statement's effect ended (:meth:`wait_end` for ``exec --wait``):
         each query in the state its statement asks for, a replaced one running its new version."""
@@ -658,7 +676,7 @@ class Engine(Reader):
         ]
         if not conditions:
             return WaitEnd(Ending.REACHED, "nothing to wait for")
-        return self.wait_end(AllOf.of(*conditions), timeout=timeout, poll=poll)
+        return self.wait_end(AllOf.of(*conditions), timeout=timeout, poll=poll, progress=progress)
 
     def describe_source(self, name: str, *, pipeline: str | None = None) -> SourceDescription:
         """``DESCRIBE <name> EXTENDED`` as typed values (ksqlDB's ``SourceDescription``): its

@@ -266,6 +266,8 @@ def test_exec_wait_says_how_it_ended(world):
                              env=world.env, capture_output=True, text=True, timeout=SHORT + 60)
     assert pending.returncode == 3, pending.stderr
     assert "CSAS_IDLE_8 is PENDING, no batch committed yet, 2 input file(s) not processed" in pending.stderr
+    # a long wait is not silent: it says what it waits for before it ends
+    assert pending.stderr.index("waiting: CSAS_IDLE_8 is PENDING") < pending.stderr.index("error: ")
 
 
 def test_replace_operator_fails_fast_when_its_version_is_rolled_back(world, capfd):

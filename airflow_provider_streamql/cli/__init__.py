@@ -21,7 +21,7 @@ from ..engine import QUERY_COLUMNS, Engine
 from ..errors import StreamQLError
 from ..results import Result
 from ..runtime.command import options as runtime_options
-from .output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, FAILURES, ended, printing, report, show, table
+from .output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, FAILURES, Waiting, ended, printing, report, show, table
 
 THROUGH_RETRIES = "wait through the runtime's retries of a query in ERROR instead of failing at once"
 
@@ -269,7 +269,8 @@ class _Console:
 
 def _wait_for_results(engine: Engine, results, args: argparse.Namespace) -> int:
     """``--wait``: until observed state reflects each statement; exits as ``wait`` does."""
-    end = engine.results_end(results, timeout=args.timeout, through_retries=getattr(args, "through_retries", False))
+    through_retries = getattr(args, "through_retries", False)
+    end = engine.results_end(results, timeout=args.timeout, through_retries=through_retries, progress=Waiting())
     return ended(end, as_json=False)
 
 
@@ -285,7 +286,8 @@ def _wait(args: argparse.Namespace) -> int:
         condition: Condition = CaughtUp(args.query_id.upper(), through_retries=args.through_retries)
     else:
         condition = QueriesInState([args.query_id], [args.state], through_retries=args.through_retries)
-    end = engine.wait_end(condition, timeout=args.timeout, poll=0.2 if args.caught_up else 0.1)  # NotFoundError: 2
+    poll = 0.2 if args.caught_up else 0.1
+    end = engine.wait_end(condition, timeout=args.timeout, poll=poll, progress=Waiting())  # NotFoundError: 2
     return ended(end, as_json=args.json, reached=end.message if args.caught_up else args.state.upper())
 
 

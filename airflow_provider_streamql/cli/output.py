@@ -12,6 +12,7 @@ import sys
 import time
 from typing import Any
 
+from ..conditions import Check
 from ..engine import Ending, Engine, WaitEnd
 from ..errors import STATEMENT_ERRORS, CatalogError, StreamQLError
 from ..results import Result, cell
@@ -120,6 +121,22 @@ _FIRST_LINES = {
     "push": lambda r, as_json: json.dumps({"columns": r.columns}) if as_json else " | ".join(r.columns),
 }
 _LINES = {"print": _print_line, "push": _push_line}
+
+
+class Waiting:
+    """Says on standard error what a wait is waiting for, once it has waited ``quiet`` seconds
+    and each time that changes, so a long wait is never silent (a wait that ends sooner says
+    nothing more than before)."""
+
+    def __init__(self, *, quiet: float = 1.0) -> None:
+        self.since = time.monotonic()
+        self.quiet = quiet
+        self.said: str | None = None
+
+    def __call__(self, check: Check) -> None:
+        if check.message != self.said and time.monotonic() - self.since >= self.quiet:
+            self.said = check.message
+            print(f"waiting: {check.message}", file=sys.stderr, flush=True)
 
 
 def ended(end: WaitEnd, *, as_json: bool, reached: str | None = None) -> int:

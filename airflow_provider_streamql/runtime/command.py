@@ -12,6 +12,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from collections.abc import Sequence
 
 from ..errors import STATEMENT_ERRORS, CatalogError, StreamQLError
@@ -91,7 +92,12 @@ def run(args: argparse.Namespace) -> int:
     os.makedirs(home, exist_ok=True)
     catalog = Catalog(args.catalog, home=home)
     pipeline = args.pipeline or default_pipeline()
+    # the session is most of a runtime's start: say so while it is waited for, and how long it took
+    log = logging.getLogger("streamql.runtime")
+    log.info("starting Spark (master %s): its JVM and session take a few seconds", args.master or "of spark-submit")
+    started = time.monotonic()
     spark = build_session(args.master, f"streamql-{pipeline}", conf)
+    log.info("Spark started in %.1f s (application %s)", time.monotonic() - started, spark.sparkContext.applicationId)
     kafka.check_conf(spark)  # warns of Kafka secrets in spark-defaults.conf
     runtime = Runtime(
         catalog,
