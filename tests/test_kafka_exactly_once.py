@@ -142,7 +142,7 @@ def test_a_pause_mid_transaction_leaves_no_transaction_open(kafka_spark, kafka_t
 
 #: SIGKILLs of the runtime process: the first ones while a batch's transaction is open (its
 #: records produced, not committed), the others at a random moment of an in-flight batch
-KILLS_IN_A_TRANSACTION, KILLS_AT_RANDOM = 3, 3
+KILLS_IN_A_TRANSACTION, KILLS_AT_RANDOM = 2, 2
 
 
 def test_a_runtime_killed_mid_batch_again_and_again_produces_every_record_once(sqlite_engine, env, processes,
