@@ -23,6 +23,7 @@ from ..language import statements as st
 from ..language.analyzer import SelectAnalysis
 from ..language.compiler import QUERY_KINDS, CompiledQuery, compile_query
 from ..language.expectations import SETTINGS as EXPECTATION
+from ..language.expectations import Recorded
 from ..language.rates import RateLimit, RateLimits, rate_problem
 from ..language.starting import OFFSET_RESET, STARTING_TIMESTAMP
 from ..language.types import TypeName
@@ -136,9 +137,15 @@ class PersistentQueries:
         )
         policies = (current.settings.get("on_error"), new.settings.get("on_error"))
         rates = (RateLimits.of(current.settings), RateLimits.of(new.settings))
-        key = _state_key(current)
         report = validate_upgrade(
-            current.id, current.shape, new.shape, state_key=key, downstream=readers, policies=policies, rates=rates
+            current.id,
+            current.shape,
+            new.shape,
+            state_key=_state_key(current),
+            downstream=readers,
+            policies=policies,
+            rates=rates,
+            expectations=(Recorded.of(current.settings), Recorded.of(new.settings)),
         )
         writers = [
             q.id
