@@ -84,5 +84,5 @@ def test_each_violation_mode_on_a_real_runtime(sqlite_engine, runtimes):
     assert engine.query("CSAS_LOGGED_1").checkpoint == checkpoint
     assert ids(engine, "logged") == [1, 2, 3, 4, 5, 6]
     assert described(engine, "CSAS_LOGGED_1")["expectation"] == (
-        "amount IS NOT NULL (on_violation LOG): 1 violating rows in the last batch, total 2"
+        "NOT amount IS NULL (on_violation LOG): 1 violating rows in the last batch, total 2"
     )
