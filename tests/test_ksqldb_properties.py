@@ -41,6 +41,18 @@ QUERY_PROPERTIES = [
     ("WITH (partitions=1, on_error=3)", "on_error must be one of", 37),
     ("WITH (dead_letter_topic='x y')", "property dead_letter_topic = 'x y': must be a Kafka topic name", 23),
     ("WITH (partitions=1, start='../../etc')", "property start = '../../etc': must be 'earliest', 'latest' or a time", 37),
+    # expectations (language/expectations.py): refused at the property, the value named
+    ("WITH (expect='v')", "property expect = 'v': must be a boolean expression, not STRING", 23),
+    ("WITH (partitions=1, expect='cost > 0')", r"property expect = 'cost > 0': unknown column 'cost' \(known: id, v\)",
+     37),
+    ("WITH (expect='id > ''a''')", "property expect = \"id > 'a'\": type error: cannot compare", 23),
+    ("WITH (expect='1=1; DROP STREAM s')", "property expect = '1=1; DROP STREAM s': must be one boolean expression, "
+     "not a statement", 23),
+    ("WITH (expect='count(*) > 1')", "is checked row by row: an aggregate is not allowed", 23),
+    ("WITH (expect='id > 0', on_violation='IGNORE')", "property on_violation = 'IGNORE': must be one of LOG, DROP, "
+     "FAIL, PAUSE", 40),
+    ("WITH (on_violation='DROP')", "property on_violation = 'DROP': says what a row violating the expectation does; "
+     "give the expectation too", 23),
 ]
 
 

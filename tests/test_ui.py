@@ -547,3 +547,17 @@ def test_a_rate_limit_shows_on_the_details_page(ui, pipeline, browser):
     assert f"ALTER QUERY {STATS} SET max_files_per_batch = 4" in shown
     page.screenshot(path=f"{ARTIFACTS}/9-rate-limit-1280.png", full_page=True)
     page.context.close()
+
+
+def test_an_expectation_shows_on_the_details_page(ui, pipeline, browser):
+    """WITH (expect=...) on the details page, with its counts (none yet: no runtime here)."""
+    engine = pipeline
+    engine.execute("CREATE STREAM checked WITH (expect='cost > 0', on_violation='DROP') AS SELECT * FROM purchases")
+    (query,) = [q for q in engine.queries() if q["sink"] == "CHECKED"]
+    page = log_in(browser, ui, "admin")
+    page.click(f"tr[data-query-id='{query['query_id']}'] a.qid")
+    page.wait_for_selector("#details #expectation", timeout=30_000)
+    assert page.inner_text("#details #expectation") == (
+        "expectation cost > 0 (on_violation DROP): 0 violating rows in the last batch, total 0"
+    )
+    page.context.close()

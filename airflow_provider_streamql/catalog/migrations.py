@@ -41,6 +41,7 @@ from .schema import (
     MIGRATION_13_COLUMNS,
     MIGRATION_14_COLUMNS,
     MIGRATION_15_TABLES,
+    MIGRATION_16_COLUMNS,
     queries,
     query_versions,
     schema_version,
@@ -217,6 +218,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     13: _add_columns(MIGRATION_13_COLUMNS),
     14: _add_columns(MIGRATION_14_COLUMNS),  # a failing query's retries
     15: _create(MIGRATION_15_TABLES),  # deploys and what each changed (whole-deploy rollback)
+    16: _add_columns(MIGRATION_16_COLUMNS, {"violations": "0", "violations_total": "0"}),  # expectations' counts
 }
 LATEST = max(MIGRATIONS)
 

@@ -187,6 +187,8 @@ class Progress:
     state_rows: int = 0  # rows in the query's state stores now
     state_bytes: int = 0  # memory the state stores use now
     state_operators: list[dict[str, Any]] = field(default_factory=list)
+    violations: int = 0  # rows violating the query's expectation in this batch
+    violations_total: int = 0  # the same, all batches
 
 
 #: how the command log names the runtime when it pauses a query at a bad record (policy PAUSE)

@@ -103,13 +103,18 @@ class ObservedState:
             state_rows=p.state_rows,
             state_bytes=p.state_bytes,
             state_operators=json.dumps(p.state_operators),
+            violations=p.violations,
         )
         with write_connection(self.engine) as conn:
             row = conn.execute(select(s.progress).where(s.progress.c.query_id == p.query_id)).first()
             if row is None:
                 conn.execute(
                     insert(s.progress).values(
-                        query_id=p.query_id, total_input_rows=p.input_rows, late_rows=p.late_rows, **values
+                        query_id=p.query_id,
+                        total_input_rows=p.input_rows,
+                        late_rows=p.late_rows,
+                        violations_total=p.violations,
+                        **values,
                     )
                 )
             else:
@@ -120,6 +125,7 @@ class ObservedState:
                     .values(
                         total_input_rows=row.total_input_rows + (p.input_rows if new else 0),
                         late_rows=row.late_rows + (p.late_rows if new else 0),
+                        violations_total=row.violations_total + (p.violations if new else 0),
                         **values,
                     )
                 )

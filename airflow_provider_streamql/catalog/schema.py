@@ -145,6 +145,9 @@ progress = Table(
     Column("state_rows", Integer, nullable=False, default=0),
     Column("state_bytes", Integer, nullable=False, default=0),
     Column("state_operators", Text, nullable=False, default="[]"),  # JSON, per operator
+    # rows violating the query's expectation: in its last batch, and summed
+    Column("violations", Integer, nullable=False, default=0),
+    Column("violations_total", Integer, nullable=False, default=0),
 )
 
 # -- migration 4: recent batches per query (throughput sparklines) ---------------
@@ -242,6 +245,7 @@ MIGRATION_10_TABLES = (event_cursors,)
 MIGRATION_13_COLUMNS = {runtimes: ("kafka",)}
 MIGRATION_14_COLUMNS = {queries: ("failures", "retry_at", "retry_batch")}
 MIGRATION_15_TABLES = (deploys, deploy_changes)
+MIGRATION_16_COLUMNS = {progress: ("violations", "violations_total")}
 #: the columns a query's version is made of (copied back by a rollback)
 DEFINITION = ("sql", "select_sql", "sources", "settings", "plan", "shape")
 

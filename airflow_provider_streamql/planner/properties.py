@@ -11,6 +11,7 @@ from typing import Any
 
 from ..catalog import SourceInfo
 from ..language.compiler import CompiledQuery
+from ..language.expectations import EXPECT, ON_VIOLATION, OnViolation, expectation, on_violation_of
 from ..language.rates import RateLimit
 from ..language.starting import START
 from ..language.statements import Column
@@ -68,7 +69,7 @@ SOURCE_PROPERTIES: dict[str, Check | None] = {
 #: planning, the Kafka topic of its dead letters (:func:`dead_letter_topic_problem`), its
 #: rate limits (:mod:`..language.rates`; ALTER QUERY changes them) and where its new
 #: checkpoint starts (``start``, recorded as the settings it stands for)
-QUERY_PROPERTIES = frozenset({"on_error", TOPIC_PROPERTY, *RateLimit, START})
+QUERY_PROPERTIES = frozenset({"on_error", TOPIC_PROPERTY, *RateLimit, START, EXPECT, ON_VIOLATION})
 
 #: ksqlDB's properties accepted and recorded, with what they do here (DESCRIBE ... EXTENDED)
 RECORDED: dict[str, str] = {
@@ -180,3 +181,40 @@ def dead_letter_topic_problem(
     if taken is not None:
         return f"it is the topic of {taken}; dead letters go to a topic of their own"
     return None
+
+
+class PropertyProblem(ValueError):
+    """What is wrong with a query's WITH property ``name`` (the error points at it)."""
+
+    def __init__(self, name: str, message: str):
+        super().__init__(message)
+        self.name = name
+
+
+def expectation_settings(props: Mapping[str, Any], sink: SourceInfo) -> dict[str, str]:
+    """The settings ``WITH (expect = ..., on_violation = ...)`` records for a query writing
+    ``sink`` (none without ``expect``): the condition analyzed over the output's columns
+    (:mod:`..language.expectations`). A :class:`PropertyProblem` otherwise."""
+    given, mode = props.get(EXPECT), props.get(ON_VIOLATION)
+    if given is None:
+        if mode is not None:
+            raise PropertyProblem(
+                ON_VIOLATION,
+                f"property {ON_VIOLATION} = {mode!r}: says what a row violating the expectation "
+                f"does; give the expectation too (expect = '<boolean expression>')",
+            )
+        return {}
+    try:
+        violation = OnViolation.LOG if mode is None else on_violation_of(mode)
+    except ValueError as e:
+        raise PropertyProblem(ON_VIOLATION, f"property {ON_VIOLATION} = {mode!r}: {e}") from None
+    if not sink.kafka_topic and sink.writer_query and sink.kind == "STREAM" and not sink.batch_files:
+        raise PropertyProblem(
+            EXPECT,
+            f"property {EXPECT} = {given!r}: {sink.name} is written by Spark's file sink (an output made "
+            f"before several writers were possible), which checks no expectation; create it again to check one",
+        )
+    try:
+        return expectation(given, sink.columns, violation).settings()
+    except ValueError as e:
+        raise PropertyProblem(EXPECT, f"property {EXPECT} = {given!r}: {e}") from None

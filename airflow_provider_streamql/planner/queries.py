@@ -22,6 +22,8 @@ from ..errors import StateError, ValidationError
 from ..language import statements as st
 from ..language.analyzer import SelectAnalysis
 from ..language.compiler import QUERY_KINDS, CompiledQuery, compile_query
+from ..language.expectations import SETTINGS as EXPECTATION
+from ..language.expectations import Recorded
 from ..language.rates import RateLimit, RateLimits, rate_problem
 from ..language.starting import OFFSET_RESET, STARTING_TIMESTAMP
 from ..language.types import TypeName
@@ -30,7 +32,13 @@ from ..storage import topics
 from ..storage.state import recorded_state
 from ..upgrades import Code, Finding, Report, UpgradeKind, Verdict, validate_upgrade
 from .planning import Planning, error_at, unchanged
-from .properties import QUERY_PROPERTIES, TOPIC_PROPERTY, dead_letter_topic_problem
+from .properties import (
+    QUERY_PROPERTIES,
+    TOPIC_PROPERTY,
+    PropertyProblem,
+    dead_letter_topic_problem,
+    expectation_settings,
+)
 from .redeploys import same_query, written_alike
 from .step import Step
 
@@ -109,10 +117,9 @@ class PersistentQueries:
         compiled = self.compile(stmt, analysis, sink, current.id, named=current.shape.named)
         new = self.query_info(current.id, current.seq, sink, compiled, stmt, version=version, register=False)
         # the query's own settings (on_error, dead_letter_topic) are kept unless the statement
-        # or the session gives them anew
-        new.settings.update(
-            {k: v for k, v in current.settings.items() if k in QUERY_PROPERTIES and k not in new.settings}
-        )
+        # or the session gives them anew; its expectation is part of its definition: kept only if restated
+        kept = QUERY_PROPERTIES - set(EXPECTATION)
+        new.settings.update({k: v for k, v in current.settings.items() if k in kept and k not in new.settings})
         # where the checkpoint started is the query's: a version on the same checkpoint resumes
         # from its offsets (a replacing upgrade, a new query, starts where the statement says)
         for setting in (OFFSET_RESET, STARTING_TIMESTAMP):
@@ -130,9 +137,15 @@ class PersistentQueries:
         )
         policies = (current.settings.get("on_error"), new.settings.get("on_error"))
         rates = (RateLimits.of(current.settings), RateLimits.of(new.settings))
-        key = _state_key(current)
         report = validate_upgrade(
-            current.id, current.shape, new.shape, state_key=key, downstream=readers, policies=policies, rates=rates
+            current.id,
+            current.shape,
+            new.shape,
+            state_key=_state_key(current),
+            downstream=readers,
+            policies=policies,
+            rates=rates,
+            expectations=(Recorded.of(current.settings), Recorded.of(new.settings)),
         )
         writers = [
             q.id
@@ -327,6 +340,10 @@ class PersistentQueries:
                 ):
                     raise error_at(f"property {limit} = {value!r}: {problem}", stmt)
                 settings[limit.value] = value
+        try:
+            settings.update(expectation_settings(getattr(stmt, "properties", {}), sink))
+        except PropertyProblem as e:
+            raise error_at(str(e), stmt, at=property_at.get(e.name)) from None
         query = QueryInfo(
             id=query_id,
             seq=seq,

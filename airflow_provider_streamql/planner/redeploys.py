@@ -9,6 +9,7 @@ from ..catalog import QueryInfo, SourceInfo
 from ..errors import StreamQLError
 from ..language import statements as st
 from ..language.dialect import DIALECT
+from ..language.expectations import SETTINGS as EXPECTATION
 from ..language.rates import RateLimit
 from .planning import column_tuples
 
@@ -45,7 +46,7 @@ def written_alike(current: QueryInfo, stmt: st.CreateAsSelect | st.InsertSelect,
     except StreamQLError:  # a statement this release no longer reads is no match
         return False
     # the query's own settings a statement or ALTER QUERY gives (not the session's) aside
-    own = {"on_error", *RateLimit}
+    own = {"on_error", *RateLimit, *EXPECTATION}
     given, now = ({k: v for k, v in s.items() if k not in own} for s in (current.settings, settings))
     return type(old) is type(stmt) and as_written(old) == as_written(stmt) and given == now
 

@@ -40,6 +40,7 @@ def query_list(engine: Engine) -> list[dict[str, Any]]:
                 "lag_records": row["lag_records"],
                 "actions": actions(query.desired_state) + (["skip"] if held(engine, query, row) else []),
                 "shadow_of": query.settings.get("shadow_of"),  # a shadow version (docs/upgrades.md)
+                "expectation": row["expectation"],  # with its counts (docs/language.md, "Expectations")
             }
         )
     return rows

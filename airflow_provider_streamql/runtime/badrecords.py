@@ -376,12 +376,17 @@ class DeadLetterWriter:
         if not rows:
             return
         records = describe(rows, self.sources, query_id=self.query.id, batch_id=batch_id, status=BadRecordStatus.LOGGED)
+        self.send(df.sparkSession, records, batch_id, f"logged-b{batch_id:012d}")
+        self.catalog.bad_records.record(records)
+
+    def send(self, spark: SparkSession, records: list[BadRecord], batch_id: int, name: str) -> None:
+        """``records`` of batch ``batch_id`` to the dead-letter stream (a file ``name``, written
+        once, or the Kafka topic); also the rows an expectation drops."""
         topic = dead_letter_topic(self.query, self.sources)
         target = self.catalog.ensure_source(dead_letter_source(self.query, topic=topic))  # an older one stays
         if target.kafka_topic:
             if self.kafka is None:
                 self.kafka = KafkaDeadLetters(self.query, target.kafka_topic, LOGGED)
-            self.kafka.send(df.sparkSession, records, batch_id)
+            self.kafka.send(spark, records, batch_id)
         else:
-            append_dead_letters(target, records, name=f"logged-b{batch_id:012d}")
-        self.catalog.bad_records.record(records)
+            append_dead_letters(target, records, name=name)

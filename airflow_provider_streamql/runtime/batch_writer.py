@@ -23,6 +23,7 @@ from ..catalog import SourceInfo
 from ..storage.layout import Part
 from ..storage.topics import FORMATS, TOMBSTONES, is_data_name
 from . import kafka
+from .expectations import ExpectationCheck
 from .kafka_exactly_once import TransactionalSink
 from .schemas import format_options, spark_type
 from .tables import Changes
@@ -47,7 +48,8 @@ class BatchWriter:
     into the rows to write (stream-table joins). ``before_commit`` runs just before the
     rename; it raises if this runtime lost the query's lease, so a fenced-off runtime never
     commits. ``transactions``: a Kafka output written exactly once (each batch in a Kafka
-    transaction); without it, Spark's Kafka sink writes it at least once.
+    transaction); without it, Spark's Kafka sink writes it at least once. ``check``: the
+    query's expectation, applied to the rows of each batch before any of it is written.
     """
 
     def __init__(
@@ -59,9 +61,11 @@ class BatchWriter:
         as_directory: bool,
         compute: Callable[[DataFrame], DataFrame | Changes] | None = None,
         transactions: TransactionalSink | None = None,
+        check: ExpectationCheck | None = None,
     ):
         self.sink, self.prefix, self.before_commit = sink, prefix, before_commit
         self.as_directory, self.compute, self.transactions = as_directory, compute, transactions
+        self.check = check
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         try:
@@ -69,10 +73,12 @@ class BatchWriter:
         finally:
             if df.is_cached:  # ``compute`` cached it
                 df.unpersist()
+            if self.check is not None:
+                self.check.release()
 
     def _write(self, df: DataFrame, batch_id: int) -> None:
         if self.sink.kafka_topic:  # a topic: at least once per batch, or exactly once in a transaction
-            out = self.compute(df) if self.compute is not None else df
+            out = self._checked(self.compute(df) if self.compute is not None else df, batch_id)
             if isinstance(out, Changes):
                 records = kafka.encode(out.rows, self.sink, deleted=out.deleted)
             else:
@@ -94,7 +100,7 @@ class BatchWriter:
         if os.path.exists(final) or self._written_by_another_version(batch_id, suffix):
             return  # committed before a restart; the re-run batch has the same input
         deleted: DataFrame | None = None
-        out = self.compute(df) if self.compute is not None else df
+        out = self._checked(self.compute(df) if self.compute is not None else df, batch_id)
         if isinstance(out, Changes):  # a query over tables: upserts and deleted keys
             deleted = out.deleted
             out = out.rows
@@ -114,6 +120,14 @@ class BatchWriter:
         if files:
             os.rename(os.path.join(tmp, files[0]), final)
         shutil.rmtree(tmp, ignore_errors=True)
+
+    def _checked(self, out: DataFrame | Changes, batch_id: int) -> DataFrame | Changes:
+        """The batch's output with its expectation applied (the rows written; deletions pass)."""
+        if self.check is None:
+            return out
+        if isinstance(out, Changes):
+            return Changes(self.check(out.rows, batch_id), out.deleted)
+        return self.check(out, batch_id)
 
     def _save(self, df: DataFrame, directory: str, *, one_file: bool = True) -> None:
         """``df`` in the sink's format in a fresh hidden ``directory``: as one data file, or

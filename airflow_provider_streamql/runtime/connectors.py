@@ -28,6 +28,7 @@ from . import kafka, kafka_connector, kafka_exactly_once, kafka_formats
 from .badrecords import RecordGuard, dead_letters, read_whole_records
 from .batch_writer import BatchWriter
 from .evolution import source_evolution
+from .expectations import ExpectationCheck
 from .schemas import (
     CHECKED_FORMATS,
     CORRUPT,
@@ -163,9 +164,11 @@ def start_query(
     before_commit: Callable[[], None],
     record_guard: RecordGuard | None,
     frames: Frames,
+    check: ExpectationCheck | None = None,
 ) -> StreamingQuery:
     """Start a query's streaming plan (built by ``frames``, or taken from them), with source
-    evolution on if the plan names its streams."""
+    evolution on if the plan names its streams; ``check``: its expectation, applied by the
+    batch writer."""
     read_whole_records(spark)
     if sink.kafka_topic:  # its sources load the connector as they are read; a sink before its first batch
         kafka_connector.ensure(spark)
@@ -182,6 +185,7 @@ def start_query(
                     as_directory=True,
                     compute=compute,
                     transactions=transactions,
+                    check=check,
                 )
             )
             return writer.queryName(query.id).option("checkpointLocation", query.checkpoint).start()
@@ -189,10 +193,18 @@ def start_query(
         if compute is not None:
             name = f"{query.id}-v{query.version:04d}"
             writer = df.writeStream.foreachBatch(
-                BatchWriter(sink, name, before_commit, as_directory=False, compute=compute, transactions=transactions)
+                BatchWriter(
+                    sink,
+                    name,
+                    before_commit,
+                    as_directory=False,
+                    compute=compute,
+                    transactions=transactions,
+                    check=check,
+                )
             )
             return writer.queryName(query.id).option("checkpointLocation", query.checkpoint).start()
-        return sink_writer(df, query, plan, sink, before_commit).start()
+        return sink_writer(df, query, plan, sink, before_commit, check).start()
 
 
 def start_dead_letter_query(
@@ -249,11 +261,17 @@ def start_dead_letter_query(
 
 
 def sink_writer(
-    df: DataFrame, query: QueryInfo, plan: StreamingPlan, sink: SourceInfo, before_commit: Callable[[], None]
+    df: DataFrame,
+    query: QueryInfo,
+    plan: StreamingPlan,
+    sink: SourceInfo,
+    before_commit: Callable[[], None],
+    check: ExpectationCheck | None = None,
 ) -> DataStreamWriter:
-    """The configured writeStream for a query's sink (not yet started)."""
+    """The configured writeStream for a query's sink (not yet started); with an expectation
+    (``check``) every output goes through the batch writer, which applies it."""
     transactions = kafka_exactly_once.for_query(query, sink)  # None: at least once, or a file output
-    if sink.kafka_topic and query.kind == "CSAS" and transactions is None:
+    if sink.kafka_topic and query.kind == "CSAS" and transactions is None and check is None:
         spec = kafka.writer_spec(sink, kafka.settings(df.sparkSession))
         return (
             kafka.encode(df, sink)
@@ -283,12 +301,18 @@ def sink_writer(
                 as_directory=True,
                 compute=having,
                 transactions=transactions,
+                check=check,
             )
         )
     # INSERT queries and new CSAS outputs: whole renamed files named by query, version and batch
     return writer.outputMode("append").foreachBatch(
         BatchWriter(
-            sink, f"{query.id}-v{query.version:04d}", before_commit, as_directory=False, transactions=transactions
+            sink,
+            f"{query.id}-v{query.version:04d}",
+            before_commit,
+            as_directory=False,
+            transactions=transactions,
+            check=check,
         )
     )
 

@@ -99,7 +99,7 @@ class Runtime:
         self.leases = Leases(catalog, self.id, lease_ttl)
         self.listener = ProgressListener(catalog, self.leases.owns)
         spark.streams.addListener(self.listener)
-        self.holds = Holds(catalog, spark, self.id, self.on_error)
+        self.holds = Holds(catalog, spark, self.id, self.on_error, self.listener.violations)
         self.queries = SparkQueries(spark, catalog, self.leases, self.holds, self.listener)
         self.active = self.queries.active  # query id -> the Spark query this runtime runs for it
         self.status = Status(catalog, self.id)

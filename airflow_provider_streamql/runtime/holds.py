@@ -29,11 +29,14 @@ from pyspark.sql.streaming import StreamingQuery
 from ..catalog import BadRecord, Catalog, QueryInfo, SourceInfo
 from ..catalog.connections import write_connection
 from ..catalog.states import BadRecordStatus, DesiredState, OnError, QueryState
+from ..language.expectations import OnViolation, Recorded
 from ..language.streaming import StreamingPlan
 from ..storage.checkpoints import batch_files, last_committed_batch, last_planned_batch
 from ..storage.deadletter import dead_letter_name
 from .badrecords import MARKER, DeadLetterWriter, RecordGuard, parse_failed, records_in_error, scan_files
 from .connectors import start_dead_letter_query
+from .expectations import MARKER as EXPECTATION_MARKER
+from .expectations import ExpectationCheck, Violations
 from .kafka_dead_letters import send_skipped
 
 #: how Spark heads the error of ``raise_error``, the guard's
@@ -66,12 +69,21 @@ class Holds:
         whose statement sets none.
     """
 
-    def __init__(self, catalog: Catalog, spark: SparkSession, runtime_id: str, on_error: str):
+    def __init__(
+        self,
+        catalog: Catalog,
+        spark: SparkSession,
+        runtime_id: str,
+        on_error: str,
+        violations: Violations | None = None,
+    ):
         self.catalog, self.spark, self.runtime_id, self.on_error = catalog, spark, runtime_id, on_error
         #: query id -> last batch whose bad records a RESUME retries
         self.retried: dict[str, int] = {}
         #: query id -> the skipped records its last start left out
         self.left_out: dict[str, frozenset[str]] = {}
+        #: what the queries' expectations found (counts for the listener, rows for a hold)
+        self.violations = violations or Violations()
 
     def guard(self, query: QueryInfo) -> RecordGuard:
         """The query's error policy, and the skipped records its next batches must leave out
@@ -114,6 +126,21 @@ class Holds:
             return None
         return start_dead_letter_query(self.spark, query, plan, sources, DeadLetterWriter(self.catalog, query, sources))
 
+    def expectation_check(self, query: QueryInfo, sources: dict[str, SourceInfo]) -> ExpectationCheck | None:
+        """The query's expectation as its batch writer applies it (None: it has none), leaving
+        out the violating rows ``RESUME ... SKIP BAD RECORDS`` skipped (call after :meth:`guard`)."""
+        expectation = Recorded.of(query.settings)
+        if expectation is None:
+            return None
+        letters = DeadLetterWriter(self.catalog, query, sources)
+
+        def dead_letters(df, records: list[BadRecord], batch_id: int) -> None:
+            letters.send(df.sparkSession, records, batch_id, f"expect-v{query.version:04d}-b{batch_id:012d}")
+
+        return ExpectationCheck(
+            query.id, query.sink, expectation, self.violations, dead_letters, self.left_out.get(query.id, frozenset())
+        )
+
     def send_skipped(self, query: QueryInfo, records: list[BadRecord]) -> None:
         """Send the records RESUME ... SKIP BAD RECORDS skipped to the query's dead-letter
         topic, when RESUME made its dead-letter stream on Kafka (a file one has them already:
@@ -145,13 +172,16 @@ class Holds:
         Spark raised counts (``[USER_RAISED_EXCEPTION]``), never a plan quoting the guard."""
         text = str(getattr(error, "desc", None) or error)
         at = text.find(f"{RAISED} {MARKER} {query.id} ")
+        if at < 0:  # an expectation's, raised in the batch writer (Python's traceback around it)
+            at = text.find(f"{EXPECTATION_MARKER} {query.id} ")
         return text[at:].splitlines()[0] if at >= 0 else None
 
     @staticmethod
     def is_guard_error(query: QueryInfo, error: str) -> bool:
         """Whether ``error`` (its first line) is the query's own guard failing a batch (a plan
-        dump in another error may quote the guard's expression, never on its first line)."""
-        return f"{MARKER} {query.id} " in error
+        dump in another error may quote the guard's expression, never on its first line); an
+        expectation failing a batch counts as one."""
+        return f"{MARKER} {query.id} " in error or error.startswith(f"{EXPECTATION_MARKER} {query.id} ")
 
     def is_bad_record_failure(self, query: QueryInfo, message: str, error: object) -> bool:
         """Whether the query failed on a bad record: its guard's error (``message``, the
@@ -163,6 +193,8 @@ class Holds:
         error to report (the guard's, or for Spark's parse failure one naming the first
         record). None when a parse failure's record is not found again (its file gone): an
         ordinary failure."""
+        if error.startswith(f"{EXPECTATION_MARKER} {query.id} "):
+            return self._violated(query, error)
         policy = self.policy(query)
         status = BadRecordStatus.PENDING if policy == OnError.PAUSE else BadRecordStatus.FAILED
         batch = last_planned_batch(query.checkpoint)
@@ -186,6 +218,16 @@ class Holds:
             "%s: batch %d holds %d bad record(s); %s (policy %s)", query.id, batch, len(records), found.where, policy
         )
         return found
+
+    def _violated(self, query: QueryInfo, error: str) -> BadBatch:
+        """A batch failed on its expectation (FAIL or PAUSE): the rows it found, held or
+        failed on as bad records are."""
+        records = self.violations.take_found(query.id)
+        expectation = Recorded.of(query.settings)
+        pause = expectation is not None and expectation.on_violation is OnViolation.PAUSE
+        batch = records[0].batch_id if records else last_planned_batch(query.checkpoint)
+        log.error("%s: batch %d violates its expectation: %s", query.id, batch, error)
+        return BadBatch(batch, tuple(records), error, OnError.PAUSE if pause else OnError.FAIL)
 
     def record(self, bad: BadBatch) -> None:
         """Under FAIL: record the bad records; the query fails on them."""

@@ -11,6 +11,7 @@ from typing import Any
 from pyspark.sql.streaming import StreamingQueryListener
 
 from ..catalog import Catalog, Progress
+from .expectations import Violations
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,8 @@ class ProgressListener(StreamingQueryListener):
         self.owns = owns
         #: query id -> Spark's rates and duration of its last micro-batch here (the metrics)
         self.latest: dict[str, dict[str, float]] = {}
+        #: the rows each query's expectation found violating, by batch (its batch writer's count)
+        self.violations = Violations()
 
     @property
     def _jlistener(self):
@@ -89,6 +92,7 @@ class ProgressListener(StreamingQueryListener):
                     state_rows=sum(op["rows"] for op in operators),
                     state_bytes=sum(op["memory_bytes"] for op in operators),
                     state_operators=operators,
+                    violations=self.violations.take_count(p["name"], p["batchId"]),
                 )
             )
         except Exception:  # a listener must never kill Spark's listener bus

@@ -66,6 +66,11 @@ SERIES: dict[str, tuple[str, str, Callable[[dict, dict | None, int | None], Any]
         "Records the query could not read (held, skipped, logged, failed).",
         lambda row, spark, lag: row["bad_records"],
     ),
+    "streamql_query_expectation_violations": (
+        "gauge",
+        "Rows violating the query's expectation in its last micro-batch (WITH (expect=...)).",
+        lambda row, spark, lag: row["violations"],
+    ),
     "streamql_query_lag_files": (
         "gauge",
         "Input files of the query's file topics it has not read yet.",

@@ -83,7 +83,8 @@ class SparkQueries:
         plan = query.plan
         replays = last_planned_batch(query.checkpoint)
         guard = self.holds.guard(query)
-        stream = start_query(self.spark, query, plan, sources, sink, fence, guard, self.frames)
+        check = self.holds.expectation_check(query, sources)
+        stream = start_query(self.spark, query, plan, sources, sink, fence, guard, self.frames, check)
         dead_letters = self.holds.dead_letter_query(query, plan, sources, guard)
         running = self.active[query.id] = Running(stream, epoch, query.version, dead_letters, replays)
         return running

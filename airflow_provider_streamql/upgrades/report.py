@@ -6,6 +6,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..language.expectations import Recorded
 from ..language.query_shape import QueryShape
 from ..language.rates import NO_LIMITS, RateLimits
 from .findings import Code, Finding, UpgradeKind, Verdict, findings, worst
@@ -44,7 +45,7 @@ class Report:
     def policy_note(self) -> str:
         """The error policy and rate limit changes it names ("; error policy FAIL -> LOG_AND_CONTINUE";
         "; max_files_per_batch 1 -> 3"), or ""."""
-        noted = (Code.ERROR_POLICY_CHANGED, Code.RATE_LIMIT_CHANGED)
+        noted = (Code.ERROR_POLICY_CHANGED, Code.RATE_LIMIT_CHANGED, Code.EXPECTATION_CHANGED)
         return "".join(f"; {f.message.split(':')[0]}" for f in self.findings if f.code in noted)
 
     @property
@@ -85,12 +86,14 @@ def validate_upgrade(
     downstream: list[str] | None = None,
     policies: tuple[str | None, str | None] = (None, None),
     rates: tuple[RateLimits, RateLimits] = (NO_LIMITS, NO_LIMITS),
+    expectations: tuple[Recorded | None, Recorded | None] = (None, None),
 ) -> Report:
     """Compare two compiled shapes (and, with ``state_key``, the aggregation state the old
     version's checkpoint records; ``policies``: the old and new version's ``on_error``, None
-    for the pipeline's default; ``rates``: their rate limits); never raises on a difference, it reports it. A difference
-    no rule explains is REJECTED (fail closed)."""
-    found = findings(RULES, Versions(old, new, state_key, *policies, *rates)) or [
+    for the pipeline's default; ``rates``: their rate limits; ``expectations``: theirs); never
+    raises on a difference, it reports it. A difference no rule explains is REJECTED (fail
+    closed)."""
+    found = findings(RULES, Versions(old, new, state_key, *policies, *rates, *expectations)) or [
         Finding(
             Code.UNCHANGED,
             "query",

@@ -14,12 +14,15 @@ its aggregation state's key schema (:attr:`Versions.state_key`), that is checked
 state on disk, not only the statement text, must fit the new version.
 """
 
+# long module: one table of upgrade rules, each check beside its row's kin (as feasibility.py)
+
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ..language.expectations import Recorded
 from ..language.query_shape import QueryShape, Writer
 from ..language.rates import NO_LIMITS, RateLimit, RateLimits
 from ..language.statements import WindowSpec, Within
@@ -44,6 +47,9 @@ class Versions:
     #: query's too, not its shape's
     old_rates: RateLimits = NO_LIMITS
     new_rates: RateLimits = NO_LIMITS
+    #: each version's expectation (``WITH (expect=..., on_violation=...)``; None: none)
+    old_expectation: Recorded | None = None
+    new_expectation: Recorded | None = None
 
 
 def _names(shape: QueryShape) -> list[str]:
@@ -115,6 +121,15 @@ def rate_limit_changed(v: Versions) -> Iterator[str]:
                 f"{limit} {said}: the query restarts from its checkpoint and each batch reads {batch} of its "
                 f"{limit.sources}; its offsets and state are kept"
             )
+
+
+def expectation_changed(v: Versions) -> Iterator[str]:
+    if v.old_expectation != v.new_expectation:
+        old, new = (e.describe() if e else "none" for e in (v.old_expectation, v.new_expectation))
+        yield (
+            f"expectation {old} -> {new}: from the swap on, each batch's output rows are checked against it; "
+            f"its offsets and state are kept"
+        )
 
 
 def kind_changed(v: Versions) -> Iterator[str]:
@@ -388,4 +403,5 @@ RULES: tuple[Rule[Versions], ...] = (
     Rule(Code.PROJECTION_CHANGED, "SELECT", UpgradeKind.DATA_SELECTION, Verdict.IN_PLACE, projection_changed),
     Rule(Code.ERROR_POLICY_CHANGED, "WITH", UpgradeKind.TRANSPARENT, Verdict.IN_PLACE, error_policy_changed),
     Rule(Code.RATE_LIMIT_CHANGED, "WITH", UpgradeKind.SCALING, Verdict.IN_PLACE, rate_limit_changed),
+    Rule(Code.EXPECTATION_CHANGED, "WITH", UpgradeKind.DATA_SELECTION, Verdict.IN_PLACE, expectation_changed),
 )

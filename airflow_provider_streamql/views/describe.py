@@ -155,6 +155,7 @@ def explain(catalog: Catalog, conn: Connection, snapshot: Snapshot, stmt: st.Exp
         ("error", q.error),
         ("on_error", q.settings.get("on_error") or "(the pipeline's default)"),
         ("rate_limit", RateLimits.of(q.settings).describe()),
+        *([("expectation", row["expectation"])] if row["expectation"] else []),
         *_guarantee(snapshot, q),
         *version_history(catalog, q.id, conn),
         *[("bad record", text) for text in bad_record_lines(catalog, q.id, conn)],

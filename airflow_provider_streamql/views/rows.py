@@ -10,7 +10,8 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from ..catalog import ACTIVE_STATES, Catalog, CheckpointSnapshot, DesiredState, QueryInfo, QueryState
+from ..catalog import ACTIVE_STATES, Catalog, CheckpointSnapshot, DesiredState, Progress, QueryInfo, QueryState
+from ..language.expectations import Recorded
 from ..storage.checkpoints import last_committed_batch
 from ..storage.kafka_topics import KafkaSettings
 from . import lag
@@ -130,6 +131,8 @@ def query_rows(
                 "state_bytes": p.state_bytes if p else None,
                 "late_rows": p.late_rows if p else None,
                 "bad_records": sum(bad.get(q.id, {}).values()),
+                "expectation": expectation(q, p),
+                "violations": p.violations if p else None,
                 # a retry that has committed its batch no longer failed
                 "error": None if state == QueryState.RUNNING and q.failures else q.error,
                 "retry": retry(q, state),
@@ -144,3 +147,12 @@ def snapshot_row(snap: CheckpointSnapshot) -> list:
     ordered = sorted(snap.position.items(), key=lambda item: (not item[0].isdigit(), item[0].zfill(12)))
     position = ", ".join(f"source {i}: {json.dumps(offset)}" for i, offset in ordered) or "-"
     return [snap.query_id, snap.number, snap.kind, snap.version, snap.batch_id, position, taken, snap.taken_by]
+
+
+def expectation(q: QueryInfo, p: Progress | None) -> str | None:
+    """The query's expectation and the rows violating it (None: it has none)."""
+    expected = Recorded.of(q.settings)
+    if expected is None:
+        return None
+    last, total = (p.violations, p.violations_total) if p else (0, 0)
+    return f"{expected.describe()}: {last} violating rows in the last batch, total {total}"
