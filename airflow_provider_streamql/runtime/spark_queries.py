@@ -17,8 +17,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from ..catalog import Catalog, QueryInfo, SourceInfo
-from ..errors import StateError
+from ..errors import CheckpointDamaged, StateError
 from ..storage.checkpoints import last_planned_batch, remove_interrupted_writes
+from ..storage.faults import damage_report, find_damage, newest_whole_snapshot
 from . import kafka
 from .connectors import Frames, start_query
 from .holds import Holds
@@ -81,6 +82,11 @@ class SparkQueries:
         fence = lambda: self.leases.check(query.id, epoch)
         for path in remove_interrupted_writes(query.checkpoint):  # it is stopped: ours alone
             log.warning("%s: removed %s, left by a write its last stop interrupted", query.id, path)
+        damage = find_damage(query.checkpoint)
+        if damage is not None:  # Spark would fail deep in a task, or read a cut entry as no entry
+            taken = [(s.number, s.folder) for s in self.catalog.snapshots.of(query.id)]
+            newest = newest_whole_snapshot(query.checkpoint, taken)
+            raise CheckpointDamaged(damage_report(query.id, damage, query.checkpoint, newest))
         plan = query.plan
         replays = last_planned_batch(query.checkpoint)
         guard = self.holds.guard(query)
