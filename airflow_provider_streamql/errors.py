@@ -74,6 +74,10 @@ class StateError(StreamQLError):
     """The request conflicts with the current state, e.g. RESUME of a terminated query."""
 
 
+class CheckpointDamaged(StateError):
+    """A query's checkpoint holds a damaged file: it is not started until it is restored."""
+
+
 class CatalogError(StreamQLError):
     """The catalog database cannot be used (wrong URL, newer schema than this code, ...)."""
 

@@ -12,6 +12,8 @@ import enum
 from dataclasses import dataclass
 
 from ..catalog import QueryInfo
+from ..storage.faults import full_disk_report
+from ..storage.layout import allowed_roots_from_env, home_of_checkpoint
 from ..views.rows import replaying
 from . import kafka
 from .holds import Holds
@@ -133,5 +135,15 @@ class Observer:
         error = running.exception()
         if error is None:
             return Failure(None)
+        full = full_disk_report(
+            query.id, _whole_text(error), [home_of_checkpoint(query.checkpoint), *allowed_roots_from_env()]
+        )
+        if full is not None:  # a full file system, not a bad record: its cause is deep in the stack
+            return Failure(full)
         message = self.holds.guard_report(query, error) or kafka.error_report(error)
         return Failure(message, self.holds.is_bad_record_failure(query, message, error))
+
+
+def _whole_text(error: object) -> str:
+    """An error's message with the JVM's stack and causes (pyspark keeps them apart)."""
+    return f"{getattr(error, 'desc', '')}\n{error}\n{getattr(error, '_stackTrace', '')}"

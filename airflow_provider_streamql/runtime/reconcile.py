@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 from ..catalog import QueryInfo
 from ..catalog.states import DesiredState, QueryState
+from ..errors import CheckpointDamaged
 from . import kafka
 from .holds import Holds
 from .leases import Leases
@@ -59,7 +60,8 @@ class Step(enum.Enum):
     #: it should run and does not, but its back-off after a failure is not over (and no
     #: record it failed on was skipped since)
     WAIT = "wait"
-    #: its start ran the driver out of memory: it stays in ERROR until paused or replaced
+    #: its start ran the driver out of memory, or its checkpoint is damaged: it stays in
+    #: ERROR until paused or replaced
     STAY_FAILED = "stay failed"
     START = "start"
     #: it runs an older version: swap in the current one (:mod:`.rollout`)
@@ -221,7 +223,10 @@ def start_failure(error: BaseException, version: int) -> tuple[str, bool]:
     """The ERROR a start that raised ``error`` reports, and whether it is retried after the
     back-off. A start that ran the driver out of memory is not: it would again, each time
     starving the driver's other queries, and STARTING would hide why (PAUSE and RESUME, or
-    a new version, start it again)."""
+    a new version, start it again). Nor is a start refused on a damaged checkpoint: it
+    needs a RESTORE (or a repair) first, which needs the query PAUSED."""
+    if isinstance(error, CheckpointDamaged):
+        return error.message, False
     message = kafka.error_report(error)
     if OUT_OF_MEMORY not in str(error):
         return message, True

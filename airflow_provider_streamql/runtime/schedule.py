@@ -46,8 +46,9 @@ class BackOff:
 @dataclass(frozen=True)
 class Stuck:
     """A terminal error: starting ``version`` ran the Spark driver out of memory, and would
-    again, each time starving the driver's other queries. It stays in ERROR, and is not started
-    again until it is paused (then resumed) or gets a new version."""
+    again, each time starving the driver's other queries; or its checkpoint is damaged. It
+    stays in ERROR, and is not started again until it is paused (then resumed) or gets a new
+    version."""
 
     version: int
     failures: int = 0

@@ -12,12 +12,14 @@ import logging
 import threading
 from dataclasses import dataclass
 
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from ..catalog import Catalog, QueryInfo, SourceInfo
-from ..errors import StateError
+from ..errors import CheckpointDamaged, StateError
 from ..storage.checkpoints import last_planned_batch, remove_interrupted_writes
+from ..storage.faults import damage_report, find_damage, newest_whole_snapshot
 from . import kafka
 from .connectors import Frames, start_query
 from .holds import Holds
@@ -80,6 +82,11 @@ class SparkQueries:
         fence = lambda: self.leases.check(query.id, epoch)
         for path in remove_interrupted_writes(query.checkpoint):  # it is stopped: ours alone
             log.warning("%s: removed %s, left by a write its last stop interrupted", query.id, path)
+        damage = find_damage(query.checkpoint)
+        if damage is not None:  # Spark would fail deep in a task, or read a cut entry as no entry
+            taken = [(s.number, s.folder) for s in self.catalog.snapshots.of(query.id)]
+            newest = newest_whole_snapshot(query.checkpoint, taken)
+            raise CheckpointDamaged(damage_report(query.id, damage, query.checkpoint, newest))
         plan = query.plan
         replays = last_planned_batch(query.checkpoint)
         guard = self.holds.guard(query)
@@ -98,23 +105,58 @@ class SparkQueries:
             return self._pass_sources
 
     def stop(self, query_id: str) -> int | None:
-        """Stop a query (Spark lets its in-flight batch end or re-runs it from the
-        checkpoint); it leaves ``active`` only once stopped. Returns the epoch it ran under
-        (None if it was not running)."""
+        """Stop a query after its in-flight batch, that batch's commit included (see
+        :func:`stop_after_batch`); it leaves ``active`` only once stopped. Returns the epoch
+        it ran under (None if it was not running)."""
         running = self.active.get(query_id)
         if running is None:
             return None
-        _stop_quietly(running.stream)
+        stop_after_batch(running.stream)
         if running.dead_letters is not None:
-            _stop_quietly(running.dead_letters)
+            stop_after_batch(running.dead_letters)
         del self.active[query_id]
         self.listener.latest.pop(query_id, None)  # its rates are no longer this runtime's to tell
         return running.epoch
 
 
-def _stop_quietly(stream: StreamingQuery) -> None:
-    """Stop a query even if the JVM is already going down (SIGTERM sent to the process group)."""
+#: seconds a stop waits for the in-flight batch to end before it interrupts it (a batch
+#: stuck on its sink would otherwise hold the stop, and the runtime's pass, for ever)
+BATCH_BOUNDARY_WAIT = 300
+
+
+def stop_after_batch(stream: StreamingQuery, wait: int = BATCH_BOUNDARY_WAIT) -> None:
+    """Stop a query at a batch boundary: its in-flight batch ends, writes its output and
+    its entry in ``commits/``, then the stream thread leaves its loop; no new batch starts.
+
+    ``StreamingQuery.stop()`` alone interrupts the stream thread wherever it is: in the
+    middle of the batch's write (a cancelled job, a hidden temp folder left in the sink) or
+    of ``markMicroBatchEnd``'s commit-log write (an ``InterruptedException`` in
+    ``HDFSMetadataLog.write``, at times a ``StackOverflowError`` in the thread and a failed
+    ``stop()``); the batch then runs again after the restart. Spark's loop checks its state
+    at each trigger's end, so the state is set to TERMINATED first (what ``stop()`` sets
+    before it interrupts) and the thread is awaited; ``stop()`` then only tidies up. If the
+    batch does not end within ``wait`` seconds, or Spark's internals are not as expected
+    (another Spark version), it falls back to the interrupting stop.
+    """
+    try:
+        if stream.isActive:
+            execution = stream._jsq.streamingQuery()
+            runtime_states = SparkContext._jvm.org.apache.spark.sql.execution.streaming.runtime  # type: ignore[union-attr]
+            execution.state().set(getattr(getattr(runtime_states, "TERMINATED$"), "MODULE$"))
+            if not _awaited(stream, wait):
+                log.warning("%s: its batch did not end within %ss; interrupting it", stream.name, wait)
+    except Exception as e:  # the JVM going down (SIGTERM sent to the process group), or another Spark
+        log.warning("stopping %s at a batch boundary: %s", stream.name, kafka.error_report(e))
     try:
         stream.stop()
     except Exception as e:
         log.warning("stopping %s: %s", stream.name, kafka.error_report(e))
+
+
+def _awaited(stream: StreamingQuery, wait: int) -> bool:
+    """The stream thread ended within ``wait`` seconds (a failure it ended on is the
+    reconciler's to read from ``exception()``, not the stop's)."""
+    try:
+        return bool(stream.awaitTermination(wait))
+    except Exception:  # StreamingQueryException: it ended by failing
+        return True

@@ -63,13 +63,16 @@ def source_positions(checkpoint: str, batch_id: int) -> dict[str, object]:
     path = Part(checkpoint).resolve(os.path.join(checkpoint, "offsets", str(batch_id)))
     if batch_id < 0 or not os.path.exists(path):
         return {}
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8", errors="replace") as f:  # a damaged entry reads as no position
         lines = f.read().splitlines()[2:]
     positions: dict[str, object] = {}
     for index, line in enumerate(lines):
         match = OFFSET_LINE.fullmatch(line.strip())
         if match and match["offset"] != "-":
-            value = json.loads(match["offset"])
+            try:
+                value = json.loads(match["offset"])
+            except ValueError:  # cut by a crash (storage/faults.py names it)
+                continue
             key = match["name"] or str(index)
             positions[key] = value.get("logOffset", value) if isinstance(value, dict) else value
     return positions
@@ -150,9 +153,14 @@ def planned_watermark_ms(checkpoint: str) -> int:
     last = last_planned_batch(checkpoint)
     if last < 0:
         return 0
-    with open(Part(checkpoint).resolve(os.path.join(checkpoint, "offsets", str(last))), encoding="utf-8") as f:
+    path = Part(checkpoint).resolve(os.path.join(checkpoint, "offsets", str(last)))
+    with open(path, encoding="utf-8", errors="replace") as f:
         lines = f.read().splitlines()
-    return int(json.loads(lines[1]).get("batchWatermarkMs", 0)) if len(lines) > 1 else 0
+    try:
+        metadata = json.loads(lines[1]) if len(lines) > 1 else {}
+    except ValueError:  # cut by a crash: the query will not start on it (storage/faults.py)
+        return 0
+    return int(metadata.get("batchWatermarkMs", 0)) if isinstance(metadata, dict) else 0
 
 
 def kafka_positions(checkpoint: str) -> dict[str, dict[str, int]]:
