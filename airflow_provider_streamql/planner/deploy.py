@@ -56,7 +56,7 @@ class Validation:
 
     def render(self) -> str:
         old, new = ", ".join(self.old_traits) or "-", ", ".join(self.new_traits) or "-"
-        traits = "" if not (self.old_traits or self.new_traits) else f"; traits {old}" + ("" if old == new else f" -> {new}")
+        traits = f"; traits {old}" + ("" if old == new else f" -> {new}") if self.old_traits or self.new_traits else ""
         return f"validator: {self.verdict} ({', '.join(self.kinds) or 'no finding'}{traits})"
 
 
