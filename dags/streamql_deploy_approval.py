@@ -1,11 +1,12 @@
 """Deploy a pipeline file after a person approved its plan: trigger with ``file`` (a deploy
 file next to dags/sql/, default ksqlmart.sql).
 
-``plan`` plans the file against the catalog and pushes the plan, with what each change affects
-downstream (readers of a changed stream, the backfill an in-place upgrade does not do) and its
-fingerprint; ``approve`` (Airflow's human-in-the-loop ApprovalOperator) shows that plan in the
-UI and waits for Approve or Reject; ``apply`` applies exactly the plan approved, and fails,
-changing nothing, if the catalog changed since the plan (another deploy, a CREATE OR REPLACE, a
+``plan`` plans the file against the catalog and pushes the plan: for each change the
+validator's verdict and findings and what it affects downstream (readers of a changed stream,
+the backfill an in-place upgrade does not do), and the plan's fingerprint; ``approve``
+(Airflow's human-in-the-loop ApprovalOperator) shows that plan on the Required Actions page and
+waits for Approve or Reject; ``apply`` applies exactly the plan approved, and fails, changing
+nothing, if the catalog changed since the plan (another deploy, a CREATE OR REPLACE, a
 TERMINATE meanwhile): plan again. A rejected plan skips ``apply``.
 """
 
@@ -32,15 +33,16 @@ with DAG(
     tags=["streamql"],
     doc_md=__doc__,
 ):
-    plan = DeployScriptOperator(task_id="plan", sql="{{ params.file }}", plan_only=True)
+    plan = DeployScriptOperator(task_id="plan", sql="{% include params.file %}", plan_only=True)
     approve = ApprovalOperator(
         task_id="approve",
-        subject="Apply this deploy plan?",
-        body="```\n{{ ti.xcom_pull(task_ids='plan', key='plan_text') }}\n```",
+        subject="Apply the deploy plan of {{ params.file }}?",
+        body="Approve applies exactly this plan, and nothing if the catalog changed since it was made.\n\n"
+        "```\n{{ ti.xcom_pull(task_ids='plan', key='plan_text') }}\n```",
     )
     apply = DeployScriptOperator(
         task_id="apply",
-        sql="{{ params.file }}",
+        sql="{% include params.file %}",
         plan_fingerprint="{{ ti.xcom_pull(task_ids='plan', key='plan_fingerprint') }}",
     )
     plan >> approve >> apply

@@ -37,6 +37,26 @@ def test_a_plan_lists_what_each_change_affects(engine, script, name, affects):
     assert [(a.effect.value, a.query_id) for a in item.affects] == affects
 
 
+SUMMED = V1.replace("COUNT(*) AS n", "SUM(cost) AS n")
+NOTED = V1.replace("product STRING, cost DOUBLE);", "product STRING, cost DOUBLE, note STRING);", 1)
+
+
+@pytest.mark.parametrize("script, name, shown", [
+    # (the file planned after V1, a change, the validator's report on it as the plan shows it)
+    (V2, "VALID_PURCHASES", "validator: IN_PLACE (data selection; traits simple)"),
+    (V2, "BIG_PURCHASES", "validator: IN_PLACE (schema evolution; traits simple)"),
+    (V2, "REFUNDS", None),  # a new query: nothing to compare
+    (SUMMED, "PURCHASE_STATS", "validator: REJECTED (data selection, schema evolution, topology; traits stateful)"),
+    (NOTED, "PURCHASES", "validator: IN_PLACE (schema evolution)"),  # a declared source's appended column
+])
+def test_a_plan_shows_the_validators_report_on_each_change(sqlite_engine, script, name, shown):
+    sqlite_engine.apply(V1)
+    plan = sqlite_engine.plan(script)
+    item = next(i for i in plan.items if i.name == name)
+    assert (item.validation.render() if item.validation else None) == shown
+    assert shown is None or f"{name}{f' [{item.query_id}]' if item.query_id else ''} (line {item.line})\n{'':<21}{shown}\n" in plan.render()
+
+
 def test_what_left_the_file_lists_the_readers_that_would_lose_their_input(sqlite_engine):
     sqlite_engine.apply(V1)
     plan = sqlite_engine.plan(V1.replace("CREATE STREAM valid_purchases AS SELECT * FROM purchases WHERE cost > 0;", ""))

@@ -14,6 +14,7 @@ and the plan has a fingerprint of itself and the catalog it was made against
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -23,12 +24,40 @@ from ..catalog.states import DesiredState
 from ..errors import StateError, StreamQLError, ValidationError
 from ..language import parse
 from ..language import statements as st
+from ..upgrades import Report, UpgradeKind, Verdict
 from .impact import Impact, catalog_state, impacts, plan_fingerprint
 from .planner import Planner
 
 #: planner action -> plan action
 ACTIONS = {"created": "create", "replaced": "replace in place", "altered": "replace in place", "unchanged": "unchanged"}
 DECLARATIONS = (st.CreateSource, st.CreateAsSelect, st.AlterSource, st.InsertSelect, st.SetProperty)
+
+
+@dataclass(frozen=True)
+class Validation:
+    """The validator's report on one change as a plan shows it above the findings: the
+    verdict, the upgrade kinds (KLIP-28's) and the query's traits before and after."""
+
+    verdict: Verdict
+    kinds: tuple[UpgradeKind, ...] = ()
+    old_traits: tuple[str, ...] = ()
+    new_traits: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, report: Report | Mapping[str, Any]) -> Validation:
+        """From a report, or a report as :meth:`Report.to_dict` gives it (a planner result's)."""
+        r = report.to_dict() if isinstance(report, Report) else report
+        return cls(
+            Verdict(r["verdict"]),
+            tuple(UpgradeKind(k) for k in r["kinds"]),
+            tuple(r.get("old_traits") or ()),
+            tuple(r.get("new_traits") or ()),
+        )
+
+    def render(self) -> str:
+        old, new = ", ".join(self.old_traits) or "-", ", ".join(self.new_traits) or "-"
+        traits = f"; traits {old}" + ("" if old == new else f" -> {new}") if self.old_traits or self.new_traits else ""
+        return f"validator: {self.verdict} ({', '.join(self.kinds) or 'no finding'}{traits})"
 
 
 @dataclass
@@ -42,6 +71,8 @@ class PlanItem:
     statement: str | None = None
     line: int | None = None
     findings: list[str] = field(default_factory=list)
+    #: the validator's verdict on a replacement (None for what is new, left out or refused before it)
+    validation: Validation | None = None
     #: what the change affects downstream, and what it will not do (:mod:`.impact`)
     affects: list[Impact] = field(default_factory=list)
 
@@ -58,7 +89,7 @@ class DeployPlan:
     @property
     def fingerprint(self) -> str:
         """The plan's and its catalog's fingerprint: an apply given it refuses if either changed."""
-        return plan_fingerprint([_without_impacts(i) for i in self.items], self.catalog_state)
+        return plan_fingerprint([_fingerprinted(i) for i in self.items], self.catalog_state)
 
     @property
     def changes(self) -> list[PlanItem]:
@@ -83,6 +114,7 @@ class DeployPlan:
             where = f" (line {i.line})" if i.line else ""
             query = f" [{i.query_id}]" if i.query_id else ""
             lines.append(f"{i.action:<20} {i.kind} {i.name}{query}{where}")
+            lines += [f"{'':<21}{i.validation.render()}"] if i.validation else []
             lines += [f"{'':<21}{f}" for f in i.findings]
             lines += [f"{'':<21}-> {a.render()}" for a in i.affects]
         lines.append(f"plan fingerprint: {self.fingerprint}")
@@ -109,8 +141,9 @@ def plan_script(planner: Planner, statements: list[st.Statement], pipeline: str)
     return DeployPlan(items, state)
 
 
-def _without_impacts(item: PlanItem) -> dict[str, Any]:
-    return {k: v for k, v in asdict(item).items() if k != "affects"}
+def _fingerprinted(item: PlanItem) -> dict[str, Any]:
+    """An item without what follows from the rest (its impacts, the validator's verdict)."""
+    return {k: v for k, v in asdict(item).items() if k not in ("affects", "validation")}
 
 
 def to_apply(statements: list[st.Statement], deploy_plan: DeployPlan) -> list[st.Statement]:
@@ -158,6 +191,7 @@ def _plan_one(planner: Planner, stmt: st.Statement) -> PlanItem:
             except StreamQLError:
                 return item
             item.findings = [f"{f.code}: {f.message}" for f in report.findings if f.verdict != "IN_PLACE"]
+            item.validation = Validation.of(report)
             return item
         if isinstance(stmt, st.CreateAsSelect) and existing is not None and existing.writer_query:
             try:
@@ -167,12 +201,14 @@ def _plan_one(planner: Planner, stmt: st.Statement) -> PlanItem:
             item.query_id = current.id
             item.action = "replacing required" if report.verdict == "REPLACING_REQUIRED" else "rejected"
             item.findings = [f"{f.code}: {f.message}" for f in report.findings if f.verdict != "IN_PLACE"]
+            item.validation = Validation.of(report)
         return item
     result = step.result
     item.action = ACTIONS.get(result.action or "created", "create")
     item.query_id = result.query_id
     if result.report:
         item.findings = [f"{f['code']}: {f['message']}" for f in result.report["findings"]]
+        item.validation = Validation.of(result.report)
     return item
 
 
