@@ -11,9 +11,12 @@ a supervisor would), ``freeze`` (SIGSTOP of the runtime holding most leases for 
 the lease TTL, until the other holds its queries, then SIGCONT: it must commit nothing and
 step down by itself), ``catalog`` (PostgreSQL stopped in immediate mode for a few seconds),
 ``pause`` (PAUSE ALL, then RESUME ALL), ``upgrade`` (an in-place version that fails and is
-rolled back, then one that runs), ``snapshot`` (SNAPSHOT of the stateful queries). The time to
-recover after a fault runs from its end until every query is RUNNING and has committed every
-record written before that end. Figures: docs/reliability.md.
+rolled back, then one that runs), ``snapshot`` (SNAPSHOT of the stateful queries),
+``poison`` (a bad record between good ones, read by a query under each error policy: the held
+ones are resumed with SKIP BAD RECORDS; the record must reach each one's dead-letter stream
+once). Each kind comes once before any comes twice. The time to recover after a fault runs
+from its end until every query is RUNNING and has committed every record written before that
+end. Figures: docs/reliability.md.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from collections.abc import Callable
 
 from airflow_provider_streamql.conditions import CaughtUp
 from airflow_provider_streamql.engine import Engine
+from airflow_provider_streamql.errors import StateError
 from airflow_provider_streamql.storage import topics
 
 try:
@@ -44,7 +48,7 @@ try:
 except ImportError:  # run as a script, without the repository on the path
     import chaos_checks as checks  # type: ignore[no-redef]
 
-FAULTS = ("kill", "freeze", "catalog", "pause", "upgrade", "snapshot")
+FAULTS = ("kill", "freeze", "catalog", "pause", "upgrade", "snapshot", "poison")
 
 PIPELINE = """
 CREATE STREAM orders (id INT KEY, user STRING, amount DOUBLE, ts TIMESTAMP) WITH (timestamp='ts');
@@ -56,13 +60,21 @@ CREATE TABLE per_minute AS SELECT user, COUNT(*) AS n FROM orders WINDOW TUMBLIN
 CREATE STREAM enriched AS SELECT o.id AS id, o.user AS user, u.region AS region
   FROM orders o JOIN users u ON o.user = u.user;
 """
+#: queries under each error policy, over a stream the ``poison`` fault writes bad records to
+POLICIES = ("FAIL", "PAUSE", "LOG_AND_CONTINUE")
+PILLS = "CREATE STREAM pills (id INT KEY, n INT);" + "".join(
+    f"CREATE STREAM pills_{p.lower()} WITH (on_error='{p}') AS SELECT id, n FROM pills;" for p in POLICIES
+)
 #: the filter's in-place versions: one that fails on its first record (CAST('u1' AS INT)) and
 #: is rolled back, one that runs and writes what the first did
 FAILING = (
     "CREATE OR REPLACE STREAM big AS SELECT id, user, amount / CAST(user AS INT) AS amount, ts "
     "FROM orders WHERE amount >= 50"
 )
-RUNNING = "CREATE OR REPLACE STREAM big AS SELECT id, user, amount, ts FROM orders WHERE amount >= 50.0"
+RUNNING = tuple(
+    f"CREATE OR REPLACE STREAM big AS SELECT id, user, amount, ts FROM orders WHERE amount >= {t}"
+    for t in ("50.0", "50")
+)  # the same filter, written two ways: each upgrade a new version
 
 PG_BIN = os.environ.get("STREAMQL_PG_BIN") or max(
     glob.glob("/usr/lib/postgresql/*/bin"),
@@ -86,13 +98,13 @@ class Settings:
 class Postgres:
     """A PostgreSQL server of the soak's own, so a fault can stop it."""
 
-    def __init__(self, data: str):
-        self.data, self.port = data, _free_port()
+    def __init__(self) -> None:
+        # a folder of its own under the temp dir: the server runs as postgres when we are root
+        self.data, self.port = tempfile.mkdtemp(prefix="streamql-chaos-pg-"), _free_port()
         self.as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-        os.makedirs(data)
         if self.as_user:
-            shutil.chown(data, "postgres")
-        self._run(f"{PG_BIN}/initdb", "-D", data, "-U", "streamql", "--auth=trust", "-E", "UTF8")
+            shutil.chown(self.data, "postgres")
+        self._run(f"{PG_BIN}/initdb", "-D", self.data, "-U", "streamql", "--auth=trust", "-E", "UTF8")
         self.url = f"postgresql+psycopg://streamql@127.0.0.1:{self.port}/postgres"
 
     def _run(self, *cmd: str) -> None:
@@ -129,7 +141,7 @@ class Runtimes:
         self.env, self.logs, self.lease_ttl = env, logs, lease_ttl
         self.procs: list[subprocess.Popen] = []
         self.exits: list[tuple[int, int | None]] = []  # (slot, exit code) of exits no fault made
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # a kill and its restart are one step to the supervisor
         self.stopping = threading.Event()
 
     def start(self, slot: int) -> subprocess.Popen:
@@ -167,10 +179,10 @@ class Runtimes:
     def supervise(self) -> None:
         while not self.stopping.wait(0.5):
             with self.lock:
-                dead = [(i, p) for i, p in enumerate(self.procs) if p.poll() is not None]
-            for slot, proc in dead:
-                self.exits.append((slot, proc.returncode))
-                self.start(slot)
+                for slot, proc in enumerate(self.procs):
+                    if proc.poll() is not None:
+                        self.exits.append((slot, proc.returncode))
+                        self.start(slot)
 
     def signal(self, slot: int, sig: int) -> None:
         os.killpg(self.procs[slot].pid, sig)
@@ -181,7 +193,7 @@ class Runtimes:
             proc = self.procs[slot]
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-        self.start(slot)
+            self.start(slot)
 
     def stop(self) -> None:
         self.stopping.set()
@@ -230,12 +242,14 @@ class Soak:
         self.settings = settings
         self.rng = random.Random(settings.seed)
         self.root = settings.root or tempfile.mkdtemp(prefix="streamql-chaos-")
-        self.pg = Postgres(os.path.join(self.root, "pg"))
+        self.pg = Postgres()
         self.home = os.path.join(self.root, "home")
         os.makedirs(self.home, exist_ok=True)
         self.issued: list[str] = []
         self.faults: list[Fault] = []
         self.query_ids: list[str] = []
+        self.pills: list[int] = []  # ids of the good records of the pills stream
+        self.poisoned: list[str] = []  # the bad records' text, each with a mark of its own
 
     # -- the control plane, as an operator or Airflow would drive it -------------------------
     def issue(self, sql: str) -> list:
@@ -309,7 +323,15 @@ class Soak:
             time.sleep(max(0.0, self.settings.lease_ttl + 1 - (time.monotonic() - frozen_at)))
         finally:
             self.runtimes.signal(slot, signal.SIGCONT)
-        return f"runtime {slot} stopped {time.monotonic() - frozen_at:.1f}s holding {len(mine)} queries"
+        frozen = f"runtime {slot} stopped {time.monotonic() - frozen_at:.1f}s holding {len(mine)} queries"
+        log = self.runtimes.procs[slot].log  # type: ignore[attr-defined]
+        said = lambda: open(log).read().count("lost the lease")
+        before = said()
+        try:  # the stale holder finds out by itself (its next renewal, or the fence at a commit)
+            stepped = self.wait(lambda: not mine or said() > before, 60, "the frozen runtime to step down")
+        except TimeoutError:
+            return f"{frozen}; it never said it lost a lease"
+        return f"{frozen}; it stepped down {stepped:.1f}s after SIGCONT"
 
     def catalog(self) -> str:
         self.pg.stop()
@@ -334,7 +356,7 @@ class Soak:
             120,
             f"{query} back on its version {failing.version - 1}",
         )
-        (running,) = self.issue(RUNNING)
+        (running,) = self.issue(RUNNING[sum(1 for f in self.faults if f.kind == "upgrade") % 2])
         self.wait(lambda: outcome(running.version) == "ACTIVE", 180, f"{query} version {running.version}")
         return f"{query}: version {failing.version} rolled back, {running.version} active"
 
@@ -344,12 +366,38 @@ class Soak:
             self.issue(f"SNAPSHOT {query}")
         return ", ".join(stateful)
 
+    def poison(self) -> str:
+        src = self.engine.catalog.source("PILLS")
+        good = lambda n: [{"id": len(self.pills) + i, "n": 1} for i in range(1, n + 1)]
+        for rows in (good(3), None, good(3)):
+            if rows is None:  # a record no query can read: an id that is no INT
+                mark = f"pill-{len(self.poisoned) + 1}"
+                name = f"i{time.time_ns():020d}-{mark}{topics.FORMATS[src.format][1]}"
+                with open(os.path.join(src.path, f".{name}.tmp"), "w") as f:
+                    f.write(json.dumps({"id": mark, "n": 1}) + "\n")
+                os.rename(os.path.join(src.path, f".{name}.tmp"), os.path.join(src.path, name))
+                self.poisoned.append(mark)
+            else:
+                topics.append(src.path, src.format, src.columns, rows)
+                self.pills += [r["id"] for r in rows]
+        held = [q for q in self.query_ids if q.startswith(("CSAS_PILLS_FAIL", "CSAS_PILLS_PAUSE"))]
+        for query in held:  # once the bad record holds it (ERROR, or PAUSED with the reason)
+            self.wait(lambda: self.skip(query), 120, f"the bad record to hold {query}")
+        return f"{self.poisoned[-1]}; skipped in {', '.join(held)}"
+
+    def skip(self, query: str) -> bool:
+        try:
+            self.issue(f"RESUME {query} SKIP BAD RECORDS")
+        except StateError:  # no bad record holds it yet
+            return False
+        return True
+
     # -- the run -------------------------------------------------------------------------------
     def run(self) -> dict:
         s = self.settings
         self.pg.start()
         self.engine = Engine(self.pg.url, home=self.home, issuer="chaos")
-        results = self.issue(PIPELINE)
+        results = self.issue(PIPELINE + (PILLS if "poison" in s.faults else ""))
         self.query_ids = [r.query_id for r in results if r.query_id]
         users = self.engine.catalog.source("USERS")
         topics.append(
@@ -362,12 +410,14 @@ class Soak:
         threading.Thread(target=self.runtimes.supervise, daemon=True).start()
         feeder = Feeder(self.engine, s.rate)
         feeder.start()
+        first = self.rng.sample(s.faults, len(s.faults))
         began = time.monotonic()
         try:
             self.wait(self.settled(time.time()), 300, "the pipeline to start")
             while time.monotonic() - began < s.duration:
                 time.sleep(self.rng.uniform(*s.gap))
-                kind = self.rng.choice(s.faults)
+                # each kind once first (in a seeded order), so a short run meets them all
+                kind = first.pop() if first else self.rng.choice(s.faults)
                 fault = Fault(kind, round(time.monotonic() - began, 1))
                 fault.detail = getattr(self, kind)()
                 try:
@@ -388,6 +438,7 @@ class Soak:
             self.runtimes.stop()
             self.engine.close()
             self.pg.stop()
+            shutil.rmtree(self.pg.data, ignore_errors=True)
         return self.summary(time.monotonic() - began, feeder.fed, catch_up, verdicts)
 
     def check(self, fed: int) -> list[checks.Verdict]:
@@ -413,6 +464,8 @@ class Soak:
                 },
             )
         )
+        if "poison" in self.settings.faults:
+            verdicts += self.check_pills()
         holders = self.engine.catalog.leases.holders()
         live = {r["id"] for r in self.engine.runtimes("default")}
         for query_id in self.query_ids:
@@ -432,6 +485,16 @@ class Soak:
             )
         logged = [c["statement"] for c in self.engine.catalog.commands.all() if c["issuer"] == "chaos"]
         verdicts.append(checks.command_log(self.issued, logged))
+        return verdicts
+
+    def check_pills(self) -> list[checks.Verdict]:
+        verdicts = []
+        for policy in POLICIES:
+            (query,) = (q for q in self.query_ids if q.startswith(f"CSAS_PILLS_{policy}_"))
+            written = (r[0] for r in self.read(f"SELECT id FROM pills_{policy.lower()}"))
+            verdicts.append(checks.exactly_once(f"pills_{policy.lower()}", set(self.pills), written))
+            dead = [json.loads(r[0])["id"] for r in self.read(f"SELECT raw FROM {query}_DLQ")] if self.poisoned else []
+            verdicts.append(checks.exactly_once(f"{query}_DLQ", set(self.poisoned), dead))
         return verdicts
 
     def read(self, sql: str) -> list:
