@@ -250,6 +250,7 @@ class Soak:
         self.query_ids: list[str] = []
         self.pills: list[int] = []  # ids of the good records of the pills stream
         self.poisoned: list[str] = []  # the bad records' text, each with a mark of its own
+        self.stale: list[checks.Verdict] = []  # whether each frozen lease holder stepped down
 
     # -- the control plane, as an operator or Airflow would drive it -------------------------
     def issue(self, sql: str) -> list:
@@ -330,7 +331,9 @@ class Soak:
         try:  # the stale holder finds out by itself (its next renewal, or the fence at a commit)
             stepped = self.wait(lambda: not mine or said() > before, 60, "the frozen runtime to step down")
         except TimeoutError:
+            self.stale.append(checks.Verdict(f"frozen runtime {slot} steps down by itself", False, frozen))
             return f"{frozen}; it never said it lost a lease"
+        self.stale.append(checks.Verdict(f"frozen runtime {slot} steps down by itself", True, frozen))
         return f"{frozen}; it stepped down {stepped:.1f}s after SIGCONT"
 
     def catalog(self) -> str:
@@ -484,6 +487,7 @@ class Soak:
                     )
                 )
             )
+        verdicts += self.stale
         logged = [c["statement"] for c in self.engine.catalog.commands.all() if c["issuer"] == "chaos"]
         verdicts.append(checks.command_log(self.issued, logged))
         return verdicts
