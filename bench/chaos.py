@@ -371,16 +371,16 @@ class Soak:
 
     def poison(self) -> str:
         src = self.engine.catalog.source("PILLS")
-        good = lambda n: [{"id": len(self.pills) + i, "n": 1} for i in range(1, n + 1)]
-        for rows in (good(3), None, good(3)):
-            if rows is None:  # a record no query can read: an id that is no INT
+        for part in ("good", "bad", "good"):
+            if part == "bad":  # a record no query can read: an id that is no INT
                 mark = f"pill-{len(self.poisoned) + 1}"
                 name = f"i{time.time_ns():020d}-{mark}{topics.FORMATS[src.format][1]}"
                 with open(os.path.join(src.path, f".{name}.tmp"), "w") as f:
                     f.write(json.dumps({"id": mark, "n": 1}) + "\n")
                 os.rename(os.path.join(src.path, f".{name}.tmp"), os.path.join(src.path, name))
                 self.poisoned.append(mark)
-            else:
+            else:  # ids go on from the last good record's, so none is fed twice
+                rows = [{"id": len(self.pills) + i, "n": 1} for i in range(1, 4)]
                 topics.append(src.path, src.format, src.columns, rows)
                 self.pills += [r["id"] for r in rows]
         held = [q for q in self.query_ids if q.startswith(("CSAS_PILLS_FAIL", "CSAS_PILLS_PAUSE"))]
