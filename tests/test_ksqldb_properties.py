@@ -49,6 +49,8 @@ QUERY_PROPERTIES = [
     ("WITH (expect='1=1; DROP STREAM s')", "property expect = '1=1; DROP STREAM s': must be one boolean expression, "
      "not a statement", 23),
     ("WITH (expect='count(*) > 1')", "is checked row by row: an aggregate is not allowed", 23),
+    ("WITH (expect='id > 0''); DROP STREAM s; --')", "is not an expression: Error tokenizing", 23),  # unclosed quote
+    ("WITH (expect='" + "(" * 5000 + "id > 0" + ")" * 5000 + "')", "is nested too deeply to be read", 23),
     ("WITH (expect='id > 0', on_violation='IGNORE')", "property on_violation = 'IGNORE': must be one of LOG, DROP, "
      "FAIL, PAUSE", 40),
     ("WITH (on_violation='DROP')", "property on_violation = 'DROP': says what a row violating the expectation does; "

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import sqlglot
 from sqlglot import exp
-from sqlglot.errors import ParseError
+from sqlglot.errors import ParseError, TokenError
 
 from ..errors import ValidationError
 from .analyzer import analyze_select
@@ -113,8 +113,10 @@ def expectation(text: object, columns: Sequence[Column], on_violation: OnViolati
         raise ValueError("must be a boolean expression over the query's output columns, such as 'amount > 0'")
     try:
         parsed = _parse(text)
-    except ParseError as e:
+    except (ParseError, TokenError) as e:  # an unclosed quote is a TokenError
         raise ValueError(f"is not an expression: {str(e).splitlines()[0]}") from None
+    except RecursionError:
+        raise ValueError("is nested too deeply to be read") from None
     if len(parsed) != 1 or parsed[0] is None or isinstance(parsed[0], (exp.Query, exp.Command, exp.DDL, exp.DML)):
         raise ValueError("must be one boolean expression, not a statement or several")
     condition = parsed[0]
