@@ -178,50 +178,43 @@ def test_an_error_policy_change_is_an_upgrade_the_validator_names(tmp_path, old,
     assert named is not None or [f.code for f in report.findings] == ["UNCHANGED"]
 
 
-RATES = [
-    # old WITH                            new WITH                                     the change named
-    ("",                                  " WITH (max_files_per_batch=2)",             "max_files_per_batch no limit -> 2"),
-    (" WITH (max_files_per_batch=2)",     " WITH (max_files_per_batch=10)",            "max_files_per_batch 2 -> 10"),
-    (" WITH (max_files_per_batch=2)",     " WITH (max_files_per_batch=2, on_error='PAUSE')", None),
-    (" WITH (max_files_per_batch=2)",     "",                                          None),  # not restated: kept
+#: in-place setting changes the validator names: (old WITH, new WITH, finding code, its kind,
+#: the change named or None)
+SETTING_CHANGES = [
+    ("",                              " WITH (max_files_per_batch=2)",  "RATE_LIMIT_CHANGED", "scaling",
+     "max_files_per_batch no limit -> 2"),
+    (" WITH (max_files_per_batch=2)", " WITH (max_files_per_batch=10)", "RATE_LIMIT_CHANGED", "scaling",
+     "max_files_per_batch 2 -> 10"),
+    (" WITH (max_files_per_batch=2)", " WITH (max_files_per_batch=2, on_error='PAUSE')", "RATE_LIMIT_CHANGED",
+     "scaling", None),
+    (" WITH (max_files_per_batch=2)", "",                               "RATE_LIMIT_CHANGED", "scaling", None),  # kept
+    ("",                              " WITH (expect='cost > 0')",      "EXPECTATION_CHANGED", "data selection",
+     "expectation none -> cost > 0 (on_violation LOG)"),
+    (" WITH (expect='cost > 0')",     " WITH (expect='cost > 0', on_violation='DROP')", "EXPECTATION_CHANGED",
+     "data selection", "expectation cost > 0 (on_violation LOG) -> cost > 0 (on_violation DROP)"),
+    (" WITH (expect='cost > 0')",     "",                               "EXPECTATION_CHANGED", "data selection",
+     "expectation cost > 0 (on_violation LOG) -> none"),
+    (" WITH (expect='cost > 0')",     " WITH (expect='COST > 0')",      "EXPECTATION_CHANGED", "data selection",
+     None),  # the same, read once
 ]
 
 
-@pytest.mark.parametrize("old, new, named", RATES)
-def test_a_rate_limit_change_is_an_in_place_scaling_change_the_validator_names(tmp_path, old, new, named):
+@pytest.mark.parametrize("old, new, code, kind, named", SETTING_CHANGES)
+def test_a_setting_change_is_an_in_place_change_the_validator_names(tmp_path, old, new, code, kind, named):
+    """A rate limit (scaling) and an expectation (data selection) change in place."""
     engine = Engine(f"sqlite:///{tmp_path}/c.db", home=str(tmp_path))
     engine.execute(SOURCES + P.format(old))
     report = engine.validate(P.format(new).replace("CREATE ", "CREATE OR REPLACE ", 1))
     assert report.verdict == "IN_PLACE", report.render()
-    found = [(f.kind, f.message.split(":")[0]) for f in report.findings if f.code == "RATE_LIMIT_CHANGED"]
-    assert found == ([("scaling", named)] if named else []), report.render()
-
-
-EXPECTATIONS = [
-    # old WITH                            new WITH                                     the change named
-    ("",                                  " WITH (expect='cost > 0')",                 "expectation none -> cost > 0 (on_violation LOG)"),
-    (" WITH (expect='cost > 0')",         " WITH (expect='cost > 0', on_violation='DROP')",
-     "expectation cost > 0 (on_violation LOG) -> cost > 0 (on_violation DROP)"),
-    (" WITH (expect='cost > 0')",         "",                                          "expectation cost > 0 (on_violation LOG) -> none"),
-    (" WITH (expect='cost > 0')",         " WITH (expect='COST > 0')",                 None),  # the same, read once
-]
-
-
-@pytest.mark.parametrize("old, new, named", EXPECTATIONS)
-def test_an_expectation_change_is_an_in_place_change_the_validator_names(tmp_path, old, new, named):
-    engine = Engine(f"sqlite:///{tmp_path}/c.db", home=str(tmp_path))
-    engine.execute(SOURCES + P.format(old))
-    report = engine.validate(P.format(new).replace("CREATE ", "CREATE OR REPLACE ", 1))
-    assert report.verdict == "IN_PLACE", report.render()
-    found = [(f.kind, f.message.split(":")[0]) for f in report.findings if f.code == "EXPECTATION_CHANGED"]
-    assert found == ([("data selection", named)] if named else []), report.render()
+    found = [(f.kind, f.message.split(":")[0]) for f in report.findings if f.code == code]
+    assert found == ([(kind, named)] if named else []), report.render()
 
 
 def test_every_trait_and_kind_is_covered():
     from airflow_provider_streamql.upgrades.report import KINDS
     from airflow_provider_streamql.upgrades.rules import RULES
     from airflow_provider_streamql.upgrades.traits import TRAITS
-    covered_codes = {code for *_, codes in PAIRS + KAFKA_PAIRS for code in codes} | {"ERROR_POLICY_CHANGED", "RATE_LIMIT_CHANGED", "EXPECTATION_CHANGED"}  # POLICIES, RATES, EXPECTATIONS
+    covered_codes = {code for *_, codes in PAIRS + KAFKA_PAIRS for code in codes} | {"ERROR_POLICY_CHANGED", "RATE_LIMIT_CHANGED", "EXPECTATION_CHANGED"}  # POLICIES, SETTING_CHANGES
     # MULTIPLE_WRITERS needs an INSERT INTO query; STATE_SCHEMA_INCOMPATIBLE a checkpoint
     # (RECORDED_KEYS below, and against Spark in test_validator_spark)
     assert {rule.code for rule in RULES} <= covered_codes | {"MULTIPLE_WRITERS", "STATE_SCHEMA_INCOMPATIBLE"}
