@@ -2,6 +2,7 @@
 loopback, run from the jars ``scripts/setup`` copied into ``.kafka/broker``
 (``scripts/kafka/broker.pom.xml``), with a throwaway log folder. ``tests/conftest.py``
 starts one per test session, the first time a test asks for it, and stops it at the end.
+:meth:`KafkaBroker.restart` is an outage: the node killed, then started again on its data.
 
 Records go in and come out through a real client (confluent-kafka, librdkafka); each test
 makes its own topics, with unique names.
@@ -112,9 +113,11 @@ class KafkaBroker:
                                     "-c", self.properties], capture_output=True, text=True)
         if formatted.returncode:
             raise BrokerError(f"formatting the broker's storage failed: {formatted.stdout}{formatted.stderr}")
-        return self._launch(timeout)
+        return self.start_again(timeout)
 
-    def _launch(self, timeout: float) -> KafkaBroker:
+    def start_again(self, timeout: float = 120) -> KafkaBroker:
+        """Start the node on its storage as it was (not formatted), on the same port; return
+        once it answers for its metadata."""
         # with the tests' process gone (killed, say), the kernel stops the broker too
         parent_death = ["setpriv", "--pdeathsig", "KILL"] if shutil.which("setpriv") else []
         with open(os.path.join(self.folder, "stdout.log"), "a") as out:
@@ -138,13 +141,15 @@ class KafkaBroker:
         """An outage: the node stopped with ``sig`` (SIGKILL: a crash, no controlled shutdown),
         ``down`` seconds without it, then started again on its data and port (not formatted);
         returns once it answers, with the seconds it took to come back."""
-        self._halt(sig)
+        self.halt(sig)
         time.sleep(down)
         began = time.monotonic()
-        self._launch(timeout)
+        self.start_again(timeout)
         return time.monotonic() - began
 
-    def _halt(self, sig: int) -> None:
+    def halt(self, sig: int = signal.SIGKILL) -> None:
+        """Stop the node's process with ``sig`` (SIGTERM: a controlled shutdown), keeping its
+        storage and port for :meth:`start_again`."""
         if self.process is not None and self.process.poll() is None:
             os.killpg(self.process.pid, sig)
             try:
@@ -154,7 +159,7 @@ class KafkaBroker:
                 self.process.wait()
 
     def stop(self) -> None:
-        self._halt(signal.SIGTERM)
+        self.halt(signal.SIGTERM)
         shutil.rmtree(self.folder, ignore_errors=True)
 
     def tail(self, lines: int = 30) -> str:
