@@ -14,7 +14,12 @@ step down by itself), ``catalog`` (PostgreSQL stopped in immediate mode for a fe
 rolled back, then one that runs), ``snapshot`` (SNAPSHOT of the stateful queries),
 ``poison`` (a bad record between good ones, read by a query under each error policy: the held
 ones are resumed with SKIP BAD RECORDS; the record must reach each one's dead-letter stream
-once). Each kind comes once before any comes twice, and each comes at least once. The time to recover after a fault runs
+once), ``broker`` (the Kafka broker killed with SIGKILL, a few seconds without it, then
+started again on its data: with it among the faults the soak runs a broker of its own, the
+feeder produces each record to a Kafka topic too, through a real idempotent producer, and two
+queries read that topic, one into a file stream, one into a topic produced exactly once,
+which must each hold every record once, the topic as a read_committed consumer reads it).
+Each kind comes once before any comes twice, and each comes at least once. The time to recover after a fault runs
 from its end until every query is RUNNING and has committed every record written before that
 end. Figures: docs/reliability.md.
 """
@@ -22,6 +27,7 @@ end. Figures: docs/reliability.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import glob
 import json
@@ -41,14 +47,18 @@ from collections.abc import Callable
 from airflow_provider_streamql.conditions import CaughtUp
 from airflow_provider_streamql.engine import Engine
 from airflow_provider_streamql.errors import StateError
+from airflow_provider_streamql.runtime import kafka_connector
+from airflow_provider_streamql.runtime.kafka import CONF_PREFIX
 from airflow_provider_streamql.storage import topics
 
 try:
     from bench import chaos_checks as checks
+    from bench.broker import REPO, KafkaBroker
 except ImportError:  # run as a script, without the repository on the path
     import chaos_checks as checks  # type: ignore[no-redef]
+    from broker import REPO, KafkaBroker  # type: ignore[no-redef]
 
-FAULTS = ("kill", "freeze", "catalog", "pause", "upgrade", "snapshot", "poison")
+FAULTS = ("kill", "freeze", "catalog", "pause", "upgrade", "snapshot", "poison", "broker")
 
 PIPELINE = """
 CREATE STREAM orders (id INT KEY, user STRING, amount DOUBLE, ts TIMESTAMP) WITH (timestamp='ts');
@@ -75,6 +85,16 @@ RUNNING = tuple(
     f"CREATE OR REPLACE STREAM big AS SELECT id, user, amount, ts FROM orders WHERE amount >= {t}"
     for t in ("50.0", "50")
 )  # the same filter, written two ways: each upgrade a new version
+
+#: queries over a Kafka topic the feeder produces to, for the ``broker`` fault: one into a file
+#: stream, one into a topic written exactly once ({events}, {once}: the topics' names)
+KAFKA = (
+    "SET 'auto.offset.reset' = 'earliest';"
+    "CREATE STREAM events (id INT KEY, n INT) WITH (kafka_topic='{events}');"
+    "CREATE STREAM events_copy AS SELECT id, n FROM events;"
+    "SET 'processing.guarantee' = 'exactly_once_v2';"
+    "CREATE STREAM events_once WITH (kafka_topic='{once}') AS SELECT id, n FROM events PARTITION BY id;"
+)
 
 PG_BIN = os.environ.get("STREAMQL_PG_BIN") or max(
     glob.glob("/usr/lib/postgresql/*/bin"),
@@ -137,8 +157,8 @@ class Runtimes:
     """Two `streamql runtime` processes of the pipeline, each restarted when it exits (as a
     supervisor would); ``held`` pauses that for a runtime a fault owns."""
 
-    def __init__(self, env: dict[str, str], logs: str, lease_ttl: float):
-        self.env, self.logs, self.lease_ttl = env, logs, lease_ttl
+    def __init__(self, env: dict[str, str], logs: str, lease_ttl: float, conf: tuple[str, ...] = ()):
+        self.env, self.logs, self.lease_ttl, self.conf = env, logs, lease_ttl, conf
         self.procs: list[subprocess.Popen] = []
         self.exits: list[tuple[int, int | None]] = []  # (slot, exit code) of exits no fault made
         self.lock = threading.RLock()  # a kill and its restart are one step to the supervisor
@@ -162,6 +182,7 @@ class Runtimes:
                 "30",
                 "--conf",
                 "spark.ui.enabled=false",
+                *self.conf,
             ],
             env=self.env,
             stdout=log,
@@ -210,13 +231,30 @@ class Runtimes:
 
 class Feeder(threading.Thread):
     """Appends ``rate`` records a second to the orders topic, a file every quarter second, as a
-    producer would: straight to the topic, never through the catalog (which a fault stops)."""
+    producer would: straight to the topic, never through the catalog (which a fault stops).
+    With a Kafka topic, each record is produced to it too (key: its id), by a producer that
+    keeps what it could not deliver yet while the broker is down."""
 
-    def __init__(self, engine: Engine, rate: float):
+    def __init__(self, engine: Engine, rate: float, kafka: KafkaBroker | None = None, topic: str = ""):
         super().__init__(daemon=True)
         src = engine.catalog.source("ORDERS")
         self.path, self.format, self.columns = src.path, src.format, src.columns
         self.rate, self.stopping, self.fed = rate, threading.Event(), 0
+        self.topic, self.undelivered = topic, []  # the broker's answers to records it refused
+        if kafka is not None:
+            from confluent_kafka import Producer
+
+            # log_level 2: not a line a second per refused connection while the broker is down
+            # (a record it could not deliver is said at the end, by the delivery reports)
+            self.producer = Producer({"bootstrap.servers": kafka.bootstrap, "enable.idempotence": True, "log_level": 2})
+
+    def _report(self, error, message) -> None:
+        if error:
+            self.undelivered.append(f"{message.key().decode()}: {error}")
+
+    def flush(self) -> int:
+        """Records the producer still holds after waiting for their delivery."""
+        return self.producer.flush(60) if self.topic else 0
 
     def run(self) -> None:
         owed = 0.0
@@ -226,6 +264,11 @@ class Feeder(threading.Thread):
             if n:
                 rows = [checks.Order(i).row() for i in range(self.fed + 1, self.fed + n + 1)]
                 topics.append(self.path, self.format, self.columns, rows)
+                for row in rows if self.topic else ():
+                    self.producer.produce(
+                        self.topic, key=str(row["id"]), value=json.dumps({"n": 1}), on_delivery=self._report
+                    )
+                    self.producer.poll(0)
                 self.fed += n
 
 
@@ -251,6 +294,8 @@ class Soak:
         self.pills: list[int] = []  # ids of the good records of the pills stream
         self.poisoned: list[str] = []  # the bad records' text, each with a mark of its own
         self.stale: list[checks.Verdict] = []  # whether each frozen lease holder stepped down
+        self.kafka: KafkaBroker | None = None  # the soak's own broker, with the ``broker`` fault
+        self.events, self.once = "chaos-events", "chaos-events-once"
 
     # -- the control plane, as an operator or Airflow would drive it -------------------------
     def issue(self, sql: str) -> list:
@@ -343,6 +388,30 @@ class Soak:
         self.pg.start()
         return f"down {down:.1f}s"
 
+    def broker(self) -> str:
+        assert self.kafka is not None
+        down = self.rng.uniform(3, 10)
+        seen: dict[tuple[str, str, str | None], float] = {}  # (query, state, error) -> seconds in, when first seen
+        began, stopping = time.monotonic(), threading.Event()
+
+        def watch() -> None:  # what a user sees of the Kafka queries meanwhile (SHOW QUERIES, DESCRIBE)
+            while not stopping.wait(0.5):
+                for q in (q for q in self.query_ids if "EVENTS" in q):
+                    with contextlib.suppress(Exception):  # the catalog may be down too
+                        seen.setdefault((q, self.engine.state(q), self.engine.query(q).error), time.monotonic() - began)
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        try:
+            back = self.kafka.restart(down, signal.SIGKILL)
+        finally:
+            stopping.set()
+            watcher.join()
+        shown = "; ".join(
+            f"{at:.1f}s {q} {state}{f': {error}' if error else ''}" for (q, state, error), at in seen.items()
+        )
+        return f"SIGKILL, down {down:.1f}s, answering {back:.1f}s after its start; seen: {shown}"
+
     def pause(self) -> str:
         self.issue("PAUSE ALL")
         self.wait(lambda: all(self.engine.state(q) == "PAUSED" for q in self.query_ids), 120, "PAUSE ALL")
@@ -399,19 +468,31 @@ class Soak:
     def run(self) -> dict:
         s = self.settings
         self.pg.start()
-        self.engine = Engine(self.pg.url, home=self.home, issuer="chaos")
-        results = self.issue(PIPELINE + (PILLS if "poison" in s.faults else ""))
+        conf: tuple[str, ...] = ()
+        if "broker" in s.faults:
+            self.kafka = KafkaBroker().start()
+            self.kafka.create_topic(self.events, partitions=2)
+            self.kafka.create_topic(self.once, partitions=2)
+            conf = ("--conf", f"{CONF_PREFIX}bootstrap.servers={self.kafka.bootstrap}")
+        bootstrap = self.kafka.bootstrap if self.kafka else None
+        self.engine = Engine(self.pg.url, home=self.home, issuer="chaos", kafka_bootstrap_servers=bootstrap)
+        results = self.issue(
+            PIPELINE
+            + (PILLS if "poison" in s.faults else "")
+            + (KAFKA.format(events=self.events, once=self.once) if self.kafka else "")
+        )
         self.query_ids = [r.query_id for r in results if r.query_id]
         users = self.engine.catalog.source("USERS")
         topics.append(
             users.path, users.format, users.columns, [{"user": u, "region": r} for u, r in checks.REGIONS.items()]
         )
         env = {**os.environ, "STREAMQL_HOME": self.home, "STREAMQL_CATALOG": self.pg.url, "PYTHONUNBUFFERED": "1"}
-        self.runtimes = Runtimes(env, self.root, s.lease_ttl)
+        env.setdefault(kafka_connector.JARS_ENV, os.path.join(REPO, ".kafka", "connector"))  # as the tests
+        self.runtimes = Runtimes(env, self.root, s.lease_ttl, conf)
         self.runtimes.start(0)
         self.runtimes.start(1)
         threading.Thread(target=self.runtimes.supervise, daemon=True).start()
-        feeder = Feeder(self.engine, s.rate)
+        feeder = self.feeder = Feeder(self.engine, s.rate, self.kafka, self.events if self.kafka else "")
         feeder.start()
         first = self.rng.sample(s.faults, len(s.faults))
         began = time.monotonic()
@@ -442,6 +523,8 @@ class Soak:
             self.runtimes.stop()
             self.engine.close()
             self.pg.stop()
+            if self.kafka is not None:
+                self.kafka.stop()
             shutil.rmtree(self.pg.data, ignore_errors=True)
         return self.summary(time.monotonic() - began, feeder.fed, catch_up, verdicts)
 
@@ -470,6 +553,8 @@ class Soak:
         )
         if "poison" in self.settings.faults:
             verdicts += self.check_pills()
+        if self.kafka is not None:
+            verdicts += self.check_kafka(fed)
         holders = self.engine.catalog.leases.holders()
         live = {r["id"] for r in self.engine.runtimes("default")}
         for query_id in self.query_ids:
@@ -501,6 +586,31 @@ class Soak:
             dead = [json.loads(r[0])["id"] for r in self.read(f"SELECT raw FROM {query}_DLQ")] if self.poisoned else []
             verdicts.append(checks.exactly_once(f"{query}_DLQ", set(self.poisoned), dead))
         return verdicts
+
+    def check_kafka(self, fed: int) -> list[checks.Verdict]:
+        """The records produced to the events topic, each once in the file stream and in the
+        exactly-once topic as a read_committed consumer reads it."""
+        assert self.kafka is not None
+        held = self.feeder.flush()
+        problems = self.feeder.undelivered + ([f"{held} never delivered"] if held else [])
+        wanted = set(range(1, fed + 1))
+        # the last batch's commit marker is written a moment after its commit returns
+        kafka = self.kafka
+        self.wait(
+            lambda: kafka.end_offsets(self.once) == kafka.end_offsets(self.once, "read_uncommitted"),
+            60,
+            f"no transaction open on {self.once}",
+        )
+        once = [int(k) for k, *_ in kafka.read_to_end(self.once)]
+        return [
+            checks.Verdict(
+                "events: the producer delivered every record",
+                not problems,
+                "; ".join(problems[:10]) or f"{fed} records",
+            ),
+            checks.exactly_once("events_copy", wanted, (r[0] for r in self.read("SELECT id FROM events_copy"))),
+            checks.exactly_once("events_once (read_committed)", wanted, once),
+        ]
 
     def read(self, sql: str) -> list:
         return self.engine.execute(sql)[0].rows

@@ -2,6 +2,7 @@
 loopback, run from the jars ``scripts/setup`` copied into ``.kafka/broker``
 (``scripts/kafka/broker.pom.xml``), with a throwaway log folder. ``tests/conftest.py``
 starts one per test session, the first time a test asks for it, and stops it at the end.
+:meth:`KafkaBroker.restart` is an outage: the node killed, then started again on its data.
 
 Records go in and come out through a real client (confluent-kafka, librdkafka); each test
 makes its own topics, with unique names.
@@ -112,9 +113,14 @@ class KafkaBroker:
                                     "-c", self.properties], capture_output=True, text=True)
         if formatted.returncode:
             raise BrokerError(f"formatting the broker's storage failed: {formatted.stdout}{formatted.stderr}")
+        return self.start_again(timeout)
+
+    def start_again(self, timeout: float = 120) -> KafkaBroker:
+        """Start the node on its storage as it was (not formatted), on the same port; return
+        once it answers for its metadata."""
         # with the tests' process gone (killed, say), the kernel stops the broker too
         parent_death = ["setpriv", "--pdeathsig", "KILL"] if shutil.which("setpriv") else []
-        with open(os.path.join(self.folder, "stdout.log"), "w") as out:
+        with open(os.path.join(self.folder, "stdout.log"), "a") as out:
             self.process = subprocess.Popen([*parent_death, *self.command, "kafka.Kafka", self.properties],
                                             stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + timeout
@@ -131,14 +137,29 @@ class KafkaBroker:
                     raise BrokerError(f"the Kafka broker did not answer within {timeout:.0f} s: {self.tail()}") from e
                 time.sleep(0.5)
 
-    def stop(self) -> None:
+    def restart(self, down: float = 0.0, sig: int = signal.SIGKILL, timeout: float = 120) -> float:
+        """An outage: the node stopped with ``sig`` (SIGKILL: a crash, no controlled shutdown),
+        ``down`` seconds without it, then started again on its data and port (not formatted);
+        returns once it answers, with the seconds it took to come back."""
+        self.halt(sig)
+        time.sleep(down)
+        began = time.monotonic()
+        self.start_again(timeout)
+        return time.monotonic() - began
+
+    def halt(self, sig: int = signal.SIGKILL) -> None:
+        """Stop the node's process with ``sig`` (SIGTERM: a controlled shutdown), keeping its
+        storage and port for :meth:`start_again`."""
         if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
+            os.killpg(self.process.pid, sig)
             try:
                 self.process.wait(30)
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
+
+    def stop(self) -> None:
+        self.halt(signal.SIGTERM)
         shutil.rmtree(self.folder, ignore_errors=True)
 
     def tail(self, lines: int = 30) -> str:
