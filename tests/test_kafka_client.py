@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 
+from airflow_provider_streamql.engine import Engine
 from airflow_provider_streamql.errors import StateError
-from airflow_provider_streamql.storage import kafka_client
+from airflow_provider_streamql.storage import kafka_client, kafka_topics
 
 JAAS_PLAIN = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="app" password="s3\\"cr;t";'
 JAAS_SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule required username='app' password='pw';"
@@ -73,3 +76,33 @@ def test_a_producer_and_consumer_made_from_java_settings_talk_to_the_broker(kafk
         assert message is not None and (message.key(), message.value()) == (b"k", b'{"v": 1}')
     finally:
         consumer.close()
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # closed again on leaving: nothing listens there
+
+
+@pytest.mark.parametrize(
+    "bootstrap, note",
+    [
+        (None, "no Kafka bootstrap servers given: lag in records is not known"),
+        ("127.0.0.1:{port}", "cannot reach Kafka at 127.0.0.1:{port} (asked for topic 'ev1'): "),
+    ],
+)
+def test_a_listing_says_why_a_lag_on_kafka_is_not_known(bootstrap, note, sqlite_url, home, monkeypatch, capfd):
+    """`streamql queries` while the broker is down (or none is given): each query over a topic
+    says why its lag is unknown, naming where Kafka was looked for; the broker is asked once
+    for the whole listing (the second topic's query names the first topic asked), and
+    librdkafka's own log lines stay off the command's standard error."""
+    monkeypatch.setattr(kafka_topics, "REQUEST_SECONDS", 1.0)  # a refused connection waits out the timeout
+    port = _closed_port()
+    engine = Engine(sqlite_url, home=home, kafka_bootstrap_servers=bootstrap and bootstrap.format(port=port))
+    engine.execute("CREATE STREAM ev1 (id INT KEY) WITH (kafka_topic='ev1'); CREATE STREAM a AS SELECT * FROM ev1;"
+                   "CREATE STREAM ev2 (id INT KEY) WITH (kafka_topic='ev2'); CREATE STREAM b AS SELECT * FROM ev2")
+    rows = engine.queries()
+    engine.close()
+    assert [(r["lag_records"], r["lag_note"][:len(note.format(port=port))]) for r in rows] == \
+        [(None, note.format(port=port))] * 2
+    assert "rdkafka" not in capfd.readouterr().err

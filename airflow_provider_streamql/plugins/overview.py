@@ -38,6 +38,7 @@ def query_list(engine: Engine) -> list[dict[str, Any]]:
                 "last_batch_at": progress.last_batch_at if progress else None,
                 "lag_files": row["lag_files"],
                 "lag_records": row["lag_records"],
+                "lag_note": row["lag_note"],  # why a lag is not known (a broker not reachable)
                 "actions": actions(query.desired_state) + (["skip"] if held(engine, query, row) else []),
                 "shadow_of": query.settings.get("shadow_of"),  # a shadow version (docs/upgrades.md)
                 "expectation": row["expectation"],  # with its counts (docs/language.md, "Expectations")

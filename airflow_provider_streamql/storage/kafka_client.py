@@ -13,6 +13,7 @@ what it does not know.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -22,6 +23,12 @@ from . import kafka_properties
 
 #: the extra that installs the Python Kafka client
 EXTRA = "airflow-provider-streamql[kafka]"
+
+#: librdkafka's own log lines ("Connect to ... failed", once a second while a broker is down):
+#: into the runtime's log through Python's logging, never raw onto a command's standard error,
+#: where what failed is said once, as the command's error
+CLIENT_LOG = logging.getLogger("streamql.kafka.client")
+CLIENT_LOG.addHandler(logging.NullHandler())
 
 #: Java-only settings with no meaning for a Python client: dropped (serializers are the
 #: Java client's; streamql encodes records itself)
@@ -114,7 +121,7 @@ def require():
 
 def _client(kind: str, settings: Mapping[str, str], overrides: Mapping[str, Any]):
     confluent_kafka = require()
-    config: dict[str, Any] = {**client_config(settings), **overrides}
+    config: dict[str, Any] = {**client_config(settings), "logger": CLIENT_LOG, **overrides}
     try:
         if kind == "AdminClient":
             import confluent_kafka.admin

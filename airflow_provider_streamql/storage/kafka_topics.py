@@ -143,7 +143,7 @@ def offsets_for_time(settings: KafkaSettings, topic: str, timestamp_ms: int) -> 
         try:
             found = consumer.offsets_for_times(asked, timeout=REQUEST_SECONDS) if asked else []
         except KafkaException as e:
-            raise StateError(f"cannot reach Kafka for topic {topic!r}: {settings.mask(str(e.args[0].str()))}") from None
+            raise _unreachable(settings, topic, e) from None
         return {tp.partition: tp.offset if tp.offset >= 0 else ranges[tp.partition][1] for tp in found}
     finally:
         consumer.close()
@@ -223,7 +223,13 @@ def _watermarks(consumer: Any, settings: KafkaSettings, topic: str) -> dict[int,
             for p in sorted(found.partitions)
         }
     except KafkaException as e:
-        raise StateError(f"cannot reach Kafka for topic {topic!r}: {settings.mask(str(e.args[0].str()))}") from None
+        raise _unreachable(settings, topic, e) from None
+
+
+def _unreachable(settings: KafkaSettings, topic: str, error: Exception) -> StateError:
+    """The error of a broker that did not answer: where it was looked for and what for."""
+    why = settings.mask(str(error.args[0].str() if error.args else error))
+    return StateError(f"cannot reach Kafka at {settings.bootstrap_servers} (asked for topic {topic!r}): {why}")
 
 
 def _kafka_exception() -> type[Exception]:

@@ -89,10 +89,36 @@ def lag_files(catalog: Catalog, query: QueryInfo) -> int | None:
     return None if query.desired_state == DesiredState.TERMINATED else unprocessed_files(catalog, query)
 
 
-def query_lag(catalog: Catalog, query: QueryInfo, kafka: KafkaSettings | None = None) -> Lag:
+class TopicRanges:
+    """The offset ranges of Kafka topics, as asked of the broker during one look at many
+    queries (a listing, a scrape): each topic asked once, and once the broker could not be
+    reached, not asked again, since each ask waits out its timeout (``streamql queries``
+    during an outage takes one timeout, not one per query)."""
+
+    def __init__(self, kafka: KafkaSettings):
+        self.kafka = kafka
+        self._ranges: dict[str, dict[int, tuple[int, int]]] = {}
+        self._unreachable: StreamQLError | None = None
+
+    def __call__(self, topic: str) -> dict[int, tuple[int, int]]:
+        if self._unreachable is not None:
+            raise self._unreachable
+        if topic not in self._ranges:
+            try:
+                self._ranges[topic] = kafka_topics.offset_ranges(self.kafka, topic)
+            except StreamQLError as e:
+                self._unreachable = e
+                raise
+        return self._ranges[topic]
+
+
+def query_lag(
+    catalog: Catalog, query: QueryInfo, kafka: KafkaSettings | None = None, ranges: TopicRanges | None = None
+) -> Lag:
     """The query's lag: in files and their records on its file topics, in records on its
     Kafka topics (end offsets minus the position of its last committed batch, asked of the
-    broker: only with ``kafka`` given). A terminated query has none."""
+    broker: only with ``kafka`` given; ``ranges``: what a look at other queries already
+    asked). A terminated query has none."""
     if query.desired_state == DesiredState.TERMINATED:
         return Lag(None, None)
     try:
@@ -109,12 +135,12 @@ def query_lag(catalog: Catalog, query: QueryInfo, kafka: KafkaSettings | None = 
     if on_kafka:
         if kafka is None or not kafka.given:
             return Lag(files, None, "no Kafka bootstrap servers given: lag in records is not known", waiting_since)
-        on_topics = 0
+        on_topics, ranges = 0, ranges or TopicRanges(kafka)
         for name in on_kafka:
             source = catalog.source(name)
             topic = str(source.kafka_topic if source is not None else name)
             try:
-                group = consumer_offsets(query, topic, kafka_topics.offset_ranges(kafka, topic))
+                group = consumer_offsets(query, topic, ranges(topic))
             except StreamQLError as e:
                 return Lag(files, None, e.message, waiting_since)
             if group.note is not None:

@@ -28,6 +28,7 @@ QUERY_COLUMNS = [
     "rows_per_sec",
     "lag_files",
     "lag_records",
+    "lag_note",
     "stuck",
     "state_rows",
     "state_bytes",
@@ -108,10 +109,11 @@ def query_rows(
     leases = catalog.leases.holders(conn)
     bad = catalog.bad_records.counts(conn)
     rows = []
+    ranges = lag.TopicRanges(kafka) if kafka is not None and kafka.given else None
     for q in queries:
         p = catalog.observed.progress(q.id, conn)
         state = shown_state(q, leases.get(q.id))
-        behind = lag.query_lag(catalog, q, kafka)
+        behind = lag.query_lag(catalog, q, kafka, ranges)
         rows.append(
             {
                 "query_id": q.id,
@@ -126,6 +128,8 @@ def query_rows(
                 "rows_per_sec": round(p.rows_per_second, 1) if p and state == QueryState.RUNNING else None,
                 "lag_files": behind.files,
                 "lag_records": behind.records,
+                # why a lag is not known (a Kafka broker that cannot be reached, say)
+                "lag_note": behind.note,
                 "stuck": stuck(q, state, behind, p.last_batch_at if p else None, now, stuck_after),
                 "state_rows": p.state_rows if p else None,
                 "state_bytes": p.state_bytes if p else None,
