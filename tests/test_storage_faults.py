@@ -89,7 +89,10 @@ def test_an_in_place_upgrade_stops_the_old_version_after_its_in_flight_batch(sql
     assert [s.batch_id for s in upgrade] == [in_flight]
     query = engine.query("CSAS_BIG_1")
     assert (query.observed_state, query.error) == (QueryState.RUNNING, None)
-    assert [v["outcome"] for v in engine.catalog.versions("CSAS_BIG_1")] == ["REPLACED", "ACTIVE"]
+    # version 2 is ACTIVE at the runtime's next pass after its first committed batch (its
+    # readiness), which may come just after the caught-up wait returns
+    wait_until(lambda: [v["outcome"] for v in engine.catalog.versions("CSAS_BIG_1")] == ["REPLACED", "ACTIVE"],
+               60, "version 1 REPLACED and version 2 ACTIVE")
     assert stray_files(checkpoint, sink) == []
 
 
