@@ -597,7 +597,7 @@ class Soak:
         # the last batch's commit marker is written a moment after its commit returns
         kafka = self.kafka
         self.wait(
-            lambda: kafka.end_offsets(self.once) == kafka.end_offsets(self.once, "read_uncommitted"),
+            lambda: not kafka.transaction_open(self.once),
             60,
             f"no transaction open on {self.once}",
         )

@@ -271,6 +271,11 @@ class KafkaBroker:
         finally:
             consumer.close()
 
+    def transaction_open(self, topic: str) -> bool:
+        """A transaction holds records in ``topic`` that read_committed consumers cannot see
+        yet (its commit marker, written a moment after the commit returns, not there yet)."""
+        return self.end_offsets(topic, "read_uncommitted") > self.end_offsets(topic)
+
     def records_in(self, topic: str) -> int:
         """How many records ``topic`` holds: the sum of its partitions' end offsets (a
         transaction's markers count too), read from the broker with no wait for more."""
@@ -322,3 +327,6 @@ class Topics:
 
     def end_offsets(self, topic: str, isolation: str = "read_committed") -> int:
         return self.broker.end_offsets(topic, isolation)
+
+    def transaction_open(self, topic: str) -> bool:
+        return self.broker.transaction_open(topic)

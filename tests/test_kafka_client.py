@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 
 from airflow_provider_streamql.engine import Engine
 from airflow_provider_streamql.errors import StateError
 from airflow_provider_streamql.storage import kafka_client, kafka_topics
+
+from .conftest import _free_port
 
 JAAS_PLAIN = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="app" password="s3\\"cr;t";'
 JAAS_SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule required username='app' password='pw';"
@@ -78,12 +78,6 @@ def test_a_producer_and_consumer_made_from_java_settings_talk_to_the_broker(kafk
         consumer.close()
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]  # closed again on leaving: nothing listens there
-
-
 @pytest.mark.parametrize(
     "bootstrap, note",
     [
@@ -97,7 +91,7 @@ def test_a_listing_says_why_a_lag_on_kafka_is_not_known(bootstrap, note, sqlite_
     for the whole listing (the second topic's query names the first topic asked), and
     librdkafka's own log lines stay off the command's standard error."""
     monkeypatch.setattr(kafka_topics, "REQUEST_SECONDS", 1.0)  # a refused connection waits out the timeout
-    port = _closed_port()
+    port = _free_port()  # closed again once found: nothing listens there
     engine = Engine(sqlite_url, home=home, kafka_bootstrap_servers=bootstrap and bootstrap.format(port=port))
     engine.execute("CREATE STREAM ev1 (id INT KEY) WITH (kafka_topic='ev1'); CREATE STREAM a AS SELECT * FROM ev1;"
                    "CREATE STREAM ev2 (id INT KEY) WITH (kafka_topic='ev2'); CREATE STREAM b AS SELECT * FROM ev2")

@@ -98,7 +98,7 @@ class Pipeline:
 
     def transaction_open(self) -> bool:
         """A transaction holds records in the output that read_committed consumers cannot see yet."""
-        return self.topics.end_offsets(self.out, "read_uncommitted") > self.topics.end_offsets(self.out)
+        return self.topics.transaction_open(self.out)
 
     def committed(self) -> int:
         return last_committed_batch(self.checkpoint)
