@@ -569,6 +569,7 @@ class Soak:
                         query.running_version,
                         holders.get(query_id, {}).get("runtime_id") in live,
                         tuple(v["outcome"] for v in self.engine.catalog.versions(query_id)),
+                        query.error,
                     )
                 )
             )

@@ -119,6 +119,7 @@ class QueryAtEnd:
     running_version: int | None
     holder_alive: bool  # its lease is held by a runtime that heartbeats
     outcomes: tuple[str | None, ...]  # each version's outcome, oldest first
+    error: str | None = None  # the error the catalog holds for it, named when it is not where it should be
 
 
 #: the outcomes a version may be left with (None: the one in its readiness window)
@@ -130,7 +131,9 @@ def explained(query: QueryAtEnd) -> Verdict:
     runtime, and each of its versions has an outcome the catalog gives versions."""
     problems = []
     if query.shown != query.desired:
-        problems.append(f"shown {query.shown}, desired {query.desired}")
+        problems.append(
+            f"shown {query.shown}, desired {query.desired}" + (f" (error: {query.error})" if query.error else "")
+        )
     if query.desired == "RUNNING" and not query.holder_alive:
         problems.append("no live runtime holds its lease")
     if query.running_version != query.version:

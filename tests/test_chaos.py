@@ -3,6 +3,9 @@ kill -9, a frozen lease holder and a catalog restart, every output checked."""
 
 from __future__ import annotations
 
+import glob
+import os
+
 import pytest
 
 from bench import chaos
@@ -94,5 +97,19 @@ def test_a_short_soak_loses_and_doubles_nothing(tmp_path):
         root=str(tmp_path / "soak"),
     )
     summary = chaos.Soak(settings).run()
-    assert summary["passed"], chaos.report(summary)
+    assert summary["passed"], chaos.report(summary) + "\n" + _runtime_events(settings.root)
     assert {f["kind"] for f in summary["history"]} == {"kill", "freeze", "catalog"}
+
+
+def _runtime_events(root: str) -> str:
+    """What the runtimes logged of their queries' states and failures, but the catalog outage's
+    retries (the logs go with tmp_path)."""
+    lines = []
+    for log in sorted(glob.glob(os.path.join(root, "runtime-*.log"))):
+        with open(log, errors="replace") as f:
+            lines += [
+                f"{os.path.basename(log)}: {line.rstrip()[-400:]}"
+                for line in f
+                if " streamql.runtime " in line and "failed; retrying" not in line
+            ]
+    return "\n".join(lines[-80:])
