@@ -13,7 +13,8 @@ import pytest
 from airflow_provider_streamql.catalog.states import QueryState
 from airflow_provider_streamql.storage import topics
 from airflow_provider_streamql.storage.checkpoints import INTERRUPTED_WRITE, last_committed_batch
-from airflow_provider_streamql.storage.faults import Damage, damage_report
+from airflow_provider_streamql.storage.faults import Damage, damage_report, dead_letter_damage_report
+from airflow_provider_streamql.storage.layout import dead_letter_checkpoint
 
 from .support import CLI, insert, stream_rows, table, wait_until
 
@@ -128,6 +129,12 @@ DAMAGED = [
     (lambda c: os.path.join(c, "metadata"), truncate),
 ]
 
+#: the same for the dead-letter companion's checkpoint (its logs: it keeps no state)
+DAMAGED_DEAD_LETTERS = [
+    (lambda c: newest(os.path.join(c, "offsets")), truncate),
+    (lambda c: newest(os.path.join(c, "commits")), garble),
+]
+
 PIPELINE = "CREATE STREAM src (id INT, v INT); CREATE TABLE totals AS SELECT id % 2 AS k, COUNT(*) AS n FROM src GROUP BY id % 2;"
 QUERY = "CTAS_TOTALS_1"
 
@@ -164,6 +171,26 @@ def test_a_damaged_checkpoint_file_is_named_with_its_remedy_and_nothing_is_read_
         with open(path, "wb") as f:  # put back, as from a backup
             f.write(whole)
 
+    # the dead-letter companion's checkpoint (LOG_AND_CONTINUE, the default): named, not retried, and
+    # no RESTORE (snapshots hold the query's checkpoint alone); put back, the query goes on
+    companion = dead_letter_checkpoint(checkpoint)
+    for where, damage in DAMAGED_DEAD_LETTERS:
+        path = where(companion)
+        with open(path, "rb") as f:
+            whole = f.read()
+        damage(path)
+        engine.execute(f"RESUME {QUERY}")
+        wait_until(lambda: engine.query(QUERY).observed_state == QueryState.ERROR, 60, f"ERROR on {path}")
+        failed = engine.query(QUERY)
+        named = os.path.relpath(path, os.path.dirname(checkpoint))
+        assert (QUERY in failed.error and repr(named) in failed.error and "dead-letter checkpoint" in failed.error
+                and "RESTORE" not in failed.error and failed.retry_at is None), failed.error
+        assert (last_committed_batch(checkpoint), table(engine, "totals")) == (committed, before)
+        engine.execute(f"PAUSE {QUERY}")
+        engine.wait_for_state(QUERY, "PAUSED", timeout=60)
+        with open(path, "wb") as f:
+            f.write(whole)
+
     # the remedy it names: the snapshot, then the later batch read again, each record once
     garble(DAMAGED[0][0](checkpoint))
     engine.execute(f"RESTORE {QUERY} TO SNAPSHOT 1")
@@ -180,6 +207,15 @@ def test_without_a_snapshot_the_remedy_is_a_backup_or_a_rebuild():
     assert (
         "query CSAS_X_1" in report and "'commits/7'" in report and "no snapshot" in report and "RESTORE" not in report
     )
+
+
+def test_a_damaged_dead_letter_checkpoint_is_named_beside_the_query_s_with_no_restore():
+    report = dead_letter_damage_report(
+        "CSAS_X_1",
+        Damage("/h/checkpoints/CSAS_X_1.dead_letters/offsets/3", "truncated"),
+        "/h/checkpoints/CSAS_X_1",
+    )
+    assert "query CSAS_X_1" in report and "'CSAS_X_1.dead_letters/offsets/3'" in report and "RESTORE" not in report
 
 
 #: the largest file the runtime of the full-disk test may write (RLIMIT_FSIZE): above its

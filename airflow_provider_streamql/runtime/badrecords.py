@@ -107,6 +107,11 @@ class RecordGuard:
         record has to be told apart from the others (none skipped)."""
         return self.policy in ("FAIL", "PAUSE") and not self.skipped
 
+    @property
+    def sends_dead_letters(self) -> bool:
+        """Whether a companion query sends the bad records to the dead-letter stream."""
+        return self.policy == "LOG_AND_CONTINUE"
+
     def apply(self, df: DataFrame, src: SourceInfo) -> DataFrame:
         return guard(df, src, self.query_id, self.policy, self.skipped)
 

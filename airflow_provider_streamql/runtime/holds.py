@@ -122,7 +122,7 @@ class Holds:
     ) -> StreamingQuery | None:
         """Under LOG_AND_CONTINUE: start the companion query sending the query's bad records
         to its dead-letter stream (None otherwise, or when no source is checked)."""
-        if guard.policy != "LOG_AND_CONTINUE":
+        if not guard.sends_dead_letters:
             return None
         return start_dead_letter_query(self.spark, query, plan, sources, DeadLetterWriter(self.catalog, query, sources))
 

@@ -19,7 +19,8 @@ from pyspark.sql.streaming import StreamingQuery
 from ..catalog import Catalog, QueryInfo, SourceInfo
 from ..errors import CheckpointDamaged, StateError
 from ..storage.checkpoints import last_planned_batch, remove_interrupted_writes
-from ..storage.faults import damage_report, find_damage, newest_whole_snapshot
+from ..storage.faults import damage_report, dead_letter_damage_report, find_damage, newest_whole_snapshot
+from ..storage.layout import dead_letter_checkpoint
 from . import kafka
 from .connectors import Frames, start_query
 from .holds import Holds
@@ -90,6 +91,10 @@ class SparkQueries:
         plan = query.plan
         replays = last_planned_batch(query.checkpoint)
         guard = self.holds.guard(query)
+        if guard.sends_dead_letters:  # checked before either query starts: Spark fails it at every retry
+            damage = find_damage(dead_letter_checkpoint(query.checkpoint))
+            if damage is not None:
+                raise CheckpointDamaged(dead_letter_damage_report(query.id, damage, query.checkpoint))
         check = self.holds.expectation_check(query, sources)
         stream = start_query(self.spark, query, plan, sources, sink, fence, guard, self.frames, check)
         dead_letters = self.holds.dead_letter_query(query, plan, sources, guard)

@@ -33,6 +33,10 @@ LZ4_MAGIC = b"LZ4Block"
 LZ4_HEADER = struct.Struct("<Biii")
 
 
+#: the remedy when no copy of a damaged file is at hand
+REBUILD = "or rebuild its output (DROP its sink and CREATE it again: it reads its input from the start)"
+
+
 @dataclass(frozen=True)
 class Damage:
     """A damaged checkpoint file: its path and what is wrong with it."""
@@ -91,12 +95,25 @@ def damage_report(query_id: str, damage: Damage, checkpoint: str, newest_snapsho
         )
     else:
         remedy = (
-            f"it has no snapshot to restore: PAUSE it, put back {where} from a backup of the checkpoint and RESUME it, "
-            f"or rebuild its output (DROP its sink and CREATE it again: it reads its input from the start)"
+            f"it has no snapshot to restore: PAUSE it, put back {where} from a backup of the checkpoint "
+            f"and RESUME it, {REBUILD}"
         )
     return (
         f"query {query_id}: its checkpoint file {where!r} is damaged ({damage.problem}; at {damage.path}); "
         f"it is not started, so nothing is read again silently: {remedy}"
+    )
+
+
+def dead_letter_damage_report(query_id: str, damage: Damage, checkpoint: str) -> str:
+    """What the runtime says of a query whose dead-letter companion's checkpoint (next to
+    ``checkpoint``, the query's) is damaged. Snapshots hold the query's checkpoint alone, so
+    the remedy is a backup or a rebuild: a companion started afresh would give its batches
+    numbers its dead-letter files already have, and pass bad records over."""
+    where = os.path.relpath(damage.path, os.path.dirname(checkpoint))
+    return (
+        f"query {query_id}: its dead-letter checkpoint file {where!r} is damaged ({damage.problem}; at "
+        f"{damage.path}); it is not started, so no bad record is passed over or logged twice: PAUSE it, put back "
+        f"{where} from a backup and RESUME it, {REBUILD}"
     )
 
 
