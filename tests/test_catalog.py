@@ -1,16 +1,20 @@
 """The catalog itself: migrations forward, leases with epochs, heartbeats (both backends)."""
 import json
 import os
+import threading
 import time
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, inspect
+from sqlalchemy import create_engine, event, inspect
+from sqlalchemy.exc import DBAPIError
 
 from airflow_provider_streamql.catalog import LATEST, BadRecord, Catalog, Progress, current_version, schema
 from airflow_provider_streamql.engine import Engine
 
+from .conftest import _new_pg_database
 from .fixtures.make_catalog_fixtures import PREVIOUS_SCRIPT  # what fixtures/catalog_v10 was made by
+from .support import wait_until
 
 #: catalogs frozen as streamql wrote them (see fixtures/make_catalog_fixtures.py): version 1
 #: of commit d62f85c, the first shipped schema, then its version 2 (runtimes) on top
@@ -163,6 +167,48 @@ def test_leases_renewed_together_report_the_lost_ones(catalog_url):
     assert catalog.leases.acquire("KEPT", "r2", 5.0) is None  # renewed, though it had expired
     assert catalog.leases.holders()["TAKEN"]["runtime_id"] == "r2"  # r1's renewal left it alone
     assert catalog.leases.renew_all("r1", {}, 5.0) == {}
+
+
+def test_a_runtime_frozen_inside_a_lease_renewal_does_not_keep_its_queries_from_the_others(postgres_server):
+    """PostgreSQL: r1's process freezes (a GC pause, SIGSTOP) inside its renewal's transaction,
+    the lease row locked. Once the lease expired r2 takes the query, within the report idle
+    limit rather than whenever r1 thaws; r1's renewal does not land over it, and r1 learns it
+    lost the lease."""
+    url = _new_pg_database(postgres_server)
+    frozen, other = Catalog(url), Catalog(url)
+    assert frozen.leases.acquire("Q", "r1", 0.5) == 1
+    inside, thaw = threading.Event(), threading.Event()
+
+    @event.listens_for(frozen.engine, "after_cursor_execute")
+    def freeze(_conn, _cursor, statement, *_):
+        if statement.lstrip().upper().startswith("UPDATE LEASES") and not inside.is_set():
+            inside.set()
+            thaw.wait(60)
+
+    renewal: dict[str, object] = {}
+
+    def renew() -> None:
+        try:
+            renewal["lost"] = frozen.leases.renew_all("r1", {"Q": 1}, 0.5)
+        except Exception as e:  # its session was ended under it
+            renewal["error"] = e
+
+    threading.Thread(target=renew, daemon=True).start()
+    assert inside.wait(10)
+    time.sleep(0.6)  # r1's lease expired: its renewal holds the row and never commits
+    took: dict[str, int | None] = {}
+    taker = threading.Thread(target=lambda: took.update(epoch=other.leases.acquire("Q", "r2", 30.0)), daemon=True)
+    taker.start()
+    taker.join(30)
+    thaw.set()
+    assert took == {"epoch": 2}, "r2 waited on the frozen renewal's row lock"
+    wait_until(lambda: renewal, 10, "r1's renewal to end")
+    error = renewal.get("error")  # the server ended r1's session: nothing of its renewal committed
+    assert isinstance(error, DBAPIError) and "idle-in-transaction timeout" in str(error), renewal
+    assert other.leases.holders()["Q"]["runtime_id"] == "r2"
+    assert frozen.leases.renew_all("r1", {"Q": 1}, 5.0) == {"Q": 1}  # r1 learns it lost the lease
+    frozen.close()
+    other.close()
 
 
 def test_heartbeats_and_runtime_stop(catalog_url):

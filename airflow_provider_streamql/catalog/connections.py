@@ -11,6 +11,13 @@ from contextlib import contextmanager, nullcontext
 from sqlalchemy import Connection, Engine, event, exc, text
 
 PG_WRITE_LOCK = 0x5157_4C01  # pg_advisory_xact_lock key serialising catalog writers
+#: PostgreSQL: how long a report's transaction may sit idle before the server ends its session
+#: (idle_in_transaction_session_timeout). A report takes milliseconds; a process frozen inside
+#: one (a GC pause, SIGSTOP, a paused VM) would otherwise keep its row locks for as long as it
+#: is frozen, and every other runtime waiting on them, its leases long expired, could never
+#: take its queries over. Statements (exclusive writes) copy and move files inside their
+#: transaction, for as long as a checkpoint takes to copy: they are left without a limit.
+PG_REPORT_IDLE_LIMIT = "5s"
 
 _sqlite_writers: dict[str, threading.RLock] = {}
 _sqlite_writers_lock = threading.Lock()
@@ -65,13 +72,20 @@ def write_connection(engine: Engine, *, exclusive: bool = False) -> Iterator[Con
     written without waiting for the disk, which makes a bulk PAUSE/RESUME ALL several times
     faster. Either kind survives any process crash, and the database stays consistent; on
     a power loss or OS crash the last unsynced reports can be lost, and a runtime reports
-    them again when it restarts (an exclusive commit syncs every report before it)."""
+    them again when it restarts (an exclusive commit syncs every report before it). On
+    PostgreSQL the others may sit idle for :data:`PG_REPORT_IDLE_LIMIT` at most."""
     with _process_writer(engine), engine.connect() as conn:
         # an option of this Connection only: the pooled DBAPI connection's info outlives it
         conn.execution_options(streamql_write="synced" if exclusive else "unsynced")  # see _begin
         with conn.begin():
-            if exclusive and engine.dialect.name == "postgresql":
-                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": PG_WRITE_LOCK})
+            if engine.dialect.name == "postgresql":
+                if exclusive:
+                    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": PG_WRITE_LOCK})
+                else:
+                    conn.execute(
+                        text("SELECT set_config('idle_in_transaction_session_timeout', :v, true)"),
+                        {"v": PG_REPORT_IDLE_LIMIT},
+                    )
             yield conn
 
 
