@@ -6,6 +6,7 @@ import json
 import os
 
 import pytest
+from pyspark.sql import functions as F
 
 from airflow_provider_streamql.catalog.model import SourceInfo
 from airflow_provider_streamql.language.statements import Column
@@ -71,6 +72,25 @@ def test_a_fenced_writer_commits_nothing(spark, sink):
     with pytest.raises(Exception, match="lost the lease"):
         write(sink, 1, batch(spark), 0, fence=lost)
     assert rows(sink.path) == []
+
+
+def test_the_holder_commits_what_it_wrote_whatever_a_fenced_off_writer_of_the_batch_does(spark, sink):
+    """A frozen lease holder thaws and writes the same batch while the runtime that took the
+    query over is between its write and its rename: the holder commits its own files, no
+    file of the fenced-off writer, and no staging folder is left."""
+    os.makedirs(sink.path, exist_ok=True)
+
+    def lost():
+        raise RuntimeError("lost the lease")
+
+    def stale_writer_meanwhile():
+        stale = BatchWriter(sink, "CSAS_OUT_1-v0001", lost, as_directory=False)
+        with pytest.raises(RuntimeError, match="lost the lease"):
+            stale(batch(spark).withColumn("ID", F.col("ID") + 1000), 0)
+
+    BatchWriter(sink, "CSAS_OUT_1-v0001", stale_writer_meanwhile, as_directory=False)(batch(spark), 0)
+    assert rows(sink.path) == list(range(100))
+    assert not [n for n in os.listdir(sink.path) if n.startswith(".tmp-")]
 
 
 def test_a_rolled_back_version_leaves_no_file(spark, sink):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import glob
 import os
 import shutil
+import uuid
 from collections.abc import Callable
 
 from pyspark.sql import DataFrame
@@ -93,12 +94,26 @@ class BatchWriter:
         name = f"{self.prefix}-b{batch_id:012d}"
         suffix = FORMATS[self.sink.format][1]
         final = os.path.join(self.sink.path, name if self.as_directory else name + suffix)
-        tmp = os.path.join(self.sink.path, f".tmp-{name}")
+        # this attempt's own staging folder: a runtime fenced off while it wrote the same batch
+        # (a frozen lease holder that thawed) stages its files elsewhere, never among ours
+        tmp = os.path.join(self.sink.path, f".tmp-{name}-{uuid.uuid4().hex[:12]}")
         sink = Part(self.sink.path)  # the sink's folder, and the names written in it, lead nowhere else
-        for path in (final, tmp, tmp + TOMBSTONES):
+        for path in (final, tmp, tmp + TOMBSTONES, *_staging_of(self.sink.path, name)):
             sink.resolve(path)
         if os.path.exists(final) or self._written_by_another_version(batch_id, suffix):
             return  # committed before a restart; the re-run batch has the same input
+        try:
+            self._stage_and_rename(df, batch_id, name, suffix, final, tmp)
+        finally:
+            for path in (tmp, tmp + TOMBSTONES):
+                shutil.rmtree(path, ignore_errors=True)
+        # committed: what other attempts at this batch staged (a crash's, a fenced-off writer's)
+        # goes; rmtree never follows a link, and one found before the write refused it
+        for left in _staging_of(self.sink.path, name):
+            shutil.rmtree(left, ignore_errors=True)
+
+    def _stage_and_rename(self, df: DataFrame, batch_id: int, name: str, suffix: str, final: str, tmp: str) -> None:
+        """Write the batch into ``tmp``, then (the lease still held) rename it into place."""
         deleted: DataFrame | None = None
         out = self._checked(self.compute(df) if self.compute is not None else df, batch_id)
         if isinstance(out, Changes):  # a query over tables: upserts and deleted keys
@@ -119,7 +134,6 @@ class BatchWriter:
             os.rename(os.path.join(tmp, part), os.path.join(self.sink.path, f"{name}-p{i:05d}{suffix}"))
         if files:
             os.rename(os.path.join(tmp, files[0]), final)
-        shutil.rmtree(tmp, ignore_errors=True)
 
     def _checked(self, out: DataFrame | Changes, batch_id: int) -> DataFrame | Changes:
         """The batch's output with its expectation applied (the rows written; deletions pass)."""
@@ -166,6 +180,14 @@ class BatchWriter:
             name = "deleted" + TOMBSTONES + FORMATS[self.sink.format][1]
             os.rename(os.path.join(staging, parts[0]), os.path.join(entry, name))
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _staging_of(folder: str, name: str) -> list[str]:
+    """The staging folders of earlier attempts at batch ``name`` in ``folder`` (and their
+    tombstone folders), as this release names them and as earlier ones did."""
+    found = glob.glob(os.path.join(glob.escape(folder), f".tmp-{glob.escape(name)}-*"))
+    legacy = os.path.join(folder, f".tmp-{name}")
+    return sorted(found) + [p for p in (legacy, legacy + TOMBSTONES) if os.path.lexists(p)]
 
 
 def _data_files(directory: str) -> list[str]:
