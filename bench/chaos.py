@@ -126,6 +126,7 @@ class Postgres:
             shutil.chown(self.data, "postgres")
         self._run(f"{PG_BIN}/initdb", "-D", self.data, "-U", "streamql", "--auth=trust", "-E", "UTF8")
         self.url = f"postgresql+psycopg://streamql@127.0.0.1:{self.port}/postgres"
+        self.running = False
 
     def _run(self, *cmd: str) -> None:
         subprocess.run([*self.as_user, *cmd], check=True, capture_output=True)
@@ -142,9 +143,11 @@ class Postgres:
             f"-p {self.port} -k {self.data} -c listen_addresses=127.0.0.1",
             "start",
         )
+        self.running = True
 
     def stop(self) -> None:
         self._run(f"{PG_BIN}/pg_ctl", "-D", self.data, "-m", "immediate", "stop")
+        self.running = False
 
 
 def _free_port() -> int:
@@ -466,6 +469,24 @@ class Soak:
 
     # -- the run -------------------------------------------------------------------------------
     def run(self) -> dict:
+        """The soak: start everything, inject the faults, check. Whatever happens (a fault
+        that times out, an error of the harness), every process it started is stopped."""
+        self.engine: Engine | None = None
+        self.runtimes: Runtimes | None = None
+        try:
+            return self._run()
+        finally:
+            if self.runtimes is not None:
+                self.runtimes.stop()
+            if self.engine is not None:
+                self.engine.close()
+            if self.pg.running:
+                self.pg.stop()
+            if self.kafka is not None:
+                self.kafka.stop()
+            shutil.rmtree(self.pg.data, ignore_errors=True)
+
+    def _run(self) -> dict:
         s = self.settings
         self.pg.start()
         conf: tuple[str, ...] = ()
@@ -504,11 +525,14 @@ class Soak:
                 # each kind once first (in a seeded order), so a short run meets them all
                 kind = first.pop() if first else self.rng.choice(s.faults)
                 fault = Fault(kind, round(time.monotonic() - began, 1))
-                fault.detail = getattr(self, kind)()
                 try:
-                    fault.recovered_s = round(
-                        self.wait(self.settled(time.time()), s.recover_timeout, f"recovery from {kind}"), 2
-                    )
+                    fault.detail = getattr(self, kind)()
+                    stalled = False
+                except TimeoutError as e:  # a step of the fault never happened: a finding, not an abort
+                    fault.detail, stalled = f"{e}", True
+                try:
+                    recovered = self.wait(self.settled(time.time()), s.recover_timeout, f"recovery from {kind}")
+                    fault.recovered_s = None if stalled else round(recovered, 2)
                 except TimeoutError as e:
                     fault.detail += f"; {e}"
                 self.faults.append(fault)
@@ -516,16 +540,8 @@ class Soak:
         finally:
             feeder.stopping.set()
             feeder.join()
-        try:
-            catch_up = self.wait(self.settled(time.time()), s.recover_timeout, "the final catch-up")
-            verdicts = self.check(feeder.fed)
-        finally:
-            self.runtimes.stop()
-            self.engine.close()
-            self.pg.stop()
-            if self.kafka is not None:
-                self.kafka.stop()
-            shutil.rmtree(self.pg.data, ignore_errors=True)
+        catch_up = self.wait(self.settled(time.time()), s.recover_timeout, "the final catch-up")
+        verdicts = self.check(feeder.fed)
         return self.summary(time.monotonic() - began, feeder.fed, catch_up, verdicts)
 
     def check(self, fed: int) -> list[checks.Verdict]:
@@ -655,12 +671,17 @@ def main() -> None:
     parser.add_argument("--faults", default=",".join(FAULTS), help="comma-separated kinds")
     parser.add_argument("--rate", type=float, default=20.0, help="records a second")
     parser.add_argument("--lease-ttl", type=float, default=8.0)
+    parser.add_argument("--gap", default="5,20", help="seconds between a recovery and the next fault: MIN,MAX")
     parser.add_argument("--out", default="chaos.json", help="the JSON summary")
     args = parser.parse_args()
     faults = tuple(args.faults.split(","))
     if set(faults) - set(FAULTS):
         parser.error(f"unknown faults {sorted(set(faults) - set(FAULTS))!r}; known: {', '.join(FAULTS)}")
-    summary = Soak(Settings(args.duration, args.seed, faults, args.rate, args.lease_ttl)).run()
+    try:
+        low, high = (float(v) for v in args.gap.split(","))
+    except ValueError:
+        parser.error(f"--gap {args.gap!r}: two numbers of seconds, MIN,MAX")
+    summary = Soak(Settings(args.duration, args.seed, faults, args.rate, args.lease_ttl, gap=(low, high))).run()
     print(report(summary))
     with open(args.out, "w") as f:
         json.dump(summary, f, indent=2)
