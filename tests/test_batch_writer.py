@@ -93,6 +93,20 @@ def test_the_holder_commits_what_it_wrote_whatever_a_fenced_off_writer_of_the_ba
     assert not [n for n in os.listdir(sink.path) if n.startswith(".tmp-")]
 
 
+@pytest.mark.parametrize("committed_before", [False, True], ids=["written now", "re-run after its commit"])
+def test_what_earlier_attempts_at_a_batch_staged_goes_once_it_has_committed(spark, sink, committed_before):
+    os.makedirs(sink.path, exist_ok=True)
+    if committed_before:
+        write(sink, 1, batch(spark), 0)
+    for left in (".tmp-CSAS_OUT_1-v0001-b000000000000-000000000000", ".tmp-CSAS_OUT_1-v0001-b000000000000"):
+        os.makedirs(os.path.join(sink.path, left))  # a crash's: this release's name, and the one before it
+        with open(os.path.join(sink.path, left, "part-00000.json"), "w") as f:
+            f.write('{"ID": 7}\n')
+    write(sink, 1, batch(spark), 0)
+    assert rows(sink.path) == list(range(100))
+    assert not [n for n in os.listdir(sink.path) if n.startswith(".tmp-")]
+
+
 def test_a_rolled_back_version_leaves_no_file(spark, sink):
     write(sink, 1, batch(spark), 0)
     write(sink, 2, batch(spark, 40, 3), 1)

@@ -288,6 +288,7 @@ RUNTIME = [
     (lambda r: tables.changelog_stream(None, runtime_source(f"{r}/topic", "TABLE")), "topic"),
     (lambda r: batch_writer.BatchWriter(runtime_source(f"{r}/topic"), "Q_1-v0001", lambda: None, as_directory=False)._write(None, 0), "topic"),
     (lambda r: batch_writer.BatchWriter(runtime_source(f"{r}/topic"), "Q_1-v0001", lambda: None, as_directory=False)._write(None, 0), "topic/.tmp-Q_1-v0001-b000000000000"),
+    (lambda r: batch_writer.BatchWriter(runtime_source(f"{r}/topic"), "Q_1-v0001", lambda: None, as_directory=False)._write(None, 0), "topic/.tmp-Q_1-v0001-b000000000000-0123456789ab"),
     (lambda r: batch_writer.BatchWriter(runtime_source(f"{r}/topic", "TABLE"), "v0001", lambda: None, as_directory=True)._write(None, 0), "topic/v0001-b000000000000"),
     (lambda r: rollout.discard_output(f"{r}/topic", "Q_1", 2), "topic/Q_1-v0002-b000000000001.json"),
     (lambda r: rollout.take_snapshot(f"{r}/CSAS_OUT_1", 2), "CSAS_OUT_1.snapshots"),

@@ -100,15 +100,15 @@ class BatchWriter:
         sink = Part(self.sink.path)  # the sink's folder, and the names written in it, lead nowhere else
         for path in (final, tmp, tmp + TOMBSTONES, *_staging_of(self.sink.path, name)):
             sink.resolve(path)
-        if os.path.exists(final) or self._written_by_another_version(batch_id, suffix):
-            return  # committed before a restart; the re-run batch has the same input
-        try:
-            self._stage_and_rename(df, batch_id, name, suffix, final, tmp)
-        finally:
-            for path in (tmp, tmp + TOMBSTONES):
-                shutil.rmtree(path, ignore_errors=True)
-        # committed: what other attempts at this batch staged (a crash's, a fenced-off writer's)
-        # goes; rmtree never follows a link, and one found before the write refused it
+        if not (os.path.exists(final) or self._written_by_another_version(batch_id, suffix)):
+            try:
+                self._stage_and_rename(df, batch_id, name, suffix, final, tmp)
+            finally:
+                for path in (tmp, tmp + TOMBSTONES):
+                    shutil.rmtree(path, ignore_errors=True)
+        # (else committed before a restart: the re-run batch has the same input)
+        # Committed: what other attempts at this batch staged (a crash's, a fenced-off writer's)
+        # goes; rmtree never follows a link, and one found before the write refused it.
         for left in _staging_of(self.sink.path, name):
             shutil.rmtree(left, ignore_errors=True)
 
