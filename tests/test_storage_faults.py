@@ -92,8 +92,11 @@ def test_an_in_place_upgrade_stops_the_old_version_after_its_in_flight_batch(sql
     assert (query.observed_state, query.error) == (QueryState.RUNNING, None)
     # version 2 is ACTIVE at the runtime's next pass after its first committed batch (its
     # readiness), which may come just after the caught-up wait returns
-    wait_until(lambda: [v["outcome"] for v in engine.catalog.versions("CSAS_BIG_1")] == ["REPLACED", "ACTIVE"],
-               60, "version 1 REPLACED and version 2 ACTIVE")
+    wait_until(
+        lambda: [v["outcome"] for v in engine.catalog.versions("CSAS_BIG_1")] == ["REPLACED", "ACTIVE"],
+        60,
+        "version 1 REPLACED and version 2 ACTIVE",
+    )
     assert stray_files(checkpoint, sink) == []
 
 
@@ -118,21 +121,19 @@ def newest(folder: str, suffix: str = "") -> str:
     return os.path.join(folder, max(names, key=lambda n: int(n.removesuffix(suffix))))
 
 
-#: (the file a crash damaged, how): one line per kind of file Spark reads at a start
+#: (in the dead-letter companion's checkpoint, the file a crash damaged, how): one line per
+#: kind of file Spark reads at a start; the companion (LOG_AND_CONTINUE, the default) keeps
+#: logs and no state
 DAMAGED = [
-    (lambda c: newest(os.path.join(c, "offsets")), truncate),
-    (lambda c: newest(os.path.join(c, "offsets")), garble),
-    (lambda c: newest(os.path.join(c, "offsets")), remove),
-    (lambda c: newest(os.path.join(c, "commits")), truncate),
-    (lambda c: newest(os.path.join(c, "state", "0", "0"), ".delta"), truncate),
-    (lambda c: newest(os.path.join(c, "state", "0", "1"), ".delta"), garble),
-    (lambda c: os.path.join(c, "metadata"), truncate),
-]
-
-#: the same for the dead-letter companion's checkpoint (its logs: it keeps no state)
-DAMAGED_DEAD_LETTERS = [
-    (lambda c: newest(os.path.join(c, "offsets")), truncate),
-    (lambda c: newest(os.path.join(c, "commits")), garble),
+    (False, lambda c: newest(os.path.join(c, "offsets")), truncate),
+    (False, lambda c: newest(os.path.join(c, "offsets")), garble),
+    (False, lambda c: newest(os.path.join(c, "offsets")), remove),
+    (False, lambda c: newest(os.path.join(c, "commits")), truncate),
+    (False, lambda c: newest(os.path.join(c, "state", "0", "0"), ".delta"), truncate),
+    (False, lambda c: newest(os.path.join(c, "state", "0", "1"), ".delta"), garble),
+    (False, lambda c: os.path.join(c, "metadata"), truncate),
+    (True, lambda c: newest(os.path.join(c, "offsets")), truncate),
+    (True, lambda c: newest(os.path.join(c, "commits")), garble),
 ]
 
 PIPELINE = "CREATE STREAM src (id INT, v INT); CREATE TABLE totals AS SELECT id % 2 AS k, COUNT(*) AS n FROM src GROUP BY id % 2;"
@@ -154,16 +155,23 @@ def test_a_damaged_checkpoint_file_is_named_with_its_remedy_and_nothing_is_read_
     committed, before = last_committed_batch(checkpoint), table(engine, "totals")
     assert before == {0: (1,), 1: (2,)}
 
-    for where, damage in DAMAGED:
-        path = where(checkpoint)
+    for companion, where, damage in DAMAGED:
+        path = where(dead_letter_checkpoint(checkpoint) if companion else checkpoint)
         with open(path, "rb") as f:
             whole = f.read()
         damage(path)
         engine.execute(f"RESUME {QUERY}")
         wait_until(lambda: engine.query(QUERY).observed_state == QueryState.ERROR, 60, f"ERROR on {path}")
-        error = engine.query(QUERY).error
-        named = os.path.relpath(path, checkpoint)
-        assert QUERY in error and repr(named) in error and f"RESTORE {QUERY} TO SNAPSHOT 1" in error, error
+        failed = engine.query(QUERY)
+        # named beside the query's checkpoint; snapshots hold the query's checkpoint alone
+        named = os.path.relpath(path, os.path.dirname(checkpoint) if companion else checkpoint)
+        remedy = (
+            "dead-letter checkpoint" in failed.error and "RESTORE" not in failed.error
+            if companion
+            else f"RESTORE {QUERY} TO SNAPSHOT 1" in failed.error
+        )
+        assert QUERY in failed.error and repr(named) in failed.error and remedy, failed.error
+        assert failed.retry_at is None  # not retried: a retry would meet the same file
         # not started on it: nothing read again, nothing committed
         assert (last_committed_batch(checkpoint), table(engine, "totals")) == (committed, before)
         engine.execute(f"PAUSE {QUERY}")
@@ -171,28 +179,8 @@ def test_a_damaged_checkpoint_file_is_named_with_its_remedy_and_nothing_is_read_
         with open(path, "wb") as f:  # put back, as from a backup
             f.write(whole)
 
-    # the dead-letter companion's checkpoint (LOG_AND_CONTINUE, the default): named, not retried, and
-    # no RESTORE (snapshots hold the query's checkpoint alone); put back, the query goes on
-    companion = dead_letter_checkpoint(checkpoint)
-    for where, damage in DAMAGED_DEAD_LETTERS:
-        path = where(companion)
-        with open(path, "rb") as f:
-            whole = f.read()
-        damage(path)
-        engine.execute(f"RESUME {QUERY}")
-        wait_until(lambda: engine.query(QUERY).observed_state == QueryState.ERROR, 60, f"ERROR on {path}")
-        failed = engine.query(QUERY)
-        named = os.path.relpath(path, os.path.dirname(checkpoint))
-        assert (QUERY in failed.error and repr(named) in failed.error and "dead-letter checkpoint" in failed.error
-                and "RESTORE" not in failed.error and failed.retry_at is None), failed.error
-        assert (last_committed_batch(checkpoint), table(engine, "totals")) == (committed, before)
-        engine.execute(f"PAUSE {QUERY}")
-        engine.wait_for_state(QUERY, "PAUSED", timeout=60)
-        with open(path, "wb") as f:
-            f.write(whole)
-
     # the remedy it names: the snapshot, then the later batch read again, each record once
-    garble(DAMAGED[0][0](checkpoint))
+    garble(DAMAGED[0][1](checkpoint))
     engine.execute(f"RESTORE {QUERY} TO SNAPSHOT 1")
     engine.execute(f"RESUME {QUERY}")
     engine.wait_for_state(QUERY, "RUNNING", timeout=60)
