@@ -11,6 +11,7 @@ query's lease. :func:`~.connectors.sink_writer` hands it to Spark.
 
 from __future__ import annotations
 
+import fnmatch
 import glob
 import os
 import shutil
@@ -98,9 +99,12 @@ class BatchWriter:
         # (a frozen lease holder that thawed) stages its files elsewhere, never among ours
         tmp = os.path.join(self.sink.path, f".tmp-{name}-{uuid.uuid4().hex[:12]}")
         sink = Part(self.sink.path)  # the sink's folder, and the names written in it, lead nowhere else
-        for path in (final, tmp, tmp + TOMBSTONES, *_staging_of(self.sink.path, name)):
+        # one listing of the sink's folder for what is there already: another version's file of
+        # this batch, earlier attempts' staging
+        names = os.listdir(self.sink.path) if os.path.isdir(self.sink.path) else []
+        for path in (final, tmp, tmp + TOMBSTONES, *_staging_of(self.sink.path, name, names)):
             sink.resolve(path)
-        if not (os.path.exists(final) or self._written_by_another_version(batch_id, suffix)):
+        if not (os.path.exists(final) or self._written_by_another_version(batch_id, suffix, names)):
             try:
                 self._stage_and_rename(df, batch_id, name, suffix, final, tmp)
             finally:
@@ -109,7 +113,7 @@ class BatchWriter:
         # (else committed before a restart: the re-run batch has the same input)
         # Committed: what other attempts at this batch staged (a crash's, a fenced-off writer's)
         # goes; rmtree never follows a link, and one found before the write refused it.
-        for left in _staging_of(self.sink.path, name):
+        for left in _staging_of(self.sink.path, name, os.listdir(self.sink.path)):  # anew: one staged meanwhile too
             shutil.rmtree(left, ignore_errors=True)
 
     def _stage_and_rename(self, df: DataFrame, batch_id: int, name: str, suffix: str, final: str, tmp: str) -> None:
@@ -151,7 +155,7 @@ class BatchWriter:
         writer = df.write.format(FORMATS[self.sink.format][0]).options(**format_options(self.sink))
         writer.options(**QUICK_COMMIT).mode("overwrite").save(directory)
 
-    def _written_by_another_version(self, batch_id: int, suffix: str) -> bool:
+    def _written_by_another_version(self, batch_id: int, suffix: str, names: list[str]) -> bool:
         """A stream's batch file from an earlier version of the same query (its prefix is
         ``<query>-v<version>``): a swap that stopped it between the rename and the checkpoint
         commit; the new version re-runs that batch, which was written once already (as
@@ -161,7 +165,7 @@ class BatchWriter:
             return False
         query = self.prefix.rpartition("-v")[0]
         pattern = f"{glob.escape(query)}-v[0-9][0-9][0-9][0-9]-b{batch_id:012d}{glob.escape(suffix)}"
-        return bool(glob.glob(os.path.join(glob.escape(self.sink.path), pattern)))
+        return bool(fnmatch.filter(names, pattern))
 
     def _write_tombstones(self, keys: DataFrame, entry: str) -> None:
         """``keys`` as the tombstone file of the (hidden, not yet renamed) entry directory
@@ -182,12 +186,16 @@ class BatchWriter:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _staging_of(folder: str, name: str) -> list[str]:
-    """The staging folders of earlier attempts at batch ``name`` in ``folder`` (and their
-    tombstone folders), as this release names them and as earlier ones did."""
-    found = glob.glob(os.path.join(glob.escape(folder), f".tmp-{glob.escape(name)}-*"))
-    legacy = os.path.join(folder, f".tmp-{name}")
-    return sorted(found) + [p for p in (legacy, legacy + TOMBSTONES) if os.path.lexists(p)]
+def _staging_of(folder: str, name: str, names: list[str]) -> list[str]:
+    """The staging folders of other attempts at batch ``name`` among ``names`` (the listing
+    of ``folder``), their tombstone folders included, as this release names them
+    (``.tmp-<name>-<random>``) and as earlier ones did (``.tmp-<name>``)."""
+    legacy = f".tmp-{name}"
+    return [
+        os.path.join(folder, n)
+        for n in sorted(names)
+        if n.startswith(legacy + "-") or n in (legacy, legacy + TOMBSTONES)
+    ]
 
 
 def _data_files(directory: str) -> list[str]:
