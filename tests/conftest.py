@@ -168,6 +168,11 @@ def engine(catalog_url, home):
 #: Runtimes that stop cleanly release their leases; only a test that kills a runtime
 #: (kill -9) waits for them to expire, and passes its own shorter ``lease_ttl``.
 LEASE_TTL = 60.0
+#: Lease TTL of a runtime a test kills with kill -9: its successor takes its queries once
+#: their leases expire, this long after its last renewal (with LEASE_TTL, a minute of the
+#: test spent waiting). Short, to keep such tests quick; long enough that a reconcile pass of
+#: the tests' small pipelines renews every lease in time.
+KILLED_LEASE_TTL = 10.0
 
 
 class RuntimeThreads:

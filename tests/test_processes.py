@@ -15,13 +15,8 @@ from airflow_provider_streamql.conditions import CaughtUp
 from airflow_provider_streamql.storage import topics
 from airflow_provider_streamql.storage.checkpoints import last_committed_batch
 
+from .conftest import KILLED_LEASE_TTL
 from .support import cli, insert, reconcile_passes, sigterm, stream_rows, table, wait_until
-
-#: Lease TTL of a runtime a test kills with kill -9: its successor takes its queries once
-#: their leases expire, this long after its last renewal. Short, to keep such tests quick;
-#: long enough that a reconcile pass of these small pipelines renews every lease in time
-#: (see conftest.LEASE_TTL for runtimes that are not killed).
-KILLED_LEASE_TTL = 10.0
 
 
 def test_pause_from_the_cli_reaches_the_right_runtime(sqlite_engine, env, processes):

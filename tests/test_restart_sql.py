@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 from airflow_provider_streamql.storage.checkpoints import planned_watermark_ms
 
+from .conftest import KILLED_LEASE_TTL
 from .support import changelog, stream_rows, wait_until
 from .test_windows import CASES, GROUPS, create_window_queries, feed, final_table
 
@@ -30,7 +31,7 @@ def test_windows_and_joins_survive_kill_9(sqlite_engine, processes):
     window_ids = create_window_queries(engine, names)
     engine.execute(JOINS)
     all_ids = [q["query_id"] for q in engine.queries()]
-    runtime = processes()
+    runtime = processes(lease_ttl=KILLED_LEASE_TTL)  # killed below
     for query_id in all_ids:
         engine.wait_for_state(query_id, "RUNNING", timeout=120)
 
