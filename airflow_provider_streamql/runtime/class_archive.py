@@ -28,6 +28,8 @@ import sys
 import tempfile
 from collections.abc import Mapping
 
+from . import local_fs
+
 ENV = "STREAMQL_CLASS_ARCHIVE"
 OPTION = "spark.driver.extraJavaOptions"
 #: a JVM that cannot map the archive starts without it, and says nothing (its warning would
@@ -35,14 +37,11 @@ OPTION = "spark.driver.extraJavaOptions"
 QUIET = "-Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"
 #: the job whose classes go into the archive: a session, a streaming JSON read with a
 #: filter and an aggregation, as a runtime's first batches
+TRAINING_MASTER = "local[2]"
 TRAINING_JOB = """
 import os, shutil, tempfile
-from pyspark.sql import SparkSession
-from airflow_provider_streamql.runtime.session import DEFAULT_CONF
-builder = SparkSession.builder.master("local[2]").appName("streamql-class-archive")
-for key, value in {**DEFAULT_CONF, "spark.ui.enabled": "false", %(option)r: %(dump)r}.items():
-    builder = builder.config(key, value)
-spark = builder.getOrCreate()
+from airflow_provider_streamql.runtime.session import build_session
+spark = build_session(%(master)r, "streamql-class-archive", {"spark.ui.enabled": "false", %(option)r: %(dump)r})
 folder = tempfile.mkdtemp()
 os.makedirs(os.path.join(folder, "in"))
 with open(os.path.join(folder, "in", "part.json"), "w") as f:
@@ -73,9 +72,10 @@ def java_version() -> str | None:
     return found.group(1) if found else None
 
 
-def archive_path(java: str | None = None) -> str | None:
-    """Where the archive for this Java and pyspark is (or would be); None when turned off
-    or when there is no Java."""
+def archive_path(java: str | None = None, class_path: str = "") -> str | None:
+    """Where the archive for this Java and pyspark is (or would be), for a driver whose
+    class path starts with ``class_path`` (``spark.driver.extraClassPath``); None when turned
+    off or when there is no Java."""
     given = os.environ.get(ENV, "")
     if given.lower() == "off":
         return None
@@ -87,9 +87,8 @@ def archive_path(java: str | None = None) -> str | None:
     import pyspark
 
     # the JVM maps an archive only for the class path it was made with: Spark's jars, under
-    # SPARK_HOME as pyspark finds it ($SPARK_HOME, else pyspark's folder with links resolved)
-    spark_home = os.environ.get("SPARK_HOME") or os.path.realpath(os.path.dirname(pyspark.__file__))
-    where = hashlib.sha256(spark_home.encode()).hexdigest()[:8]
+    # SPARK_HOME as pyspark finds it, after the driver's extra class path
+    where = hashlib.sha256(f"{class_path}{os.pathsep}{local_fs.spark_home()}".encode()).hexdigest()[:8]
     name = f"spark-{pyspark.__version__}-java-{re.sub(r'[^0-9A-Za-z._-]', '_', java)}-{where}.jsa"
     return os.path.join(sys.prefix, "share", "streamql", name)
 
@@ -111,7 +110,7 @@ def build(archive: str) -> None:
     fd, partial = tempfile.mkstemp(prefix=".partial-", suffix=".jsa", dir=os.path.dirname(archive))
     os.close(fd)
     os.unlink(partial)  # the JVM makes it
-    job = TRAINING_JOB % {"option": OPTION, "dump": f"-XX:ArchiveClassesAtExit={partial}"}
+    job = TRAINING_JOB % {"master": TRAINING_MASTER, "option": OPTION, "dump": f"-XX:ArchiveClassesAtExit={partial}"}
     env = {**os.environ, ENV: "off"}
     try:
         done = subprocess.run([sys.executable, "-c", job], env=env, capture_output=True, text=True, timeout=600)
@@ -123,8 +122,15 @@ def build(archive: str) -> None:
             os.unlink(partial)
 
 
+def local_archive_path() -> str | None:
+    """:func:`archive_path` for a driver on a local master, the local file system's jar
+    first on its class path when built (:mod:`.local_fs`): the archive scripts/setup makes."""
+    local = local_fs.spark_options({}, TRAINING_MASTER, local_fs.usable_jar())
+    return archive_path(class_path=local.get(local_fs.CLASS_PATH, ""))
+
+
 def main() -> int:
-    archive = archive_path()
+    archive = local_archive_path()
     if archive is None:
         print(f"class archive: none (no java, or ${ENV}=off)")
         return 0

@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 import sys
 
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
-from . import class_archive
+from . import class_archive, local_fs
 
 # Defaults sized for one machine; any can be overridden with --conf.
 DEFAULT_CONF = {
@@ -37,13 +38,17 @@ def build_session(
 ) -> SparkSession:
     """A session on ``master``; ``None`` or ``''`` keeps the master (and application
     name) spark-submit was given. A session whose JVM this call starts (a master given)
+    writes local files without a process per file on a local master (:mod:`.local_fs`) and
     maps the driver's classes from the class archive when there is one (:mod:`.class_archive`)."""
     builder = SparkSession.builder
     settings = {**DEFAULT_CONF, **(conf or {})}
     if master:
         builder = builder.master(master).appName(app_name)
-        if SparkSession.getActiveSession() is None:
-            settings = class_archive.java_options(settings, class_archive.archive_path())
+        # only a JVM started here takes a class path: a running one keeps Hadoop's file system
+        if SparkContext._active_spark_context is None:
+            settings = local_fs.spark_options(settings, master, local_fs.usable_jar())
+            archive = class_archive.archive_path(class_path=settings.get(local_fs.CLASS_PATH, ""))
+            settings = class_archive.java_options(settings, archive)
         # Python UDFs (PROTOBUF values) run in Python workers this process starts: this
         # interpreter, which has streamql's packages, not whatever `python3` is on PATH
         # (PySpark reads only the variable)
