@@ -3,7 +3,12 @@ runtime (in this process, `local[1]`), fed one record a round; each round waits 
 have committed it. Prints the round's latency and, per streaming query (each query's
 dead-letter companion is one of its own), the median of Spark's ``durationMs`` phases.
 
-    PYTHONPATH=$PWD .venv/bin/python bench/batch_cost.py [--rounds 12]
+    PYTHONPATH=$PWD .venv/bin/python bench/batch_cost.py [--rounds 12] [--count-chmod]
+
+``--count-chmod`` puts a ``chmod`` that logs each run first on the driver's PATH and prints
+how many Hadoop started a round (run apart: the logging slows each one down).
+``STREAMQL_LOCAL_FS=off`` runs the driver on Hadoop's own local file system
+(runtime/local_fs.py).
 """
 
 from __future__ import annotations
@@ -28,8 +33,16 @@ QUERIES = ("CSAS_F_1", "CTAS_T_2")
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=12)
+    parser.add_argument("--count-chmod", action="store_true", help="count the chmod processes a round starts")
     args = parser.parse_args()
     root = tempfile.mkdtemp(prefix="streamql-batch-cost-")
+    chmod_log = os.path.join(root, "chmod.log")
+    if args.count_chmod:  # the driver's JVM, started below, takes this PATH
+        os.makedirs(os.path.join(root, "bin"))
+        with open(os.path.join(root, "bin", "chmod"), "w") as f:
+            f.write(f'#!/bin/sh\necho "$@" >> {chmod_log}\nexec /bin/chmod "$@"\n')
+        os.chmod(os.path.join(root, "bin", "chmod"), 0o755)
+        os.environ["PATH"] = f"{root}/bin{os.pathsep}{os.environ['PATH']}"
     url = f"sqlite:///{root}/catalog.db"
     engine = Engine(url, home=os.path.join(root, "home"), issuer="bench")
     engine.execute(
@@ -46,12 +59,15 @@ def main() -> None:
     src = engine.catalog.source("EV")
     phases: dict[str, dict[str, list[int]]] = collections.defaultdict(lambda: collections.defaultdict(list))
     latencies = []
+    chmods = []
     for i in range(args.rounds):
+        counted = _lines(chmod_log)
         began = time.time()
         topics.append(src.path, src.format, src.columns, [{"id": i, "user": f"u{i % 3}", "x": 1}])
         while not all(CaughtUp(q, as_of=began + 0.001).check(engine).done for q in QUERIES):
             time.sleep(0.02)
         latencies.append(time.time() - began)
+        chmods.append(_lines(chmod_log) - counted)
         for query in spark.streams.active:
             progress = query.lastProgress
             if progress and progress["numInputRows"]:
@@ -59,12 +75,21 @@ def main() -> None:
                     phases[query.name][phase].append(ms)
     median, low, high = statistics.median(latencies), min(latencies), max(latencies)
     print(f"round latency: median {median:.3f} s (min {low:.3f}, max {high:.3f})")
+    if args.count_chmod:
+        print(f"chmod processes a round: median {statistics.median(chmods)} (min {min(chmods)}, max {max(chmods)})")
     for name, by_phase in sorted(phases.items()):
         print(name, {p: int(statistics.median(ms)) for p, ms in sorted(by_phase.items())})
     runtime.stop()
     thread.join(60)
     engine.close()
     spark.stop()
+
+
+def _lines(path: str) -> int:
+    if not os.path.exists(path):
+        return 0
+    with open(path) as f:
+        return sum(1 for _ in f)
 
 
 if __name__ == "__main__":
