@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import collections
 import os
+import shlex
 import statistics
 import tempfile
 import threading
@@ -40,7 +41,7 @@ def main() -> None:
     if args.count_chmod:  # the driver's JVM, started below, takes this PATH
         os.makedirs(os.path.join(root, "bin"))
         with open(os.path.join(root, "bin", "chmod"), "w") as f:
-            f.write(f'#!/bin/sh\necho "$@" >> {chmod_log}\nexec /bin/chmod "$@"\n')
+            f.write(f'#!/bin/sh\necho "$@" >> {shlex.quote(chmod_log)}\nexec /bin/chmod "$@"\n')
         os.chmod(os.path.join(root, "bin", "chmod"), 0o755)
         os.environ["PATH"] = f"{root}/bin{os.pathsep}{os.environ['PATH']}"
     url = f"sqlite:///{root}/catalog.db"

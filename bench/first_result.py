@@ -68,7 +68,7 @@ def main() -> None:
     args = parser.parse_args()
     from airflow_provider_streamql.runtime import class_archive
 
-    archive = class_archive.local_archive_path()
+    archive = class_archive.default_archive_path()
     if archive is None or not os.path.isfile(archive):
         sys.exit(f"no class archive at {archive}: python -m airflow_provider_streamql.runtime.class_archive makes it")
     times: dict[str, list[float]] = {"without the archive": [], "with the archive": []}

@@ -56,7 +56,7 @@ def test_a_session_started_here_maps_the_archive_setup_made(spark, monkeypatch):
     """scripts/setup made the archive for this Java and pyspark, and the session the tests
     share (started as a runtime starts its own) runs with it."""
     monkeypatch.delenv(class_archive.ENV, raising=False)
-    archive = class_archive.local_archive_path()
+    archive = class_archive.default_archive_path()
     assert archive is not None and os.path.isfile(archive), f"no class archive at {archive}: run scripts/setup"
     jvm = spark.sparkContext._jvm
     arguments = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())

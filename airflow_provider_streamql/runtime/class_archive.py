@@ -87,8 +87,13 @@ def archive_path(java: str | None = None, class_path: str = "") -> str | None:
     import pyspark
 
     # the JVM maps an archive only for the class path it was made with: Spark's jars, under
-    # SPARK_HOME as pyspark finds it, after the driver's extra class path
-    where = hashlib.sha256(f"{class_path}{os.pathsep}{local_fs.spark_home()}".encode()).hexdigest()[:8]
+    # SPARK_HOME as pyspark finds it, after the driver's extra class path, whose files it
+    # checks by size and time (a jar built again makes a new archive)
+    stamps = [
+        f"{p}:{os.stat(p).st_size}:{os.stat(p).st_mtime_ns}" if os.path.isfile(p) else p
+        for p in class_path.split(os.pathsep)
+    ]
+    where = hashlib.sha256(f"{stamps}{local_fs.spark_home()}".encode()).hexdigest()[:8]
     name = f"spark-{pyspark.__version__}-java-{re.sub(r'[^0-9A-Za-z._-]', '_', java)}-{where}.jsa"
     return os.path.join(sys.prefix, "share", "streamql", name)
 
@@ -122,15 +127,14 @@ def build(archive: str) -> None:
             os.unlink(partial)
 
 
-def local_archive_path() -> str | None:
-    """:func:`archive_path` for a driver on a local master, the local file system's jar
-    first on its class path when built (:mod:`.local_fs`): the archive scripts/setup makes."""
-    local = local_fs.spark_options({}, TRAINING_MASTER, local_fs.usable_jar())
-    return archive_path(class_path=local.get(local_fs.CLASS_PATH, ""))
+def default_archive_path() -> str | None:
+    """:func:`archive_path` for a driver a runtime starts: the local file system's jar first on
+    its class path when built (:mod:`.local_fs`). The archive scripts/setup makes."""
+    return archive_path(class_path=local_fs.usable_jar() or "")
 
 
 def main() -> int:
-    archive = local_archive_path()
+    archive = default_archive_path()
     if archive is None:
         print(f"class archive: none (no java, or ${ENV}=off)")
         return 0

@@ -7,14 +7,15 @@ their checksums): a runtime of 60 queries fed a record at a time started about 1
 second, and the kernel's work for them was 40 % of the machine's CPU.
 
 ``java/LocalFileSystemWithoutProcesses.java`` is Hadoop's own local file system with one
-change: a permission is set with a system call (``java.nio``), the same bits, the same
-errors. :func:`build` compiles it against the Hadoop that Spark ships into a jar beside the
-Python environment (``scripts/setup`` does; ``python -m
-airflow_provider_streamql.runtime.local_fs`` by hand), and :func:`spark_options` makes it a
-session's ``file:`` file system when the jar is there, the master is local (the executors
-are the driver's JVM, so the class is on their class path too) and the settings name no
-``file:`` file system of their own. Without the jar everything runs as before, only slower;
-``STREAMQL_LOCAL_FS=off`` turns it off.
+change: a permission is set with a system call (``java.nio``), the same bits, and a failure
+is still an ``IOException``. :func:`build` compiles it against the Hadoop that Spark ships
+into a jar beside the Python environment (``scripts/setup`` does; ``python -m
+airflow_provider_streamql.runtime.local_fs`` by hand). :func:`spark_options` puts the jar
+first on the class path of a driver JVM a runtime starts, and makes it the ``file:`` file
+system when the master is local (the executors are the driver's JVM, so the class is on
+their class path too) and no ``file:`` file system is named (in the settings, or in
+``spark-defaults.conf``: :func:`spark_defaults`). Without the jar everything runs as before,
+only slower; ``STREAMQL_LOCAL_FS=off`` turns it off.
 """
 
 from __future__ import annotations
@@ -76,14 +77,36 @@ def usable_jar() -> str | None:
     return jar if jar is not None and os.path.isfile(jar) else None
 
 
-def spark_options(conf: Mapping[str, str], master: str | None, jar: str | None) -> dict[str, str]:
-    """``conf`` with the file system of ``jar`` as ``file:``'s and ``jar`` first on the
-    driver's class path, when ``jar`` is given, ``master`` is local and ``conf`` names no
-    ``file:`` file system; else ``conf`` as it is."""
-    if jar is None or master is None or not LOCAL_MASTER.fullmatch(master) or FILE_SYSTEM in conf:
+def spark_options(conf: Mapping[str, str], master: str, jar: str | None) -> dict[str, str]:
+    """``conf`` for a driver JVM started with it: ``jar`` first on its class path (on any
+    master: the class archive is made for one class path) and, when ``master`` is local and
+    ``conf`` names no ``file:`` file system, the jar's as ``file:``'s. ``conf`` as it is
+    without a jar."""
+    if jar is None:
         return dict(conf)
     given = conf.get(CLASS_PATH, "")
-    return {**conf, FILE_SYSTEM: CLASS, CLASS_PATH: f"{jar}{os.pathsep}{given}" if given else jar}
+    options = {**conf, CLASS_PATH: f"{jar}{os.pathsep}{given}" if given else jar}
+    if LOCAL_MASTER.fullmatch(master) and FILE_SYSTEM not in conf:
+        options[FILE_SYSTEM] = CLASS
+    return options
+
+
+#: a line of a Java properties file: key, then '=', ':' or blanks, then the value
+PROPERTY = re.compile(r"\s*([^\s=:#!]+)\s*[=:\s]\s*(.*)")
+
+
+def spark_defaults() -> dict[str, str]:
+    """The settings this module takes, as ``spark-defaults.conf`` gives them
+    (``$SPARK_CONF_DIR``, else Spark's ``conf`` folder): the launcher reads that file, but a
+    setting given to the session replaces the file's, so :func:`spark_options` must see them."""
+    folder = os.environ.get("SPARK_CONF_DIR") or os.path.join(spark_home(), "conf")
+    try:
+        with open(os.path.join(folder, "spark-defaults.conf")) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return {}
+    found = (PROPERTY.fullmatch(line) for line in lines)
+    return {m[1]: m[2].strip() for m in found if m and m[1] in (FILE_SYSTEM, CLASS_PATH)}
 
 
 def javac() -> str | None:
@@ -109,7 +132,7 @@ def build(jar: str) -> None:
             timeout=300,
         )
         if done.returncode != 0:
-            raise RuntimeError(f"javac failed (exit {done.returncode}): {done.stderr[-2000:]}")
+            raise RuntimeError(f"{compiler!r} failed on {SOURCE!r} (exit {done.returncode}): {done.stderr[-2000:]}")
         fd, partial = tempfile.mkstemp(prefix=".partial-", suffix=".jar", dir=os.path.dirname(jar))
         os.close(fd)
         try:

@@ -33,6 +33,18 @@ DEFAULT_CONF = {
 }
 
 
+def starts_jvm() -> bool:
+    """Whether the next session's JVM starts in this process with the class path and Java
+    options its settings give: not when pyspark started one before (it keeps it after a
+    session stops), nor under spark-submit (which started it), nor when
+    ``PYSPARK_SUBMIT_ARGS`` gives a driver class path (which replaces the settings')."""
+    return (
+        SparkContext._gateway is None
+        and "PYSPARK_GATEWAY_PORT" not in os.environ
+        and "--driver-class-path" not in os.environ.get("PYSPARK_SUBMIT_ARGS", "")
+    )
+
+
 def build_session(
     master: str | None = "local[*]", app_name: str = "streamql", conf: dict[str, str] | None = None
 ) -> SparkSession:
@@ -44,9 +56,8 @@ def build_session(
     settings = {**DEFAULT_CONF, **(conf or {})}
     if master:
         builder = builder.master(master).appName(app_name)
-        # only a JVM started here takes a class path: a running one keeps Hadoop's file system
-        if SparkContext._active_spark_context is None:
-            settings = local_fs.spark_options(settings, master, local_fs.usable_jar())
+        if starts_jvm():
+            settings = local_fs.spark_options({**local_fs.spark_defaults(), **settings}, master, local_fs.usable_jar())
             archive = class_archive.archive_path(class_path=settings.get(local_fs.CLASS_PATH, ""))
             settings = class_archive.java_options(settings, archive)
         # Python UDFs (PROTOBUF values) run in Python workers this process starts: this

@@ -35,8 +35,8 @@ public class LocalFileSystemWithoutProcesses extends LocalFileSystem {
     @Override
     public void setPermission(Path p, FsPermission permission) throws IOException {
       int mode = permission.toShort();
-      // the native library does it without a process already; java.nio has no sticky,
-      // setuid or setgid bit: Hadoop's own way for those
+      // the native library does it without a process already; java.nio has no sticky bit:
+      // Hadoop's own way for it
       if (NativeIO.isAvailable() || (mode & ~0777) != 0) {
         super.setPermission(p, permission);
         return;
@@ -47,7 +47,11 @@ public class LocalFileSystemWithoutProcesses extends LocalFileSystem {
           bits.add(BITS[i]);
         }
       }
-      Files.setPosixFilePermissions(pathToFile(p).toPath(), bits);
+      try {
+        Files.setPosixFilePermissions(pathToFile(p).toPath(), bits);
+      } catch (UnsupportedOperationException notPosix) {  // a file system without POSIX modes
+        super.setPermission(p, permission);
+      }
     }
   }
 }
