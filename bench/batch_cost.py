@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import collections
 import os
-import shlex
 import statistics
 import tempfile
 import threading
@@ -27,6 +26,7 @@ from airflow_provider_streamql.conditions import CaughtUp
 from airflow_provider_streamql.engine import Engine
 from airflow_provider_streamql.runtime import Runtime, build_session
 from airflow_provider_streamql.storage import topics
+from bench.chmod_log import ChmodLog
 
 QUERIES = ("CSAS_F_1", "CTAS_T_2")
 
@@ -37,13 +37,9 @@ def main() -> None:
     parser.add_argument("--count-chmod", action="store_true", help="count the chmod processes a round starts")
     args = parser.parse_args()
     root = tempfile.mkdtemp(prefix="streamql-batch-cost-")
-    chmod_log = os.path.join(root, "chmod.log")
+    chmod_log = ChmodLog(root)
     if args.count_chmod:  # the driver's JVM, started below, takes this PATH
-        os.makedirs(os.path.join(root, "bin"))
-        with open(os.path.join(root, "bin", "chmod"), "w") as f:
-            f.write(f'#!/bin/sh\necho "$@" >> {shlex.quote(chmod_log)}\nexec /bin/chmod "$@"\n')
-        os.chmod(os.path.join(root, "bin", "chmod"), 0o755)
-        os.environ["PATH"] = f"{root}/bin{os.pathsep}{os.environ['PATH']}"
+        os.environ["PATH"] = chmod_log.path(os.environ["PATH"])
     url = f"sqlite:///{root}/catalog.db"
     engine = Engine(url, home=os.path.join(root, "home"), issuer="bench")
     engine.execute(
@@ -62,13 +58,13 @@ def main() -> None:
     latencies = []
     chmods = []
     for i in range(args.rounds):
-        counted = _lines(chmod_log)
+        counted = chmod_log.count()
         began = time.time()
         topics.append(src.path, src.format, src.columns, [{"id": i, "user": f"u{i % 3}", "x": 1}])
         while not all(CaughtUp(q, as_of=began + 0.001).check(engine).done for q in QUERIES):
             time.sleep(0.02)
         latencies.append(time.time() - began)
-        chmods.append(_lines(chmod_log) - counted)
+        chmods.append(chmod_log.count() - counted)
         for query in spark.streams.active:
             progress = query.lastProgress
             if progress and progress["numInputRows"]:
@@ -84,13 +80,6 @@ def main() -> None:
     thread.join(60)
     engine.close()
     spark.stop()
-
-
-def _lines(path: str) -> int:
-    if not os.path.exists(path):
-        return 0
-    with open(path) as f:
-        return sum(1 for _ in f)
 
 
 if __name__ == "__main__":

@@ -5,11 +5,11 @@ What that saves is measured in docs/benchmarks.md; here, that it holds and chang
 else."""
 
 import os
-import shlex
 
 import pytest
 
 from airflow_provider_streamql.runtime import local_fs
+from bench.chmod_log import ChmodLog
 
 from .support import insert, table
 
@@ -139,11 +139,8 @@ def test_a_runtimes_micro_batches_start_no_chmod_process(sqlite_engine, env, pro
     """A filter and a GROUP BY table in a runtime process, a record a batch: their
     checkpoints, state and output files are written without a `chmod` process each (counted
     by a `chmod` first on the runtime's PATH that logs each run), and read back as before."""
-    engine, log, bin_dir = sqlite_engine, tmp_path / "chmod.log", tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "chmod").write_text(f'#!/bin/sh\necho "$@" >> {shlex.quote(str(log))}\nexec /bin/chmod "$@"\n')
-    (bin_dir / "chmod").chmod(0o755)
-    env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
+    engine, chmod_log = sqlite_engine, ChmodLog(str(tmp_path))
+    env["PATH"] = chmod_log.path(env["PATH"])
     env.pop(local_fs.ENV, None)
     if setting is not None:
         env[local_fs.ENV] = setting
@@ -161,5 +158,5 @@ def test_a_runtimes_micro_batches_start_no_chmod_process(sqlite_engine, env, pro
             engine.wait_caught_up(query_id, timeout=60)
     assert table(engine, "spend") == {"ann": (2,), "bob": (1,)}
     assert sorted(r[0] for r in engine.execute("SELECT id FROM valid")[0].rows) == [1, 2]
-    started = len(log.read_text().splitlines()) if log.exists() else 0
+    started = chmod_log.count()
     assert (started == 0) if chmods == "none" else (started > 0), f"{started} chmod processes"

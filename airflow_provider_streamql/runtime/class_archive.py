@@ -89,13 +89,18 @@ def archive_path(java: str | None = None, class_path: str = "") -> str | None:
     # the JVM maps an archive only for the class path it was made with: Spark's jars, under
     # SPARK_HOME as pyspark finds it, after the driver's extra class path, whose files it
     # checks by size and time (a jar built again makes a new archive)
-    stamps = [
-        f"{p}:{os.stat(p).st_size}:{os.stat(p).st_mtime_ns}" if os.path.isfile(p) else p
-        for p in class_path.split(os.pathsep)
-    ]
+    stamps = [_stamp(p) for p in class_path.split(os.pathsep)]
     where = hashlib.sha256(f"{stamps}{local_fs.spark_home()}".encode()).hexdigest()[:8]
     name = f"spark-{pyspark.__version__}-java-{re.sub(r'[^0-9A-Za-z._-]', '_', java)}-{where}.jsa"
     return os.path.join(sys.prefix, "share", "streamql", name)
+
+
+def _stamp(path: str) -> str:
+    """``path`` with its size and time when it is a file."""
+    if not os.path.isfile(path):
+        return path
+    info = os.stat(path)
+    return f"{path}:{info.st_size}:{info.st_mtime_ns}"
 
 
 def java_options(conf: Mapping[str, str], archive: str | None) -> dict[str, str]:
