@@ -275,7 +275,10 @@ def test_replace_operator_fails_fast_when_its_version_is_rolled_back(world, capf
     world.engine.wait_caught_up(UPGRADED, timeout=LONG)
     started = time.monotonic()
     from .test_airflow_operators import meanwhile, once_deferred
-    join = meanwhile(once_deferred(), lambda: insert(world.engine, "good_in", [(3, "carl", 1)]))
+    # carl comes once version 3 runs: version 1 would read him without failing, and version 3
+    # would then have nothing to fail on inside its readiness window
+    join = meanwhile(once_deferred(), lambda: world.engine.wait_for_version(UPGRADED, 3, timeout=LONG),
+                     lambda: insert(world.engine, "good_in", [(3, "carl", 1)]))
     run = run_dag("t_replace", capfd, sql=sql, query_id=UPGRADED, mode="in_place")
     join()
     assert run.states == {"task": "failed"}, run.log
