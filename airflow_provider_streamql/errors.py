@@ -32,7 +32,8 @@ def first_line(
     """The first line of an error's message (its type's name when it has none): what a
     one-line report of a library's error shows. A Py4J/Spark error's own message is its
     ``desc`` (its text adds the JVM stack); an error a foreachBatch writer raised is the
-    exception its traceback names, not Py4J's heading; so is a Java error Py4J passes on
+    exception its traceback names, not Py4J's heading (nor, when the writer's call into Spark
+    failed, Py4J's heading of that call); so is a Java error Py4J passes on
     (``java.lang.OutOfMemoryError: Java heap space``); ``limit`` caps the line's length.
     ``mask`` (secrets out) is applied to the whole text before the first line is taken."""
     text = str(getattr(error, "desc", None) or error).strip()
@@ -44,9 +45,10 @@ def first_line(
     if lines[0].startswith(PY4J_CALL) and len(lines) > 1 and lines[1].startswith(": "):
         return lines[1][2:][:limit]  # the Java exception, not the call that raised it
     if lines[0].startswith(PYTHON_PROXY):  # a foreachBatch writer failed: its exception is the report
-        raised = next((m.group(1) for m in map(RAISED.match, lines[1:]) if m), None)
-        if raised:
-            return raised[:limit]
+        raised = next(((i, m) for i, m in enumerate(map(RAISED.match, lines)) if i and m), None)
+        if raised is not None:  # read as its own error: a Py4J heading there gives way to the Java exception
+            at, match = raised
+            return first_line("\n".join([match.group(1), *lines[at + 1 :]]), limit)
     return lines[0][:limit]
 
 

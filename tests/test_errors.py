@@ -175,12 +175,25 @@ PROXY_ERROR = (
     "== SQL (line 1, position 12) =="
 )
 
+#: a foreachBatch writer's call into Spark failed: Py4J heads the Java exception it passes on
+SAVE_ERROR = (
+    "An exception was raised by the Python Proxy. Return Message: Traceback (most recent call last):\n"
+    '  File "/venv/pyspark/sql/readwriter.py", line 1839, in save\n'
+    "    self._jwrite.save()\n"
+    "py4j.protocol.Py4JJavaError: An error occurred while calling o4984.save.\n"
+    ": org.apache.spark.sql.kafka010.KafkaIllegalStateException: Some data may have been lost because they are "
+    "not available in Kafka any more;\n"
+    "either the data was aged out by Kafka or the topic may have been deleted before all the data in the\n"
+)
+
 
 @pytest.mark.parametrize("message, shown", [
     ("[CAST_INVALID_INPUT] The value 'bob' cannot be cast\n\tat org.apache.spark...",
      "[CAST_INVALID_INPUT] The value 'bob' cannot be cast"),
     (PROXY_ERROR, "[CAST_INVALID_INPUT] The value 'bob' of the type \"STRING\" cannot be cast to \"INT\" "
                   "because it is malformed."),
+    (SAVE_ERROR, "org.apache.spark.sql.kafka010.KafkaIllegalStateException: Some data may have been lost because "
+                 "they are not available in Kafka any more;"),
     ("An exception was raised by the Python Proxy. Return Message: nothing more",
      "An exception was raised by the Python Proxy. Return Message: nothing more"),
     ("", "RuntimeError"),
