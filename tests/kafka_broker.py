@@ -47,7 +47,7 @@ SETTINGS = {
     "background.threads": "2",
     "num.recovery.threads.per.data.dir": "1",
     "log.cleaner.threads": "1",
-    # tests write records stamped years back (a start at a time, event times from the data);
+    # tests write records stamped years back (a query started at a time);
     # Kafka's 7-day retention would delete them at its next check (every 5 min) mid-test,
     # and a query then finds its start offset gone ("Some data may have been lost")
     "log.retention.ms": "-1",
