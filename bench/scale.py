@@ -1,11 +1,13 @@
 """Many queries in one runtime (issue 16): how each control-plane figure grows with N.
 
-    .venv/bin/python bench/scale.py [--sizes 1,10,40,100] [--idle 10] [--rounds 3] [--submit 10]
+    .venv/bin/python bench/scale.py [--sizes 1,10,40,100] [--idle 10] [--rounds 3] [--submit 10] [--on-error FAIL]
 
 Each size N runs in a fresh child process (its own JVM and SparkSession, ``local[2]``,
 a SQLite catalog, files): one source stream ``src`` and N file-to-file filter queries
 ``CREATE STREAM o<i> AS SELECT * FROM src WHERE id % N = i`` in one runtime reconciling
-every 0.5 s (the default). The child measures, in this order:
+every 0.5 s (the default), under ``--on-error`` (default: the runtime's, LOG_AND_CONTINUE, where
+each query has a dead-letter companion: two Spark queries a query; ``streams`` says how many
+ran). The child measures, in this order:
 
   * create: the N CREATE STREAM ... AS statements executed as one script -> all RUNNING;
   * idle CPU: CPU seconds per wall second of the whole process tree (Python + JVM) over
@@ -70,7 +72,7 @@ def tree_cpu(proc: psutil.Process) -> float:
 
 
 # -- one runtime, N queries (child process) ---------------------------------------------------
-def child(n: int, idle: float, through: bool, rounds: int) -> dict:
+def child(n: int, idle: float, through: bool, rounds: int, on_error: str | None = None) -> dict:
     from airflow_provider_streamql.catalog import Catalog
     from airflow_provider_streamql.conditions import AllOf, CaughtUp, QueriesInState
     from airflow_provider_streamql.engine import Engine
@@ -83,7 +85,7 @@ def child(n: int, idle: float, through: bool, rounds: int) -> dict:
     home = tempfile.mkdtemp(prefix=f"bench-scale-{n}-")
     engine = Engine(f"sqlite:///{home}/catalog.db", home=home)
     engine.execute("CREATE STREAM src (id INT, v DOUBLE)")
-    runtime = Runtime(Catalog(engine.catalog.url), "default", spark, interval=0.5)
+    runtime = Runtime(Catalog(engine.catalog.url), "default", spark, interval=0.5, on_error=on_error)
     thread = threading.Thread(target=runtime.run, daemon=True)
     thread.start()
     time.sleep(1.0)  # the runtime is up and idle
@@ -95,6 +97,7 @@ def child(n: int, idle: float, through: bool, rounds: int) -> dict:
     engine.wait(QueriesInState(ids, ["RUNNING"]), timeout=1800, poll=POLL)
     create_s = time.monotonic() - t0
     time.sleep(2.0)  # first (empty) batches done
+    streams = len(spark.streams.active)  # Spark's streaming queries: with dead-letter companions, 2N
 
     c0, w0 = tree_cpu(me), time.monotonic()
     time.sleep(idle)
@@ -122,6 +125,8 @@ def child(n: int, idle: float, through: bool, rounds: int) -> dict:
 
     result = {
         "n": n,
+        "on_error": runtime.on_error.value,
+        "streams": streams,
         "session_s": round(session_s, 2),
         "create_s": round(create_s, 2),
         "idle_cpu": round(idle_cpu, 3),
@@ -262,8 +267,9 @@ def summary(values: list[float]) -> dict:
     return {"median": round(statistics.median(values), 3), "min": round(values[0], 3), "max": round(values[-1], 3)}
 
 
-def run_child(n: int, idle: float, through: bool, rounds: int = 3) -> dict:
+def run_child(n: int, idle: float, through: bool, rounds: int = 3, on_error: str | None = None) -> dict:
     cmd = [sys.executable, os.path.abspath(__file__), "--child", str(n), "--idle", str(idle), "--rounds", str(rounds)]
+    cmd += ["--on-error", on_error] if on_error else []
     t0 = time.monotonic()
     out = subprocess.run(cmd + (["--through"] if through else []), check=True, capture_output=True, text=True)
     result = json.loads(out.stdout.strip().splitlines()[-1])
@@ -279,12 +285,18 @@ def main() -> None:
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--through", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--rounds", type=int, default=3, help="PAUSE ALL / RESUME ALL cycles per size")
+    parser.add_argument(
+        "--on-error",
+        choices=("FAIL", "LOG_AND_CONTINUE", "PAUSE"),
+        help="the runtime's policy for the queries (default: the runtime's, LOG_AND_CONTINUE, which runs a "
+        "dead-letter companion beside each query; the others run one Spark query each, as Spark's floor does)",
+    )
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, args.idle, args.through, args.rounds)))
+        print(json.dumps(child(args.child, args.idle, args.through, args.rounds, args.on_error)))
         return
     sizes = [int(s) for s in args.sizes.split(",") if s]
-    rows = [run_child(n, args.idle, through=False, rounds=args.rounds) for n in sizes]
+    rows = [run_child(n, args.idle, through=False, rounds=args.rounds, on_error=args.on_error) for n in sizes]
     for row in rows:
         print(json.dumps(row), flush=True)
     one = next((r for r in rows if r["n"] == 1), None)

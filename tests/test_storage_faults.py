@@ -1,5 +1,5 @@
 """Faults in the storage (issue 34, docs/reliability.md): a stop at a batch boundary during an
-in-place upgrade, and a checkpoint file a crash left truncated or garbled, which the runtime
+in-place upgrade (and of a query asleep between triggers), and a checkpoint file a crash left truncated or garbled, which the runtime
 names with what to do instead of starting the query on it."""
 
 import os
@@ -11,6 +11,8 @@ import threading
 import pytest
 
 from airflow_provider_streamql.catalog.states import QueryState
+from airflow_provider_streamql.runtime.evolution import source_evolution
+from airflow_provider_streamql.runtime.spark_queries import asleep_between_triggers, stop_after_batch
 from airflow_provider_streamql.storage import topics
 from airflow_provider_streamql.storage.checkpoints import INTERRUPTED_WRITE, last_committed_batch
 from airflow_provider_streamql.storage.faults import Damage, damage_report, dead_letter_damage_report
@@ -98,6 +100,33 @@ def test_an_in_place_upgrade_stops_the_old_version_after_its_in_flight_batch(sql
         "version 1 REPLACED and version 2 ACTIVE",
     )
     assert stray_files(checkpoint, sink) == []
+
+
+def test_a_stop_wakes_a_query_asleep_between_triggers(spark, tmp_path):
+    """An idle query sleeps Spark's polling delay between its looks for new data: a stop at a
+    batch boundary ends that sleep instead of waiting it out (before, an idle query's PAUSE
+    took up to the runtime's 250 ms, and PAUSE ALL of 40 as many times over as the workers
+    allowed), and the query ends cleanly."""
+    key = "spark.sql.streaming.pollingDelay"
+    previous, src = spark.conf.get(key), tmp_path / "in"
+    src.mkdir()
+    spark.conf.set(key, "10min")  # read by a query as it starts
+    try:
+        with source_evolution(spark, False):  # an unnamed source, as a runtime's other queries leave it
+            query = (spark.readStream.schema("id INT").json(str(src)).writeStream.format("noop")
+                     .option("checkpointLocation", str(tmp_path / "checkpoint")).start())
+    finally:
+        spark.conf.set(key, previous)
+    try:
+        thread = query._jsq.streamingQuery().queryExecutionThread()
+        wait_until(lambda: asleep_between_triggers(thread), 60, "the query asleep between triggers")
+        stopping = threading.Thread(target=stop_after_batch, args=(query,), daemon=True)
+        stopping.start()
+        stopping.join(60)
+        assert not stopping.is_alive(), "the stop waited out the polling delay"
+        assert not query.isActive and query.exception() is None
+    finally:
+        query.stop()
 
 
 def truncate(path: str) -> None:

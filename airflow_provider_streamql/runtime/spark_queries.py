@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass
 
 from pyspark import SparkContext
@@ -139,16 +140,18 @@ def stop_after_batch(stream: StreamingQuery, wait: int = BATCH_BOUNDARY_WAIT) ->
     ``HDFSMetadataLog.write``, at times a ``StackOverflowError`` in the thread and a failed
     ``stop()``); the batch then runs again after the restart. Spark's loop checks its state
     at each trigger's end, so the state is set to TERMINATED first (what ``stop()`` sets
-    before it interrupts) and the thread is awaited; ``stop()`` then only tidies up. If the
-    batch does not end within ``wait`` seconds, or Spark's internals are not as expected
-    (another Spark version), it falls back to the interrupting stop.
+    before it interrupts) and the thread is awaited; ``stop()`` then only tidies up. A thread
+    asleep between triggers (no new data: Spark sleeps its polling delay before it reads its
+    state again) is woken (:func:`_awaited`). If the batch does not end within ``wait``
+    seconds, or Spark's internals are not as expected (another Spark version), it falls back
+    to the interrupting stop.
     """
     try:
         if stream.isActive:
             execution = stream._jsq.streamingQuery()
             runtime_states = SparkContext._jvm.org.apache.spark.sql.execution.streaming.runtime  # type: ignore[union-attr]
             execution.state().set(getattr(getattr(runtime_states, "TERMINATED$"), "MODULE$"))
-            if not _awaited(stream, wait):
+            if not _awaited(execution.queryExecutionThread(), wait):
                 log.warning("%s: its batch did not end within %ss; interrupting it", stream.name, wait)
     except Exception as e:  # the JVM going down (SIGTERM sent to the process group), or another Spark
         log.warning("stopping %s at a batch boundary: %s", stream.name, kafka.error_report(e))
@@ -158,10 +161,34 @@ def stop_after_batch(stream: StreamingQuery, wait: int = BATCH_BOUNDARY_WAIT) ->
         log.warning("stopping %s: %s", stream.name, kafka.error_report(e))
 
 
-def _awaited(stream: StreamingQuery, wait: int) -> bool:
-    """The stream thread ended within ``wait`` seconds (a failure it ended on is the
-    reconciler's to read from ``exception()``, not the stop's)."""
-    try:
-        return bool(stream.awaitTermination(wait))
-    except Exception:  # StreamingQueryException: it ended by failing
-        return True
+#: milliseconds between looks at a stopping query's stream thread
+STOP_LOOK_MS = 20
+
+
+def _awaited(thread, wait: int) -> bool:
+    """The stream ``thread`` (a JVM ``Thread``) ended within ``wait`` seconds; its own state
+    is not asked (TERMINATED already: Spark's ``awaitTermination`` with a timeout returns
+    true at once). While it sleeps between triggers it is interrupted: with the state
+    TERMINATED it starts no batch after that sleep, so the interrupt ends the sleep and
+    nothing else (Spark takes it for its own stop's); unwoken, an idle query's stop waited
+    out the polling delay, and PAUSE ALL one such wait per query a worker stopped."""
+    deadline = time.monotonic() + wait
+    while thread.isAlive():
+        if time.monotonic() >= deadline:
+            return False
+        if asleep_between_triggers(thread):
+            thread.interrupt()
+        thread.join(STOP_LOOK_MS)
+    return True
+
+
+def asleep_between_triggers(thread) -> bool:
+    """Whether a query's stream thread (a JVM ``Thread``) sleeps where Spark's micro-batch
+    loop waits for new data (``Thread.sleep`` called by ``MicroBatchExecution.executeOneBatch``)."""
+    if str(thread.getState()) != "TIMED_WAITING":
+        return False
+    trace = thread.getStackTrace()  # a Java array: each element read is a call into the JVM
+    frames = [(trace[i].getClassName(), trace[i].getMethodName()) for i in range(min(len(trace), 4))]
+    sleeping = bool(frames) and frames[0][0] == "java.lang.Thread" and frames[0][1].startswith("sleep")
+    caller = next((f for f in frames if f[0] != "java.lang.Thread"), ("", ""))
+    return sleeping and caller[0].endswith(".MicroBatchExecution") and caller[1] == "executeOneBatch"
