@@ -2,6 +2,7 @@
 in-place upgrade (and of a query asleep between triggers), and a checkpoint file a crash left truncated or garbled, which the runtime
 names with what to do instead of starting the query on it."""
 
+import logging
 import os
 import resource
 import signal
@@ -102,7 +103,7 @@ def test_an_in_place_upgrade_stops_the_old_version_after_its_in_flight_batch(sql
     assert stray_files(checkpoint, sink) == []
 
 
-def test_a_stop_wakes_a_query_asleep_between_triggers(spark, tmp_path):
+def test_a_stop_wakes_a_query_asleep_between_triggers(spark, tmp_path, caplog):
     """An idle query sleeps Spark's polling delay between its looks for new data: a stop at a
     batch boundary ends that sleep instead of waiting it out (before, an idle query's PAUSE
     took up to the runtime's 250 ms, and PAUSE ALL of 40 as many times over as the workers
@@ -125,6 +126,9 @@ def test_a_stop_wakes_a_query_asleep_between_triggers(spark, tmp_path):
         stopping.join(60)
         assert not stopping.is_alive(), "the stop waited out the polling delay"
         assert not query.isActive and query.exception() is None
+        # it ended at the boundary, not by the interrupting stop a failed look falls back to
+        warned = [r.getMessage() for r in caplog.records if r.name == "streamql.runtime" and r.levelno >= logging.WARNING]
+        assert warned == []
     finally:
         query.stop()
 

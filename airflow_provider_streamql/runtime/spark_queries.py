@@ -166,12 +166,14 @@ STOP_LOOK_MS = 20
 
 
 def _awaited(thread, wait: int) -> bool:
-    """The stream ``thread`` (a JVM ``Thread``) ended within ``wait`` seconds; its own state
-    is not asked (TERMINATED already: Spark's ``awaitTermination`` with a timeout returns
-    true at once). While it sleeps between triggers it is interrupted: with the state
-    TERMINATED it starts no batch after that sleep, so the interrupt ends the sleep and
-    nothing else (Spark takes it for its own stop's); unwoken, an idle query's stop waited
-    out the polling delay, and PAUSE ALL one such wait per query a worker stopped."""
+    """The stream ``thread`` (a JVM ``Thread``) ended within ``wait`` seconds; the thread is
+    watched, not the query (Spark's ``awaitTermination`` with a timeout answers, once the
+    timeout is out, whether the state is TERMINATED: it already is). While it sleeps between
+    triggers it is interrupted: with the state TERMINATED it starts no batch after that sleep,
+    so the interrupt ends the sleep and nothing else (Spark takes it for its own stop's, and
+    holds an interrupt back while the thread cleans up). Unwoken, a stop of a query idle under
+    the default trigger waited out the polling delay, and PAUSE ALL one such wait per query
+    each worker stopped. (A processing-time trigger's wait for its interval is not woken.)"""
     deadline = time.monotonic() + wait
     while thread.isAlive():
         if time.monotonic() >= deadline:
