@@ -285,9 +285,11 @@ def main() -> None:
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--through", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--rounds", type=int, default=3, help="PAUSE ALL / RESUME ALL cycles per size")
+    from airflow_provider_streamql.catalog import ERROR_POLICIES
+
     parser.add_argument(
         "--on-error",
-        choices=("FAIL", "LOG_AND_CONTINUE", "PAUSE"),
+        choices=[policy.value for policy in ERROR_POLICIES],
         help="the runtime's policy for the queries (default: the runtime's, LOG_AND_CONTINUE, which runs a "
         "dead-letter companion beside each query; the others run one Spark query each, as Spark's floor does)",
     )
