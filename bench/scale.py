@@ -289,6 +289,7 @@ def main() -> None:
 
     parser.add_argument(
         "--on-error",
+        type=str.upper,  # as `streamql runtime --on-error` takes it
         choices=[policy.value for policy in ERROR_POLICIES],
         help="the runtime's policy for the queries (default: the runtime's, LOG_AND_CONTINUE, which runs a "
         "dead-letter companion beside each query; the others run one Spark query each, as Spark's floor does)",
