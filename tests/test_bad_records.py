@@ -146,6 +146,17 @@ def test_log_and_continue_sends_bad_records_to_the_dead_letter_stream(sqlite_eng
                             [5, path, '{"id": 3, "user": "x", "amount": "12.5"}']]
     shown = engine.execute("SHOW QUERIES EXTENDED")[0]
     assert shown.rows[0][shown.columns.index("bad_records")] == 2
+    # resumed, the companion starts again on the frame the runtime built for it, and goes on
+    # from its checkpoint: the next bad record is logged, none of the first two again
+    engine.execute("PAUSE CSAS_COPY_1")
+    engine.wait_for_state("CSAS_COPY_1", "PAUSED", timeout=60)
+    engine.execute("RESUME CSAS_COPY_1")
+    engine.wait_for_state("CSAS_COPY_1", "RUNNING", timeout=60)
+    later = produce(engine, "payments", [good(5), "still not json"], "b.json")
+    wait_until(lambda: len(engine.bad_records("CSAS_COPY_1")) == 3, 60, "the third logged bad record")
+    dead = engine.execute("SELECT line, file, raw FROM CSAS_COPY_1_DLQ")[0].rows
+    assert sorted(dead) == sorted([[2, path, "not json at all"], [2, later, "still not json"],
+                                   [5, path, '{"id": 3, "user": "x", "amount": "12.5"}']])
 
 
 def test_only_a_table_record_needs_its_key(spark, tmp_path):

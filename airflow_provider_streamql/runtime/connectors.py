@@ -130,13 +130,22 @@ def streaming_frame(
 
 
 class Frames:
-    """The streaming DataFrames a runtime built, the latest one per query. A query restarting
-    on its checkpoint (RESUME, a retry) runs the plan it ran before, so its frame is built once
-    per version, settings, error policy, skipped records and sources: building one is most of
-    a start's calls into the JVM (a RESUME ALL of 40 queries made 165 per query)."""
+    """The streaming DataFrames a runtime built, the latest ones per query. A query restarting
+    on its checkpoint (RESUME, a retry) runs the plan it ran before, so its frame, and its
+    dead-letter companion's, is built once per version, settings, error policy, skipped records
+    and sources: building them is most of a start's calls into the JVM (a RESUME ALL of 40
+    queries made 165 per query for the query's frame; the companion's was half of a start's
+    time under LOG_AND_CONTINUE)."""
 
     def __init__(self) -> None:
-        self._built: dict[str, tuple[str, tuple[DataFrame, Callable | None]]] = {}
+        self._built: dict[tuple[str, str], tuple[str, object]] = {}
+
+    def _reused(self, slot: tuple[str, str], key: str, build: Callable[[], object]):
+        built = self._built.get(slot)
+        if built is None or built[0] != key:
+            built = (key, build())
+            self._built[slot] = built
+        return built[1]
 
     def frame(
         self,
@@ -148,11 +157,23 @@ class Frames:
     ) -> tuple[DataFrame, Callable | None]:
         """:func:`streaming_frame` of ``query``, built again only when what it depends on changed."""
         key = repr((query.version, query.settings, plan, record_guard, [sources[n] for n in query.sources]))
-        built = self._built.get(query.id)
-        if built is None or built[0] != key:
-            built = (key, streaming_frame(spark, query, plan, sources, record_guard))
-            self._built[query.id] = built
-        return built[1]
+        return self._reused(
+            (query.id, "query"), key, lambda: streaming_frame(spark, query, plan, sources, record_guard)
+        )
+
+    def dead_letters(
+        self,
+        spark: SparkSession,
+        query: QueryInfo,
+        plan: StreamingPlan,
+        sources: dict[str, SourceInfo],
+        going_on: dict[str, dict[str, int]],
+    ) -> DataFrame | None:
+        """:func:`dead_letter_frame` of ``query``, built again only when what it depends on changed."""
+        key = repr((query.version, query.settings, plan, going_on, [sources[n] for n in query.sources]))
+        return self._reused(
+            (query.id, "dead letters"), key, lambda: dead_letter_frame(spark, query, plan, sources, going_on)
+        )
 
 
 def start_query(
@@ -213,15 +234,39 @@ def start_dead_letter_query(
     plan: StreamingPlan,
     sources: dict[str, SourceInfo],
     on_batch: Callable[[DataFrame, int], None],
+    frames: Frames,
 ) -> StreamingQuery | None:
     """For policy LOG_AND_CONTINUE: a companion query reading the query's streams, with a
-    checkpoint of its own, that hands each batch of bad records to ``on_batch``. Its streams
-    are named as the query's are, so it follows a version that adds or drops one. Made for
+    checkpoint of its own, that hands each batch of bad records to ``on_batch`` (its frame
+    built by ``frames``, or taken from them; None: no stream of the query is checked). Made for
     a query that has read before (its policy changed to LOG_AND_CONTINUE), it starts each
     Kafka topic where the query goes on, so the record that stopped it is not passed by."""
-    starting, rates = Starting.of(query.settings), RateLimits.of(query.settings)  # read as the query reads
     checkpoint = dead_letter_checkpoint(query.checkpoint)
     going_on = {} if os.path.isdir(checkpoint) else kafka_positions(query.checkpoint)
+    with source_evolution(spark, bool(plan.source_names)):
+        df = frames.dead_letters(spark, query, plan, sources, going_on)
+        if df is None:
+            return None
+        return (
+            df.writeStream.queryName(f"{query.id}__dead_letters")
+            .foreachBatch(on_batch)
+            .option("checkpointLocation", checkpoint)
+            .start()
+        )
+
+
+def dead_letter_frame(
+    spark: SparkSession,
+    query: QueryInfo,
+    plan: StreamingPlan,
+    sources: dict[str, SourceInfo],
+    going_on: dict[str, dict[str, int]],
+) -> DataFrame | None:
+    """The bad records of the query's checked streams, read as the query reads them, its
+    streams named as the query's are (so the companion follows a version that adds or drops
+    one); a Kafka topic in ``going_on`` starts at the offsets given there. None: no stream of
+    the query is checked (a changelog has no dead letters)."""
+    starting, rates = Starting.of(query.settings), RateLimits.of(query.settings)
 
     def start(src: SourceInfo) -> kafka.Start:
         topic = src.kafka_topic
@@ -234,30 +279,19 @@ def start_dead_letter_query(
     ]
     if not read:
         return None
-    with source_evolution(spark, bool(plan.source_names)):
-        frames = [
-            dead_letters(
-                source_stream(
-                    spark,
-                    sources[n],
-                    checked=True,
-                    starting=start(sources[n]),
-                    name=plan.source_names.get(n),
-                    rates=rates,
-                ),
-                sources[n],
-            )
-            for n in read
-        ]
-        df = frames[0]
-        for other in frames[1:]:
-            df = df.unionByName(other)
-        return (
-            df.writeStream.queryName(f"{query.id}__dead_letters")
-            .foreachBatch(on_batch)
-            .option("checkpointLocation", checkpoint)
-            .start()
+    frames = [
+        dead_letters(
+            source_stream(
+                spark, sources[n], checked=True, starting=start(sources[n]), name=plan.source_names.get(n), rates=rates
+            ),
+            sources[n],
         )
+        for n in read
+    ]
+    df = frames[0]
+    for other in frames[1:]:
+        df = df.unionByName(other)
+    return df
 
 
 def sink_writer(

@@ -34,7 +34,7 @@ from ..language.streaming import StreamingPlan
 from ..storage.checkpoints import batch_files, last_committed_batch, last_planned_batch
 from ..storage.deadletter import dead_letter_name
 from .badrecords import MARKER, DeadLetterWriter, RecordGuard, parse_failed, records_in_error, scan_files
-from .connectors import start_dead_letter_query
+from .connectors import Frames, start_dead_letter_query
 from .expectations import MARKER as EXPECTATION_MARKER
 from .expectations import ExpectationCheck, Violations
 from .kafka_dead_letters import send_skipped
@@ -118,13 +118,20 @@ class Holds:
         return query.settings.get("on_error") or self.on_error
 
     def dead_letter_query(
-        self, query: QueryInfo, plan: StreamingPlan, sources: dict[str, SourceInfo], guard: RecordGuard
+        self,
+        query: QueryInfo,
+        plan: StreamingPlan,
+        sources: dict[str, SourceInfo],
+        guard: RecordGuard,
+        frames: Frames,
     ) -> StreamingQuery | None:
         """Under LOG_AND_CONTINUE: start the companion query sending the query's bad records
-        to its dead-letter stream (None otherwise, or when no source is checked)."""
+        to its dead-letter stream, its frame built by ``frames`` or taken from them (None
+        otherwise, or when no source is checked)."""
         if not guard.sends_dead_letters:
             return None
-        return start_dead_letter_query(self.spark, query, plan, sources, DeadLetterWriter(self.catalog, query, sources))
+        writer = DeadLetterWriter(self.catalog, query, sources)
+        return start_dead_letter_query(self.spark, query, plan, sources, writer, frames)
 
     def expectation_check(self, query: QueryInfo, sources: dict[str, SourceInfo]) -> ExpectationCheck | None:
         """The query's expectation as its batch writer applies it (None: it has none), leaving

@@ -98,7 +98,7 @@ class SparkQueries:
                 raise CheckpointDamaged(dead_letter_damage_report(query.id, damage, query.checkpoint))
         check = self.holds.expectation_check(query, sources)
         stream = start_query(self.spark, query, plan, sources, sink, fence, guard, self.frames, check)
-        dead_letters = self.holds.dead_letter_query(query, plan, sources, guard)
+        dead_letters = self.holds.dead_letter_query(query, plan, sources, guard, self.frames)
         running = self.active[query.id] = Running(stream, epoch, query.version, dead_letters, replays)
         return running
 
