@@ -13,7 +13,12 @@ import pytest
 
 from airflow_provider_streamql.catalog.states import QueryState
 from airflow_provider_streamql.runtime.evolution import source_evolution
-from airflow_provider_streamql.runtime.spark_queries import asleep_between_triggers, stop_after_batch
+from airflow_provider_streamql.runtime.spark_queries import (
+    asleep_between_triggers,
+    sleeps_between_triggers,
+    stack_frame,
+    stop_after_batch,
+)
 from airflow_provider_streamql.storage import topics
 from airflow_provider_streamql.storage.checkpoints import INTERRUPTED_WRITE, last_committed_batch
 from airflow_provider_streamql.storage.faults import Damage, damage_report, dead_letter_damage_report
@@ -101,6 +106,26 @@ def test_an_in_place_upgrade_stops_the_old_version_after_its_in_flight_batch(sql
         "version 1 REPLACED and version 2 ACTIVE",
     )
     assert stray_files(checkpoint, sink) == []
+
+
+MICRO_BATCH = "app//org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution"
+SLEEP_17 = "java.base@17.0.15/java.lang.Thread.sleep(Native Method)"
+
+
+@pytest.mark.parametrize("top, asleep", [
+    ([SLEEP_17, f"{MICRO_BATCH}.executeOneBatch(MicroBatchExecution.scala:798)"], True),  # Java 17, as read here
+    (["java.base/java.lang.Thread.sleep0(Native Method)", "java.base/java.lang.Thread.sleep(Thread.java:509)",
+      "org.apache.spark.sql.execution.streaming.MicroBatchExecution.executeOneBatch(Unknown Source)"], True),  # 21
+    ([SLEEP_17, "app//org.apache.spark.util.Utils.sleep(Utils.scala:10)"], False),  # another sleep of Spark's
+    ([f"{MICRO_BATCH}.executeOneBatch(MicroBatchExecution.scala:798)"], False),  # in the loop, not asleep
+    (["java.base/java.lang.Object.wait(Native Method)", f"{MICRO_BATCH}.executeOneBatch(x.scala:1)"], False),
+    ([SLEEP_17], False),  # no caller read
+    ([], False),  # the thread has ended
+])
+def test_a_stream_thread_is_asleep_between_triggers_by_its_top_frames(top, asleep):
+    """What a stop reads of the stream thread's stack, frame by frame as Java writes it, tells
+    Spark's wait for new data from any other wait (interrupting those could cut a batch)."""
+    assert sleeps_between_triggers([stack_frame(text) for text in top]) is asleep
 
 
 def test_a_stop_wakes_a_query_asleep_between_triggers(spark, tmp_path, caplog):

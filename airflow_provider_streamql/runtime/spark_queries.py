@@ -8,6 +8,7 @@ decided by :mod:`.reconcile`.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -149,8 +150,7 @@ def stop_after_batch(stream: StreamingQuery, wait: int = BATCH_BOUNDARY_WAIT) ->
     try:
         if stream.isActive:
             execution = stream._jsq.streamingQuery()
-            runtime_states = SparkContext._jvm.org.apache.spark.sql.execution.streaming.runtime  # type: ignore[union-attr]
-            execution.state().set(getattr(getattr(runtime_states, "TERMINATED$"), "MODULE$"))
+            execution.state().set(_terminated(SparkContext._jvm))
             if not _awaited(execution.queryExecutionThread(), wait):
                 log.warning("%s: its batch did not end within %ss; interrupting it", stream.name, wait)
     except Exception as e:  # the JVM going down (SIGTERM sent to the process group), or another Spark
@@ -159,6 +159,14 @@ def stop_after_batch(stream: StreamingQuery, wait: int = BATCH_BOUNDARY_WAIT) ->
         stream.stop()
     except Exception as e:
         log.warning("stopping %s: %s", stream.name, kafka.error_report(e))
+
+
+@functools.lru_cache(maxsize=1)
+def _terminated(jvm):
+    """Spark's TERMINATED query state in ``jvm``, looked up once: each name of a Java package
+    path is a call into the JVM (nine for this one, in every stop of PAUSE ALL's)."""
+    runtime_states = jvm.org.apache.spark.sql.execution.streaming.runtime
+    return getattr(getattr(runtime_states, "TERMINATED$"), "MODULE$")
 
 
 #: milliseconds between looks at a stopping query's stream thread
@@ -186,11 +194,30 @@ def _awaited(thread, wait: int) -> bool:
 
 def asleep_between_triggers(thread) -> bool:
     """Whether a query's stream thread (a JVM ``Thread``) sleeps where Spark's micro-batch
-    loop waits for new data (``Thread.sleep`` called by ``MicroBatchExecution.executeOneBatch``)."""
-    if str(thread.getState()) != "TIMED_WAITING":
-        return False
-    trace = thread.getStackTrace()  # a Java array: each element read is a call into the JVM
-    frames = [(trace[i].getClassName(), trace[i].getMethodName()) for i in range(min(len(trace), 4))]
+    loop waits for new data (``Thread.sleep`` called by ``MicroBatchExecution.executeOneBatch``).
+    Every value read is a call into the JVM, and a stop of PAUSE ALL's makes this look at
+    least once: the stack is read from its top to the first frame outside ``Thread``, each
+    frame as one text (its class and method names would be two calls more)."""
+    trace = thread.getStackTrace()  # a Java array: its length and each element are calls too
+    frames: list[tuple[str, str]] = []
+    for i in range(min(len(trace), 4)):
+        frames.append(stack_frame(str(trace[i])))
+        if frames[-1][0] != "java.lang.Thread":
+            break
+    return sleeps_between_triggers(frames)
+
+
+def stack_frame(text: str) -> tuple[str, str]:
+    """(class, method) of a Java stack frame as ``StackTraceElement.toString`` writes it:
+    ``[loader/][module[@version]/]class.method(file:line)``."""
+    name = text.split("(", 1)[0].rsplit("/", 1)[-1]
+    cls, _, method = name.rpartition(".")
+    return cls, method
+
+
+def sleeps_between_triggers(frames: list[tuple[str, str]]) -> bool:
+    """Whether a stack whose top ``frames`` are (class, method) sleeps in Spark's wait for new
+    data: ``Thread.sleep`` (and what it calls in ``Thread``), called by ``executeOneBatch``."""
     sleeping = bool(frames) and frames[0][0] == "java.lang.Thread" and frames[0][1].startswith("sleep")
     caller = next((f for f in frames if f[0] != "java.lang.Thread"), ("", ""))
     return sleeping and caller[0].endswith(".MicroBatchExecution") and caller[1] == "executeOneBatch"
