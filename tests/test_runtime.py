@@ -193,9 +193,10 @@ def test_a_query_frame_is_built_again_only_when_what_it_runs_changed(spark, sqli
     skipping = frame(RecordGuard(query.id, "FAIL", frozenset({"a1b2"})))  # RESUME ... SKIP BAD RECORDS
     assert skipping is not first
     assert frame(RecordGuard(query.id, "LOG_AND_CONTINUE")) not in (first, skipping)
+    kept = frame(RecordGuard(query.id, "FAIL"))
     engine.execute("ALTER STREAM s ADD COLUMN w INT")  # the source read now has another column
     before = frame(RecordGuard(query.id, "FAIL"))
-    assert before is not first and frame(RecordGuard(query.id, "FAIL")) is before
+    assert before is not kept and frame(RecordGuard(query.id, "FAIL")) is before
     engine.execute("CREATE OR REPLACE STREAM o AS SELECT * FROM s WHERE v > 1")
     assert frame(RecordGuard(query.id, "FAIL"), engine.query("CSAS_O_1")) is not before  # version 2
 
@@ -219,11 +220,39 @@ def test_a_dead_letter_frame_is_built_again_only_when_what_it_reads_changed(spar
         assert frames.frame(spark, query, query.plan, {"S": engine.catalog.source("S")}, None)[0] is not first
     assert frame() is first  # the query's own frame is kept apart
     assert frame({"t": {"0": 7}}) is not first  # a new companion of a query that has read a topic
+    kept = frame()
+    assert kept is not first and frame() is kept  # its checkpoint made, it starts from that
     engine.execute("ALTER STREAM s ADD COLUMN w INT")  # the source read now has another column
     before = frame()
-    assert before is not first and frame() is before
+    assert before is not kept and frame() is before
+    frames.forget(query.id)  # TERMINATE: it will not run again as it was
+    assert frame() is not before
     engine.execute("CREATE OR REPLACE STREAM o AS SELECT * FROM s WHERE v > 1")
     assert frame(query=engine.query("CSAS_O_1")) is not before  # version 2
+
+
+def test_a_source_folder_replaced_by_a_link_while_paused_is_refused_at_resume(sqlite_engine, runtimes, tmp_path):
+    """RESUME starts a query on the frame it ran before, built when the source's folder was
+    checked; the folder is checked again at every start, so one replaced by a link to a
+    folder outside the layout is refused, and nothing there is read."""
+    import os
+    import shutil
+
+    engine = sqlite_engine
+    engine.execute("CREATE STREAM s (id INT, v DOUBLE); CREATE STREAM o AS SELECT * FROM s WHERE v > 0")
+    runtimes.start(engine)
+    insert(engine, "s", [(1, 1.0)])
+    caught_up(engine, "CSAS_O_1")
+    engine.execute("PAUSE CSAS_O_1")
+    engine.wait_for_state("CSAS_O_1", "PAUSED", timeout=60)
+    folder, outside = engine.catalog.source("S").path, tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.json").write_text('{"id": 99, "v": 9.0}\n')
+    shutil.rmtree(folder)
+    os.symlink(outside, folder)
+    engine.execute("RESUME CSAS_O_1")
+    wait_until(lambda: "is a link to" in (engine.query("CSAS_O_1").error or ""), 60, "the link refused")
+    assert [tuple(r) for r in stream_rows(engine, "o")] == [(1, 1.0)]
 
 
 def test_a_query_stopped_while_writing_its_first_offsets_resumes(sqlite_engine, runtimes):

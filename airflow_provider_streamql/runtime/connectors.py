@@ -10,7 +10,7 @@ writer of :mod:`.batch_writer`, idempotent per batch id.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -63,7 +63,7 @@ def source_stream(
     if src.kafka_topic:
         df = kafka.read(spark, src, starting, name, rates)
         return df if checked else df.drop(CORRUPT, FILE)
-    os.makedirs(Part(src.path).folder, exist_ok=True)  # a folder replaced by a link is refused
+    ready_folders([src])
     reader = spark.readStream.format(FORMATS[src.format][0])
     if name:
         reader = reader.name(name)
@@ -77,6 +77,15 @@ def source_stream(
         since = F.timestamp_millis(F.lit(starting.timestamp_ms))
         df = df.where(F.col("_metadata.file_modification_time") >= since)
     return df
+
+
+def ready_folders(sources: Iterable[SourceInfo]) -> None:
+    """Each file topic's folder checked (a folder replaced by a link is refused) and made if
+    missing. A start runs it for every source it reads: a frame taken from :class:`Frames` is
+    not built again, so its reads were checked when it was built, not since."""
+    for src in sources:
+        if not src.kafka_topic:
+            os.makedirs(Part(src.path).folder, exist_ok=True)
 
 
 def read_stream(
@@ -146,6 +155,11 @@ class Frames:
             built = (key, build())
             self._built[slot] = built
         return built[1]
+
+    def forget(self, query_id: str) -> None:
+        """Let go of a query's frames (it was terminated, or runs elsewhere now)."""
+        for slot in [slot for slot in self._built if slot[0] == query_id]:
+            del self._built[slot]
 
     def frame(
         self,
@@ -235,14 +249,15 @@ def start_dead_letter_query(
     sources: dict[str, SourceInfo],
     on_batch: Callable[[DataFrame, int], None],
     frames: Frames,
+    going_on: dict[str, dict[str, int]],
 ) -> StreamingQuery | None:
     """For policy LOG_AND_CONTINUE: a companion query reading the query's streams, with a
     checkpoint of its own, that hands each batch of bad records to ``on_batch`` (its frame
     built by ``frames``, or taken from them; None: no stream of the query is checked). Made for
     a query that has read before (its policy changed to LOG_AND_CONTINUE), it starts each
-    Kafka topic where the query goes on, so the record that stopped it is not passed by."""
+    Kafka topic at ``going_on`` (:func:`dead_letter_offsets`), so the record that stopped the
+    query is not passed by."""
     checkpoint = dead_letter_checkpoint(query.checkpoint)
-    going_on = {} if os.path.isdir(checkpoint) else kafka_positions(query.checkpoint)
     with source_evolution(spark, bool(plan.source_names)):
         df = frames.dead_letters(spark, query, plan, sources, going_on)
         if df is None:
@@ -253,6 +268,15 @@ def start_dead_letter_query(
             .option("checkpointLocation", checkpoint)
             .start()
         )
+
+
+def dead_letter_offsets(query: QueryInfo) -> dict[str, dict[str, int]]:
+    """Where a new companion of ``query`` starts each Kafka topic: where the query goes on
+    (read before the query starts, which may commit the batch that stopped it). Empty when the
+    companion has a checkpoint, which says where it goes on."""
+    if os.path.isdir(dead_letter_checkpoint(query.checkpoint)):
+        return {}
+    return kafka_positions(query.checkpoint)
 
 
 def dead_letter_frame(

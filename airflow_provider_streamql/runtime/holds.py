@@ -124,14 +124,15 @@ class Holds:
         sources: dict[str, SourceInfo],
         guard: RecordGuard,
         frames: Frames,
+        going_on: dict[str, dict[str, int]],
     ) -> StreamingQuery | None:
         """Under LOG_AND_CONTINUE: start the companion query sending the query's bad records
-        to its dead-letter stream, its frame built by ``frames`` or taken from them (None
-        otherwise, or when no source is checked)."""
+        to its dead-letter stream, its frame built by ``frames`` or taken from them, a new one
+        starting Kafka topics at ``going_on`` (None otherwise, or when no source is checked)."""
         if not guard.sends_dead_letters:
             return None
         writer = DeadLetterWriter(self.catalog, query, sources)
-        return start_dead_letter_query(self.spark, query, plan, sources, writer, frames)
+        return start_dead_letter_query(self.spark, query, plan, sources, writer, frames, going_on)
 
     def expectation_check(self, query: QueryInfo, sources: dict[str, SourceInfo]) -> ExpectationCheck | None:
         """The query's expectation as its batch writer applies it (None: it has none), leaving

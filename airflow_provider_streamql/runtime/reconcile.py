@@ -115,6 +115,7 @@ class Reconciler:
                 log.warning("lost the lease on %s; stopping it", query.id)
                 self.queries.stop(query.id)
             self.leases.forget(query.id)
+            self.queries.forget(query.id)
             return _as_before(seen)
         epoch = seen.epoch
         assert epoch is not None, "every step from here acts under the lease held"
@@ -149,6 +150,7 @@ class Reconciler:
             return Done()
         if seen.run is not Run.NONE:  # TERMINATE
             self.queries.stop(query.id)
+        self.queries.forget(query.id)
         self.status.report(query, QueryState.TERMINATED, epoch)
         self.leases.release(query.id)
         return Done()

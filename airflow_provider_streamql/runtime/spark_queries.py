@@ -24,7 +24,7 @@ from ..storage.checkpoints import last_planned_batch, remove_interrupted_writes
 from ..storage.faults import damage_report, dead_letter_damage_report, find_damage, newest_whole_snapshot
 from ..storage.layout import dead_letter_checkpoint
 from . import kafka
-from .connectors import Frames, start_query
+from .connectors import Frames, dead_letter_offsets, ready_folders, start_query
 from .holds import Holds
 from .leases import Leases
 from .listener import ProgressListener
@@ -93,13 +93,16 @@ class SparkQueries:
         plan = query.plan
         replays = last_planned_batch(query.checkpoint)
         guard = self.holds.guard(query)
+        going_on: dict[str, dict[str, int]] = {}
         if guard.sends_dead_letters:  # checked before either query starts: Spark fails it at every retry
             damage = find_damage(dead_letter_checkpoint(query.checkpoint))
             if damage is not None:
                 raise CheckpointDamaged(dead_letter_damage_report(query.id, damage, query.checkpoint))
+            going_on = dead_letter_offsets(query)
         check = self.holds.expectation_check(query, sources)
+        ready_folders(src for name, src in sources.items() if name not in plan.static_tables)  # reused frames too
         stream = start_query(self.spark, query, plan, sources, sink, fence, guard, self.frames, check)
-        dead_letters = self.holds.dead_letter_query(query, plan, sources, guard, self.frames)
+        dead_letters = self.holds.dead_letter_query(query, plan, sources, guard, self.frames, going_on)
         running = self.active[query.id] = Running(stream, epoch, query.version, dead_letters, replays)
         return running
 
@@ -124,6 +127,11 @@ class SparkQueries:
         del self.active[query_id]
         self.listener.latest.pop(query_id, None)  # its rates are no longer this runtime's to tell
         return running.epoch
+
+    def forget(self, query_id: str) -> None:
+        """A query will not run here again as it was (terminated, or its lease lost): its built
+        frames are let go."""
+        self.frames.forget(query_id)
 
 
 #: seconds a stop waits for the in-flight batch to end before it interrupts it (a batch
