@@ -158,8 +158,9 @@ class Frames:
 
     def forget(self, query_id: str) -> None:
         """Let go of a query's frames (it was terminated, or runs elsewhere now)."""
-        for slot in [slot for slot in self._built if slot[0] == query_id]:
-            del self._built[slot]
+        # list() copies the keys at once: other workers may be adding frames meanwhile
+        for slot in [slot for slot in list(self._built) if slot[0] == query_id]:
+            self._built.pop(slot, None)
 
     def frame(
         self,
