@@ -149,10 +149,22 @@ class Frames:
     def __init__(self) -> None:
         self._built: dict[tuple[str, str], tuple[str, object]] = {}
 
-    def _reused(self, slot: tuple[str, str], key: str, build: Callable[[], object]):
+    def _reused(
+        self,
+        build: Callable,
+        spark: SparkSession,
+        query: QueryInfo,
+        plan: StreamingPlan,
+        sources: dict[str, SourceInfo],
+        depends: object,
+    ):
+        """``build(spark, query, plan, sources, depends)`` as built before for ``query``, unless
+        what it was built from changed (version, settings, plan, the sources read, ``depends``)."""
+        slot = (query.id, build.__name__)
+        key = repr((query.version, query.settings, plan, depends, [sources[n] for n in query.sources]))
         built = self._built.get(slot)
         if built is None or built[0] != key:
-            built = (key, build())
+            built = (key, build(spark, query, plan, sources, depends))
             self._built[slot] = built
         return built[1]
 
@@ -171,10 +183,7 @@ class Frames:
         record_guard: RecordGuard | None,
     ) -> tuple[DataFrame, Callable | None]:
         """:func:`streaming_frame` of ``query``, built again only when what it depends on changed."""
-        key = repr((query.version, query.settings, plan, record_guard, [sources[n] for n in query.sources]))
-        return self._reused(
-            (query.id, "query"), key, lambda: streaming_frame(spark, query, plan, sources, record_guard)
-        )
+        return self._reused(streaming_frame, spark, query, plan, sources, record_guard)
 
     def dead_letters(
         self,
@@ -185,10 +194,7 @@ class Frames:
         going_on: dict[str, dict[str, int]],
     ) -> DataFrame | None:
         """:func:`dead_letter_frame` of ``query``, built again only when what it depends on changed."""
-        key = repr((query.version, query.settings, plan, going_on, [sources[n] for n in query.sources]))
-        return self._reused(
-            (query.id, "dead letters"), key, lambda: dead_letter_frame(spark, query, plan, sources, going_on)
-        )
+        return self._reused(dead_letter_frame, spark, query, plan, sources, going_on)
 
 
 def start_query(
