@@ -30,7 +30,7 @@ from .storage.kafka_topics import KafkaSettings
 from .views import lag, readiness
 from .views.endings import Ending, Stop, Stopped, WaitEnd, stopped
 from .views.rows import shown_state
-from .views.waits import doing, look
+from .views.waits import doing, look, looks
 
 __all__ = ["Condition", "Check", "QueriesInState", "VersionRunning", "ProgressSince", "CaughtUp", "ShadowReady"]
 __all__ += ["AllOf"]
@@ -132,17 +132,18 @@ class QueriesInState(Condition):
                 for q in engine.catalog.queries(self.pipeline or engine.pipeline)
                 if q.desired_state != DesiredState.TERMINATED or QueryState.TERMINATED in self._wanted(q)
             ]
-        else:
-            queries = [engine.query(q) for q in self.query_ids]  # NotFoundError for a wrong ID
+        else:  # one read, however many: a wait on 40 queries polls them all
+            found = {q.id: q for q in engine.catalog.queries(ids=self.query_ids)}
+            queries = [found.get(q) or engine.query(q) for q in self.query_ids]  # NotFoundError for a wrong ID
         leases = engine.catalog.leases.holders()
         states = {q.id: shown_state(q, leases.get(q.id)) for q in queries}
         waiting = {q.id: states[q.id] for q in queries if states[q.id] not in self._wanted(q)}
         self._waiting = list(waiting)
         wanted = " or ".join(self.states)
+        seen = looks(engine.catalog, [q for q in queries if q.id in waiting], leases)
         for q in queries:
             if q.id in waiting:
-                seen = look(engine.catalog, q, leases.get(q.id))
-                stop = stopped(seen, through_retries=self.through_retries, awaited=self._wanted(q))
+                stop = stopped(seen[q.id], through_retries=self.through_retries, awaited=self._wanted(q))
                 if stop is not None:
                     return Check.stop(stop, wanted, {"states": states})
         if waiting:

@@ -7,9 +7,10 @@ retried batch commits)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Collection, Mapping
 from typing import Any
 
-from sqlalchemy import Connection, Engine, func, insert, select, update
+from sqlalchemy import Connection, Engine, Select, and_, func, insert, or_, select, update
 
 from . import schema as s
 from .commands import CommandLog
@@ -34,13 +35,34 @@ class BadRecords:
         """The bad records of ``query_id`` (of every query if None), with ``status`` if
         given, in the order they were recorded."""
         b = s.bad_records
-        stmt = select(b).order_by(b.c.id)
+        stmt = select(b)
         if query_id is not None:
             stmt = stmt.where(b.c.query_id == query_id)
         if status is not None:
             stmt = stmt.where(b.c.status == status)
+        return self._read(stmt, conn)
+
+    def of_each(
+        self, wanted: Mapping[str, Collection[str]], conn: Connection | None = None
+    ) -> dict[str, list[BadRecord]]:
+        """query id -> its bad records with one of the statuses ``wanted[query id]``, in the
+        order they were recorded (one read, whatever the number of queries)."""
+        b = s.bad_records
+        by_statuses: dict[tuple[str, ...], list[str]] = {}
+        for q, statuses in wanted.items():
+            if statuses:
+                by_statuses.setdefault(tuple(sorted(statuses)), []).append(q)
+        either = [and_(b.c.query_id.in_(ids), b.c.status.in_(statuses)) for statuses, ids in by_statuses.items()]
+        found: dict[str, list[BadRecord]] = {q: [] for q in wanted}
+        if either:
+            for record in self._read(select(b).where(or_(*either)), conn):
+                found[record.query_id].append(record)
+        return found
+
+    def _read(self, stmt: Select, conn: Connection | None) -> list[BadRecord]:
         with reading(self.engine, conn) as conn:
-            return [BadRecord(**{k: v for k, v in r._mapping.items() if k != "id"}) for r in conn.execute(stmt)]
+            rows = conn.execute(stmt.order_by(s.bad_records.c.id))
+            return [BadRecord(**{k: v for k, v in r._mapping.items() if k != "id"}) for r in rows]
 
     def counts(self, conn: Connection | None = None) -> dict[str, dict[str, int]]:
         """query id -> {status: how many bad records}."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Collection
 from typing import Any
 
 from sqlalchemy import Connection, Engine, case, delete, func, insert, or_, select, update
@@ -69,14 +70,19 @@ class ObservedState:
             return True
 
     def progress(self, query_id: str, conn: Connection | None = None) -> Progress | None:
+        return self.progress_of([query_id], conn).get(query_id)
+
+    def progress_of(self, query_ids: Collection[str], conn: Connection | None = None) -> dict[str, Progress]:
+        """query id -> its latest batch, for those of ``query_ids`` that ran one (one read)."""
         with reading(self.engine, conn) as conn:
-            row = conn.execute(select(s.progress).where(s.progress.c.query_id == query_id)).first()
-        if row is None:
-            return None
-        data = dict(row._mapping)
-        data["source_offsets"] = json.loads(data["source_offsets"])
-        data["state_operators"] = json.loads(data["state_operators"])
-        return Progress(**data)
+            rows = conn.execute(select(s.progress).where(s.progress.c.query_id.in_(list(query_ids)))).all()
+        found = {}
+        for row in rows:
+            data = dict(row._mapping)
+            data["source_offsets"] = json.loads(data["source_offsets"])
+            data["state_operators"] = json.loads(data["state_operators"])
+            found[row.query_id] = Progress(**data)
+        return found
 
     def progress_history(self, query_id: str, conn: Connection | None = None) -> list[dict[str, Any]]:
         """The query's last batches, oldest first: batch_id, at, input_rows, rows_per_second."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -259,10 +259,15 @@ class Catalog:
         )
 
     # -- reads (pass ``conn`` to read inside an open transaction) ---------------------------
-    def queries(self, pipeline: str | None = None, conn: Connection | None = None) -> list[QueryInfo]:
+    def queries(
+        self, pipeline: str | None = None, conn: Connection | None = None, *, ids: Collection[str] | None = None
+    ) -> list[QueryInfo]:
+        """The queries (of ``pipeline``; of the IDs ``ids``, those that exist), oldest first."""
         stmt = select(s.queries).order_by(s.queries.c.seq)
         if pipeline is not None:
             stmt = stmt.where(s.queries.c.pipeline == pipeline)
+        if ids is not None:
+            stmt = stmt.where(s.queries.c.id.in_(list(ids)))
         with reading(self.engine, conn) as conn:
             return [QueryInfo.from_row(r) for r in conn.execute(stmt)]
 

@@ -6,9 +6,9 @@ decides from it how a wait stands (observe here, decide there)."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from ..catalog import BadRecord, BadRecordStatus, Catalog, DesiredState, QueryInfo, QueryState
+from ..catalog import BadRecord, BadRecordStatus, Catalog, DesiredState, Progress, QueryInfo, QueryState
 from ..errors import first_line
 from . import lag
 from .rows import shown_state
@@ -57,24 +57,43 @@ class QueryLook:
 def look(catalog: Catalog, query: QueryInfo, lease: dict | None, awaited_version: int | None = None) -> QueryLook:
     """Read ``query`` (its lease from ``catalog.leases.holders()``) as a wait sees it;
     ``awaited_version``: the version the wait is on (the query's when it started)."""
-    state = QueryState(shown_state(query, lease))
-    progress = catalog.observed.progress(query.id)
-    rolled_back = None
+    seen = looks(catalog, [query], {query.id: lease} if lease is not None else {})[query.id]
     if awaited_version is not None and awaited_version != query.version:
         row = next((v for v in catalog.versions(query.id) if v["version"] == awaited_version), None)
         if row is not None and row["outcome"] == "ROLLED_BACK":
-            rolled_back = (awaited_version, first_line(row["error"]) if row["error"] else None)
+            return replace(seen, rolled_back=(awaited_version, first_line(row["error"]) if row["error"] else None))
+    return seen
+
+
+def looks(catalog: Catalog, queries: list[QueryInfo], leases: dict[str, dict]) -> dict[str, QueryLook]:
+    """Each of ``queries`` as a wait sees it (``leases``: ``catalog.leases.holders()``), by
+    query id: one read of their progress and one of the bad records that matter, whatever
+    their number (a wait on PAUSE ALL's 40 queries looks at each of them every poll)."""
+    shown = {q.id: QueryState(shown_state(q, leases.get(q.id))) for q in queries}
+    wanted: dict[str, tuple[str, ...]] = {}
+    for q in queries:
+        if q.desired_state == DesiredState.PAUSED:  # held at a bad record?
+            wanted[q.id] = (BadRecordStatus.PENDING,)
+        elif shown[q.id] == QueryState.ERROR:  # failed on one, or on one skipped since?
+            wanted[q.id] = (BadRecordStatus.FAILED, BadRecordStatus.SKIPPED)
+    progress = catalog.observed.progress_of([q.id for q in queries])
+    records = catalog.bad_records.of_each(wanted)
+    return {q.id: _look(q, shown[q.id], progress.get(q.id), records.get(q.id, [])) for q in queries}
+
+
+def _look(query: QueryInfo, state: QueryState, progress: Progress | None, records: list[BadRecord]) -> QueryLook:
+    """``query`` as a wait sees it, from what :func:`looks` read."""
     bad, skipped = None, False
     if query.desired_state == DesiredState.PAUSED:
-        bad = next(iter(catalog.bad_records.of(query.id, BadRecordStatus.PENDING)), None)
+        bad = next(iter(records), None)
     elif state == QueryState.ERROR:
         # the batch that failed is after the last one committed
         after = progress.batch_id if progress else -1
-        failed = [r for r in catalog.bad_records.of(query.id, BadRecordStatus.FAILED) if r.batch_id > after]
+        failed = [r for r in records if r.status == BadRecordStatus.FAILED and r.batch_id > after]
         bad = failed[-1] if failed else None
         skipped = any(
-            r.batch_id > after and (r.handled_at or 0) >= query.updated_at
-            for r in catalog.bad_records.of(query.id, BadRecordStatus.SKIPPED)
+            r.status == BadRecordStatus.SKIPPED and r.batch_id > after and (r.handled_at or 0) >= query.updated_at
+            for r in records
         )
     return QueryLook(
         query.id,
@@ -83,7 +102,7 @@ def look(catalog: Catalog, query: QueryInfo, lease: dict | None, awaited_version
         first_line(query.error) if query.error else None,
         query.version,
         query.running_version,
-        rolled_back,
+        None,
         bad,
         progress.batch_id if progress else None,
         progress.last_batch_at if progress else None,
