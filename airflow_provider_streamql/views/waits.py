@@ -6,6 +6,7 @@ decides from it how a wait stands (observe here, decide there)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from ..catalog import BadRecord, BadRecordStatus, Catalog, DesiredState, Progress, QueryInfo, QueryState
@@ -57,7 +58,7 @@ class QueryLook:
 def look(catalog: Catalog, query: QueryInfo, lease: dict | None, awaited_version: int | None = None) -> QueryLook:
     """Read ``query`` (its lease from ``catalog.leases.holders()``) as a wait sees it;
     ``awaited_version``: the version the wait is on (the query's when it started)."""
-    seen = looks(catalog, [query], {query.id: lease} if lease is not None else {})[query.id]
+    seen = looks(catalog, [query], {query.id: lease})[query.id]
     if awaited_version is not None and awaited_version != query.version:
         row = next((v for v in catalog.versions(query.id) if v["version"] == awaited_version), None)
         if row is not None and row["outcome"] == "ROLLED_BACK":
@@ -65,10 +66,12 @@ def look(catalog: Catalog, query: QueryInfo, lease: dict | None, awaited_version
     return seen
 
 
-def looks(catalog: Catalog, queries: list[QueryInfo], leases: dict[str, dict]) -> dict[str, QueryLook]:
+def looks(catalog: Catalog, queries: list[QueryInfo], leases: Mapping[str, dict | None]) -> dict[str, QueryLook]:
     """Each of ``queries`` as a wait sees it (``leases``: ``catalog.leases.holders()``), by
     query id: one read of their progress and one of the bad records that matter, whatever
     their number (a wait on PAUSE ALL's 40 queries looks at each of them every poll)."""
+    if not queries:  # none waiting: nothing to read
+        return {}
     shown = {q.id: QueryState(shown_state(q, leases.get(q.id))) for q in queries}
     wanted: dict[str, tuple[str, ...]] = {}
     for q in queries:
