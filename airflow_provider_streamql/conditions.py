@@ -20,6 +20,7 @@ FAILED_FAST or TIMED_OUT).
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar, Protocol
 
@@ -124,6 +125,16 @@ class QueriesInState(Condition):
         self.query_ids = [q.upper() for q in self.query_ids] if self.query_ids is not None else None
         self.through_retries = self.through_retries or not self.fail_on_error
         self._waiting: list[str] = []
+
+    @classmethod
+    def by_state(cls, waits: Iterable[tuple[str, str]], *, through_retries: bool = False) -> list[QueriesInState]:
+        """One wait per awaited state for ``waits`` ((query id, state) pairs, as statements'
+        results give them), each on all its queries: a look reads them together (a wait on
+        PAUSE ALL's results polls every query)."""
+        ids: dict[str, list[str]] = {}
+        for query_id, state in waits:
+            ids.setdefault(state, []).append(query_id)
+        return [cls(queries, [state], through_retries=through_retries) for state, queries in ids.items()]
 
     def check(self, engine: QueryView) -> Check:
         if self.query_ids is None:

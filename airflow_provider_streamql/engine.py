@@ -666,9 +666,7 @@ class Engine(Reader):
             if replaced and (result.query_id, QueryState.RUNNING) in result.waits:
                 assert result.query_id is not None and result.version is not None
                 versions[result.query_id] = result.version
-        conditions: list[Condition] = [
-            QueriesInState([query_id], [state], through_retries=through_retries) for query_id, state in states.items()
-        ]
+        conditions: list[Condition] = [*QueriesInState.by_state(states.items(), through_retries=through_retries)]
         conditions += [
             VersionRunning(query_id, version, through_retries=through_retries)
             for query_id, version in versions.items()

@@ -66,14 +66,19 @@ def test_what_stops_a_wait(seen, through_retries, awaited, stop, said):
 # -- what a wait reads: every query of a wait in the same few reads ----------------------------
 
 WORLD = "CREATE STREAM src (id INT, v DOUBLE);" + "".join(
-    f"CREATE STREAM o{i} AS SELECT * FROM src WHERE id % 5 = {i};" for i in range(5))
-#: (query, what happened to it, then as the wait sees it: state, held, failing, its bad record, skipped)
+    f"CREATE STREAM o{i} AS SELECT * FROM src WHERE id % 9 = {i};" for i in range(9))
+#: (query, what happened to it, then as the wait sees it: state, held, failing, its bad record,
+#: skipped, last batch); every query but the last committed batch 4
 SEEN = [
-    (0, "running, batch 4 committed", QueryState.RUNNING, False, False, None, False),
-    (1, "held at a bad record", QueryState.PAUSED, True, False, "held", False),
-    (2, "failed on a record after its last commit", QueryState.ERROR, False, True, "failed-5", False),
-    (3, "failed on a record since skipped", QueryState.ERROR, False, False, "failed-5", True),
-    (4, "failed; its bad record was before its last commit", QueryState.ERROR, False, True, None, False),
+    (0, "running", QueryState.RUNNING, False, False, None, False, 4),
+    (1, "held at a bad record", QueryState.PAUSED, True, False, "held", False, 4),
+    (2, "failed on a record after its last commit", QueryState.ERROR, False, True, "failed-5", False, 4),
+    (3, "failed on a record since skipped", QueryState.ERROR, False, False, "failed-5", True, 4),
+    (4, "failed; its bad record was before its last commit", QueryState.ERROR, False, True, None, False, 4),
+    (5, "failed twice, a record skipped before its error between", QueryState.ERROR, False, True, "failed-7", False, 4),
+    (6, "paused by someone while in ERROR on a record", QueryState.ERROR, False, False, None, False, 4),
+    (7, "held at two records: the first", QueryState.PAUSED, True, False, "held-a", False, 4),
+    (8, "failed in its first batch", QueryState.ERROR, False, True, "failed-0", False, None),
 ]
 
 
@@ -84,34 +89,43 @@ def _bad(query_id: str, record_id: str, batch: int, status: BadRecordStatus, han
 
 @pytest.fixture
 def wait_world(engine):
-    """Five queries, one per way a wait reads a query's progress and bad records."""
+    """Nine queries, one per way a wait reads a query's progress and bad records (SEEN)."""
     ids = [r.query_id for r in engine.execute(WORLD) if r.query_id]
     catalog = engine.catalog
     catalog.runtimes.heartbeat("rt-1", "default", "worker-1", 7)  # a live runtime runs them all
     epochs = {q: catalog.leases.acquire(q, "rt-1", 30.0) for q in ids}
-    for q in ids:
+    for q in ids[:-1]:
         catalog.observed.record_progress(Progress(q, 4, 1, 5, 1.0, [], 1.0e9))
     catalog.observed.set(ids[0], QueryState.RUNNING, runtime_id="rt-1", epoch=epochs[ids[0]])
-    catalog.bad_records.hold(ids[1], [_bad(ids[1], "held", 5, BadRecordStatus.PENDING)], "held",
-                             runtime_id="rt-1", epoch=epochs[ids[1]])
-    for q in ids[2:]:
+    for i, held in ((1, ["held"]), (7, ["held-a", "held-b"])):
+        catalog.bad_records.hold(ids[i], [_bad(ids[i], r, 5, BadRecordStatus.PENDING) for r in held], "held",
+                                 runtime_id="rt-1", epoch=epochs[ids[i]])
+    for q in [*ids[2:7], ids[8]]:
         catalog.observed.set(q, QueryState.ERROR, "boom", runtime_id="rt-1", epoch=epochs[q])
+    engine.execute(f"PAUSE {ids[6]}")
     catalog.bad_records.record([_bad(ids[2], "failed-5", 5, BadRecordStatus.FAILED),
                                 _bad(ids[3], "failed-5", 5, BadRecordStatus.FAILED),
                                 _bad(ids[3], "skipped-5", 5, BadRecordStatus.SKIPPED, handled_at=time.time() + 60),
-                                _bad(ids[4], "failed-3", 3, BadRecordStatus.FAILED)])
+                                _bad(ids[4], "failed-3", 3, BadRecordStatus.FAILED),
+                                _bad(ids[5], "failed-5", 5, BadRecordStatus.FAILED),
+                                _bad(ids[5], "skipped-6", 6, BadRecordStatus.SKIPPED, handled_at=1.0),
+                                _bad(ids[5], "failed-7", 7, BadRecordStatus.FAILED),
+                                _bad(ids[6], "failed-5", 5, BadRecordStatus.FAILED),
+                                _bad(ids[8], "failed-0", 0, BadRecordStatus.FAILED)])
     return engine, ids
 
 
-@pytest.mark.parametrize(("i", "what", "state", "held", "failing", "record", "skipped"), SEEN,
+@pytest.mark.parametrize(("i", "what", "state", "held", "failing", "record", "skipped", "last_batch"), SEEN,
                          ids=[case[1] for case in SEEN])
-def test_a_wait_sees_each_query_as_it_stands(wait_world, i, what, state, held, failing, record, skipped):
+def test_a_wait_sees_each_query_as_it_stands(wait_world, i, what, state, held, failing, record, skipped,
+                                             last_batch):
     engine, ids = wait_world
-    queries = engine.catalog.queries(ids=ids)
-    seen = looks(engine.catalog, queries, engine.catalog.leases.holders())[ids[i]]
-    assert (seen.state, seen.held, seen.failing, seen.skipped, seen.last_batch) == (state, held, failing, skipped, 4)
-    assert (seen.bad_record.record_id if seen.bad_record else None) == record
-    assert seen == look(engine.catalog, queries[i], engine.catalog.leases.holders().get(ids[i]))
+    queries, leases = engine.catalog.queries(ids=ids), engine.catalog.leases.holders()
+    together = looks(engine.catalog, queries, leases)[ids[i]]  # as a wait on all of them reads it
+    alone = look(engine.catalog, queries[i], leases.get(ids[i]))  # as a wait on it alone
+    for seen in (together, alone):
+        assert (seen.state, seen.held, seen.failing, seen.skipped) == (state, held, failing, skipped)
+        assert (seen.bad_record.record_id if seen.bad_record else None, seen.last_batch) == (record, last_batch)
 
 
 def test_a_wait_on_many_queries_reads_them_in_as_many_reads_as_one(wait_world):
@@ -125,5 +139,29 @@ def test_a_wait_on_many_queries_reads_them_in_as_many_reads_as_one(wait_world):
         assert not check.done
         reads.append(sum(1 for s in statements if s.lstrip().upper().startswith("SELECT")))
     assert reads[0] <= reads[1] == reads[2], reads
-    with pytest.raises(NotFoundError, match="no query 'CSAS_GONE_7'"):
-        QueriesInState([*ids, "CSAS_GONE_7"], ["PAUSED"]).check(engine)
+
+
+@pytest.mark.parametrize(("awaited", "error"), [
+    (lambda ids: [*ids, "CSAS_GONE_7", "CSAS_GONE_8"], "no query 'CSAS_GONE_7'"),  # the first unknown is named
+    (lambda ids: ["CSAS_GONE_8", *ids], "no query 'CSAS_GONE_8'"),
+    (lambda ids: [ids[0].lower(), ids[0]], None),  # any letter case, twice: the one query
+])
+def test_a_wait_on_queries_names_the_first_it_cannot_find(wait_world, awaited, error):
+    engine, ids = wait_world
+    wait = QueriesInState(awaited(ids), ["RUNNING"])
+    if error is None:
+        assert wait.check(engine).done
+    else:
+        with pytest.raises(NotFoundError, match=error):
+            wait.check(engine)
+
+
+@pytest.mark.parametrize(("waits", "grouped"), [
+    ([("CSAS_A_1", "PAUSED"), ("CSAS_B_2", "PAUSED")], [(["CSAS_A_1", "CSAS_B_2"], ["PAUSED"])]),  # PAUSE ALL
+    ([("CSAS_A_1", "RUNNING"), ("CSAS_B_2", "PAUSED"), ("CSAS_C_3", "RUNNING")],
+     [(["CSAS_A_1", "CSAS_C_3"], ["RUNNING"]), (["CSAS_B_2"], ["PAUSED"])]),
+    ([], []),
+])
+def test_a_script_is_waited_on_with_one_wait_per_state(waits, grouped):
+    # exec --wait and the deploy operators: each look reads a state's queries together
+    assert [(w.query_ids, w.states) for w in QueriesInState.by_state(waits)] == grouped

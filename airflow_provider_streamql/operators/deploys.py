@@ -158,7 +158,7 @@ class RollbackDeployOperator(StreamQLOperator):
         if not self.wait or not result.waits:
             return self.no_wait(context, engine)
         running = [q for q, state in result.waits if state == "RUNNING"]
-        conditions: list[Condition] = [QueriesInState([q], [state]) for q, state in result.waits]
+        conditions: list[Condition] = [*QueriesInState.by_state(result.waits)]
         conditions += [VersionRunning(q, details["restored"][q]) for q in running]
         return self.wait_for(context, engine, AllOf.of(*conditions))
 
