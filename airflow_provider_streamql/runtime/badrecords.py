@@ -50,16 +50,6 @@ from .schemas import CORRUPT, FILE, checked, ddl_schema, event_time, parse_optio
 MARKER = "STREAMQL_BAD_RECORD"
 #: the error class of a record Spark could not parse in FAILFAST mode (in the error's causes)
 PARSE_FAILURE = "[MALFORMED_RECORD_IN_PARSING"
-#: settings under which Spark's parsers read every field of every record, so a record bad in
-#: any field fails a fail-fast read: with a filter pushed into it, the JSON or CSV parser drops
-#: a record at the first field that fails the filter, before it reads the rest; with column
-#: pruning, the CSV parser tokenizes only the columns the query reads and misses a record
-#: short of fields (only those columns are converted either way, as for JSON)
-WHOLE_RECORDS = {
-    "spark.sql.json.filterPushdown.enabled": "false",
-    "spark.sql.csv.filterPushdown.enabled": "false",
-    "spark.sql.csv.parser.columnPruning.enabled": "false",
-}
 RAW_LIMIT = 2000  # characters of a bad record kept in the catalog and the dead-letter stream
 
 
@@ -114,13 +104,6 @@ class RecordGuard:
 
     def apply(self, df: DataFrame, src: SourceInfo) -> DataFrame:
         return guard(df, src, self.query_id, self.policy, self.skipped)
-
-
-def read_whole_records(spark: SparkSession) -> None:
-    """Set :data:`WHOLE_RECORDS` on ``spark`` (before every start: a query keeps the
-    settings it started with)."""
-    for key, value in WHOLE_RECORDS.items():
-        spark.conf.set(key, value)
 
 
 def parse_failed(error: object) -> bool:

@@ -25,7 +25,7 @@ from ..storage.checkpoints import kafka_positions
 from ..storage.layout import Part, dead_letter_checkpoint
 from ..storage.topics import FORMATS
 from . import kafka, kafka_connector, kafka_exactly_once, kafka_formats
-from .badrecords import RecordGuard, dead_letters, read_whole_records
+from .badrecords import RecordGuard, dead_letters
 from .batch_writer import BatchWriter
 from .evolution import source_evolution
 from .expectations import ExpectationCheck
@@ -38,6 +38,7 @@ from .schemas import (
     event_time,
     format_options,
     parse_options,
+    read_whole_records,
     reader_options,
 )
 from .tables import HavingChanges, read_table_snapshot, table_query_frame
