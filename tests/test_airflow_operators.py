@@ -9,6 +9,7 @@ import signal
 import threading
 import urllib.request
 
+import psutil
 import pytest
 
 from .airflow_support import run_dag, set_connection, streamql_connection
@@ -425,6 +426,21 @@ def test_submit_runtime_starts_a_runtime_through_spark_submit(airflow, monkeypat
         if pid:
             os.killpg(pid, signal.SIGTERM)
             wait_until(lambda: not engine.runtimes("default"), 90, "the runtime to stop")
+            # and its processes end: spark-submit's JVM and the runtime's Python (which once
+            # hung for good in a log handler while the interpreter finalized)
+            wait_until(lambda: not _running_in_group(pid), 90, "every process of the runtime to exit")
+
+
+def _running_in_group(group: int) -> list[int]:
+    """The processes of process group ``group`` still running (a zombie has ended)."""
+    running = []
+    for proc in psutil.process_iter(["status"]):
+        try:
+            if os.getpgid(proc.pid) == group and proc.info["status"] != psutil.STATUS_ZOMBIE:
+                running.append(proc.pid)
+        except (ProcessLookupError, psutil.Error):  # it ended meanwhile
+            pass
+    return running
 
 
 def test_a_deploy_task_records_the_deploy_and_a_rollback_task_undoes_it(airflow, runtimes, capfd):

@@ -14,6 +14,7 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
+from typing import NoReturn
 
 from ..errors import STATEMENT_ERRORS, CatalogError, StreamQLError
 
@@ -68,8 +69,9 @@ def options() -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Serve ``args.pipeline`` until SIGTERM or SIGINT. A ``--conf`` that cannot be taken
-    is a usage error, refused before the home, the catalog or Spark is touched."""
+    """Serve ``args.pipeline`` until SIGTERM or SIGINT, then end the process (it returns only
+    an error found before the runtime serves). A ``--conf`` that cannot be taken is a usage
+    error, refused before the home, the catalog or Spark is touched."""
     from ..catalog import Catalog, default_home, default_pipeline
     from ..storage.kafka_properties import secret_in_argv
     from . import kafka
@@ -113,8 +115,24 @@ def run(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: runtime.stop())
     runtime.run()
-    spark.stop()
-    return EXIT_OK
+    try:
+        spark.stop()
+    except Exception as e:  # its JVM went first (SIGTERM sent to the whole process group)
+        log.warning("stopping Spark: %s", kafka.error_report(e))
+    _exit_served(EXIT_OK)
+
+
+def _exit_served(code: int) -> NoReturn:
+    """End a runtime's process once it has shut down (its queries stopped, its leases
+    released), without the interpreter's finalization. There, Py4J's connections log from
+    their finalizers while daemon threads (Py4J's, the lease keeper) are frozen wherever they
+    were: one frozen inside a log handler holds its lock for good, and the process hung on it
+    after a SIGTERM (seen under spark-submit: the runtime gone from the catalog, its process
+    waiting in ``Handler.acquire`` for ever). Logs and output are flushed first."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
