@@ -73,7 +73,10 @@ def test_pausing_a_query_in_one_runtime_leaves_another_runtime_running(sqlite_en
     one, two = runtimes.start(engine, "one"), runtimes.start(engine, "two")
     insert(engine, "purchases", FIRST)
     caught_up(engine, "CSAS_A_1", "CSAS_B_2")
-    assert set(one.active) == {"CSAS_A_1"} and set(two.active) == {"CSAS_B_2"}
+    # a runtime holds a query once its dead-letter companion has started too, which may be
+    # after the query's first batch committed
+    wait_until(lambda: set(one.active) == {"CSAS_A_1"} and set(two.active) == {"CSAS_B_2"}, 30,
+               "each runtime to hold its own pipeline's query")
 
     engine.execute("PAUSE ALL", pipeline="one")
     engine.wait_for_state("CSAS_A_1", "PAUSED")
