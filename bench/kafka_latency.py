@@ -44,9 +44,10 @@ from pyspark.sql.streaming import DataStreamWriter
 from airflow_provider_streamql.catalog import Catalog
 from airflow_provider_streamql.engine import Engine
 from airflow_provider_streamql.runtime import Runtime, build_session
-from airflow_provider_streamql.runtime.badrecords import WHOLE_RECORDS, RecordGuard
+from airflow_provider_streamql.runtime.badrecords import RecordGuard
 from airflow_provider_streamql.runtime.connectors import Frames, start_query
 from airflow_provider_streamql.runtime.evolution import source_evolution
+from airflow_provider_streamql.runtime.schemas import WHOLE_RECORDS
 
 SCHEMA = "user STRING, cost DOUBLE, ts DOUBLE"
 #: the query's name in Spark, both ways: the id the runtime gives the statement's query

@@ -40,8 +40,8 @@ from pyspark.sql.streaming import DataStreamWriter
 from airflow_provider_streamql.catalog import Catalog
 from airflow_provider_streamql.engine import Engine
 from airflow_provider_streamql.runtime import Runtime, build_session
-from airflow_provider_streamql.runtime.badrecords import WHOLE_RECORDS
 from airflow_provider_streamql.runtime.evolution import source_evolution
+from airflow_provider_streamql.runtime.schemas import WHOLE_RECORDS
 
 POLL = 0.01
 SCHEMA = "user STRING, cost DOUBLE"

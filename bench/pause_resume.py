@@ -34,8 +34,8 @@ from pyspark.sql.streaming import DataStreamWriter
 from airflow_provider_streamql.catalog import Catalog
 from airflow_provider_streamql.engine import Engine
 from airflow_provider_streamql.runtime import Runtime, build_session
-from airflow_provider_streamql.runtime.badrecords import WHOLE_RECORDS
 from airflow_provider_streamql.runtime.evolution import source_evolution
+from airflow_provider_streamql.runtime.schemas import WHOLE_RECORDS
 from airflow_provider_streamql.storage.checkpoints import last_committed_batch
 from airflow_provider_streamql.storage.layout import ALLOWED_PATHS_ENV
 
