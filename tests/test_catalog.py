@@ -224,6 +224,42 @@ def test_heartbeats_and_runtime_stop(catalog_url):
     assert catalog.leases.holders() == {}
 
 
+def test_a_held_look_at_the_newest_statement_sees_each_one_committed_since(catalog_url, home):
+    """A runtime looks for a new statement between its passes on one held connection
+    (LastCommandWatch): each look sees what another connection committed after the look
+    before, as a look on a fresh connection does."""
+    engine = Engine(catalog_url, home=home, issuer="test")
+    watch = Catalog(catalog_url).commands.watch()
+    seen = [watch.last()]
+    for statement in ["CREATE STREAM s (id INT KEY, v DOUBLE);", "CREATE STREAM t AS SELECT * FROM s;", "PAUSE ALL;"]:
+        engine.execute(statement)
+        seen.append(watch.last())
+    assert seen[0] == 0
+    assert seen[1] < seen[2] < seen[3] == engine.catalog.commands.last()
+    watch.close()
+    engine.close()
+
+
+def test_a_held_look_whose_session_was_ended_fails_once_then_opens_another(postgres_server):
+    """The server ended the look's session (a restart, an administrator): that look fails,
+    as any catalog read would, and the next one reads on a new session."""
+    from sqlalchemy import text
+
+    catalog = Catalog(_new_pg_database(postgres_server))
+    watch = catalog.commands.watch()
+    assert watch.last() == 0
+    held = watch._conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
+    watch._conn.rollback()
+    with catalog.engine.connect() as conn:
+        assert conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": held}).scalar()
+    with pytest.raises(DBAPIError):
+        watch.last()
+    assert watch.last() == 0
+    assert watch._conn.exec_driver_sql("SELECT pg_backend_pid()").scalar() != held
+    watch.close()
+    catalog.close()
+
+
 def test_the_catalog_holds_its_parts_over_one_database(sqlite_url):
     """Desired state is the Catalog's own; the rest are parts it holds (no mixins), each on
     the catalog's one engine, and those that need another hold that one: a stopped runtime

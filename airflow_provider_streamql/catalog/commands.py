@@ -14,6 +14,9 @@ from . import schema as s
 from .connections import reading
 from .model import HOLD_ISSUER
 
+#: the newest statement's number
+LAST = select(func.max(s.commands.c.seq))
+
 
 class CommandLog:
     """The ordered log of applied statements. Pass ``conn`` to read inside an open transaction."""
@@ -39,7 +42,12 @@ class CommandLog:
         """The number of the newest statement logged (0 if none): it changes whenever a
         statement changes desired state, which a runtime watches to act at once."""
         with reading(self.engine, None) as conn:
-            return conn.execute(select(func.max(s.commands.c.seq))).scalar() or 0
+            return conn.execute(LAST).scalar() or 0
+
+    def watch(self) -> LastCommandWatch:
+        """:meth:`last`, for a caller that asks every few milliseconds (a runtime between
+        its passes): see :class:`LastCommandWatch`."""
+        return LastCommandWatch(self.engine)
 
     def last_hold(self, query_id: str) -> int | None:
         """The number of the runtime's last PAUSE of ``query_id`` at a bad record (policy
@@ -48,3 +56,36 @@ class CommandLog:
         holds = c.c.issuer.like(HOLD_ISSUER.format(runtime_id="%"))
         with reading(self.engine, None) as conn:
             return conn.execute(select(func.max(c.c.seq)).where(c.c.statement == f"PAUSE {query_id}", holds)).scalar()
+
+
+class LastCommandWatch:
+    """The newest statement's number, read on one connection held between reads instead of
+    one taken from the pool for each: a runtime looks for a new statement every few
+    milliseconds while it waits for its next pass, and on SQLite a read this way takes
+    about 25 µs against 80 µs. Each read ends its transaction, so the next one sees every
+    statement committed meanwhile (a read transaction left open would keep SQLite's WAL
+    snapshot, and PostgreSQL's session idle in it). A read that fails lets the connection
+    go; the next opens another. Used by one thread."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self._conn: Connection | None = None
+
+    def last(self) -> int:
+        if self._conn is None:
+            self._conn = self.engine.connect()
+        try:
+            number = self._conn.execute(LAST).scalar() or 0
+            self._conn.rollback()
+        except Exception:
+            self.close()
+            raise
+        return number
+
+    def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # a connection that failed may fail to close too: it is let go either way
+                pass

@@ -48,7 +48,11 @@ from .status import Status
 
 log = logging.getLogger("streamql.runtime")
 
-#: seconds between looks for a new statement while waiting for the next pass
+#: seconds between looks for a new statement while a runtime waits for its next pass, by
+#: catalog backend: on SQLite a look is a read of a local file (about 25 µs, see
+#: LastCommandWatch), so a statement is acted on within 5 ms; on a database server each look
+#: is a round trip, so 50 ms (20 a second per idle runtime)
+WAKE_POLLS = {"sqlite": 0.005}
 WAKE_POLL = 0.05
 
 
@@ -108,6 +112,8 @@ class Runtime:
         self.observer = Observer(self.queries, self.leases, self.rollout, self.holds, self.schedule)
         self.reconciler = Reconciler(self.queries, self.leases, self.status, self.rollout, self.holds)
         self.stopping = threading.Event()
+        self.commands = catalog.commands.watch()  # the newest statement, looked at between passes
+        self.wake_poll = WAKE_POLLS.get(catalog.engine.dialect.name, WAKE_POLL)
         self.workers = ThreadPoolExecutor(workers, thread_name_prefix=f"streamql-{pipeline}")
         context = spark.sparkContext  # recorded with the first heartbeat, for links to it
         self.spark_info = {
@@ -145,11 +151,11 @@ class Runtime:
 
     def _wait_for_next_pass(self, started: float, seen: int | None) -> None:
         """Sleep out the interval, but start the next pass as soon as a statement is logged
-        after the last pass began (checked every :data:`WAKE_POLL` s, one small read): a
+        after the last pass began (checked every :data:`WAKE_POLLS` s, one small read): a
         PAUSE, RESUME or CREATE is acted on within that, not within a whole interval."""
         while not self.stopping.is_set():
             left = self.interval - (time.monotonic() - started)
-            if left <= 0 or self.stopping.wait(min(WAKE_POLL, left)):
+            if left <= 0 or self.stopping.wait(min(self.wake_poll, left)):
                 return
             last = self._last_command()
             if last is not None and last != seen:
@@ -157,7 +163,7 @@ class Runtime:
 
     def _last_command(self) -> int | None:
         try:
-            return self.catalog.commands.last()
+            return self.commands.last()
         except Exception:  # the catalog is unreachable: the pass will say so
             return None
 
@@ -193,6 +199,7 @@ class Runtime:
         checkpoints are kept; the next runtime resumes them) and release all leases."""
         self._each("stopping", self._unassign, list(self.active))
         self.workers.shutdown()
+        self.commands.close()
         self.catalog.runtimes.stopped(self.id)
         if self.metrics is not None:
             self.metrics.close()
