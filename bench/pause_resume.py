@@ -1,6 +1,7 @@
 """Control-plane latency and runtime throughput (issue 2's performance targets).
 
-    .venv/bin/python bench/pause_resume.py [--rounds 10] [--rows 2000000]
+    .venv/bin/python bench/pause_resume.py [--rounds 10] [--rows 2000000] [--parts latency]
+        [--on-error FAIL]
     .venv/bin/python bench/pause_resume.py --kafka [--rounds 10]
 
 Measures, with a real runtime on a local SparkSession and a SQLite catalog:
@@ -8,7 +9,9 @@ Measures, with a real runtime on a local SparkSession and a SQLite catalog:
   * RESUME issued -> first batch committed (target < 1.5 s);
   * throughput of a file-to-file filter query run by the runtime vs the same query
     hand-written in PySpark in the same session (target ratio >= 0.95).
-The runtime reconciles every 0.5 s (the default), as `streamql runtime` does.
+The runtime reconciles every 0.5 s (the default), as `streamql runtime` does, under the
+default error policy (LOG_AND_CONTINUE: each query with its dead-letter companion) unless
+``--on-error`` names another. ``--parts latency`` runs the latency rounds alone.
 
 ``--kafka`` (issue 30): the latency rounds on a query from one Kafka topic to another, on the
 tests' broker (``bench/broker.py``), a record produced to the input topic while paused; the
@@ -31,7 +34,7 @@ from progress import ProgressEvents
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import DataStreamWriter
 
-from airflow_provider_streamql.catalog import Catalog
+from airflow_provider_streamql.catalog import ERROR_POLICIES, Catalog
 from airflow_provider_streamql.engine import Engine
 from airflow_provider_streamql.runtime import Runtime, build_session
 from airflow_provider_streamql.runtime.evolution import source_evolution
@@ -77,11 +80,11 @@ def on_kafka(broker) -> Pipeline:
     )
 
 
-def latency(spark, rounds: int, pipeline: Pipeline = FILES) -> dict:
+def latency(spark, rounds: int, pipeline: Pipeline = FILES, on_error: str | None = None) -> dict:
     home = tempfile.mkdtemp(prefix="bench-latency-")
     engine = Engine(f"sqlite:///{home}/catalog.db", home=home)
     engine.execute(pipeline.statements)
-    runtime = Runtime(Catalog(engine.catalog.url), "default", spark, interval=0.5)
+    runtime = Runtime(Catalog(engine.catalog.url), "default", spark, interval=0.5, on_error=on_error)
     thread = threading.Thread(target=runtime.run, daemon=True)
     thread.start()
     engine.wait_for_state("CSAS_F_1", "RUNNING", timeout=120)
@@ -221,6 +224,8 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--kafka", action="store_true", help="the latency rounds on Kafka topics; no throughput")
+    parser.add_argument("--parts", default="latency,throughput", help="comma-separated, of latency, throughput")
+    parser.add_argument("--on-error", type=str.upper, choices=ERROR_POLICIES, help="the latency rounds' error policy")
     args = parser.parse_args()
     spark = build_session(args.master, "streamql-bench", {"spark.ui.enabled": "false"})
     if args.kafka:
@@ -228,14 +233,16 @@ def main() -> None:
 
         with kafka_broker() as broker:
             on_broker(spark, broker)
-            result = {"latency_kafka": latency(spark, args.rounds, on_kafka(broker))}
+            result = {"latency_kafka": latency(spark, args.rounds, on_kafka(broker), args.on_error)}
             spark.stop()  # before the broker: Spark's cached Kafka producers would retry it
         print(json.dumps(result, indent=2))
         return
-    result = {
-        "latency": latency(spark, args.rounds),
-        "throughput": throughput(spark, args.rows, args.throughput_rounds),
-    }
+    parts = args.parts.split(",")
+    result = {}
+    if "latency" in parts:
+        result["latency"] = latency(spark, args.rounds, on_error=args.on_error)
+    if "throughput" in parts:
+        result["throughput"] = throughput(spark, args.rows, args.throughput_rounds)
     print(json.dumps(result, indent=2))
     spark.stop()
 
