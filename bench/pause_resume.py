@@ -80,7 +80,7 @@ def on_kafka(broker) -> Pipeline:
     )
 
 
-def latency(spark, rounds: int, pipeline: Pipeline = FILES, on_error: str | None = None) -> dict:
+def latency(spark, rounds: int, pipeline: Pipeline = FILES, *, on_error: str | None = None) -> dict:
     home = tempfile.mkdtemp(prefix="bench-latency-")
     engine = Engine(f"sqlite:///{home}/catalog.db", home=home)
     engine.execute(pipeline.statements)
@@ -217,6 +217,18 @@ def summary(values: list[float]) -> dict:
     }
 
 
+PARTS = ("latency", "throughput")
+
+
+def parts(text: str) -> list[str]:
+    """``--parts``: names of :data:`PARTS`, comma-separated."""
+    named = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = [part for part in named if part not in PARTS]
+    if unknown or not named:
+        raise argparse.ArgumentTypeError(f"parts are {', '.join(PARTS)}, not {text!r}")
+    return named
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=10)
@@ -224,8 +236,18 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--kafka", action="store_true", help="the latency rounds on Kafka topics; no throughput")
-    parser.add_argument("--parts", default="latency,throughput", help="comma-separated, of latency, throughput")
-    parser.add_argument("--on-error", type=str.upper, choices=ERROR_POLICIES, help="the latency rounds' error policy")
+    parser.add_argument(
+        "--parts",
+        type=parts,
+        default=",".join(PARTS),
+        help=f"comma-separated, of {', '.join(PARTS)} (not with --kafka)",
+    )
+    parser.add_argument(
+        "--on-error",
+        type=str.upper,
+        choices=[policy.value for policy in ERROR_POLICIES],
+        help="the latency rounds' error policy (default: the runtime's)",
+    )
     args = parser.parse_args()
     spark = build_session(args.master, "streamql-bench", {"spark.ui.enabled": "false"})
     if args.kafka:
@@ -233,15 +255,14 @@ def main() -> None:
 
         with kafka_broker() as broker:
             on_broker(spark, broker)
-            result = {"latency_kafka": latency(spark, args.rounds, on_kafka(broker), args.on_error)}
+            result = {"latency_kafka": latency(spark, args.rounds, on_kafka(broker), on_error=args.on_error)}
             spark.stop()  # before the broker: Spark's cached Kafka producers would retry it
         print(json.dumps(result, indent=2))
         return
-    parts = args.parts.split(",")
     result = {}
-    if "latency" in parts:
+    if "latency" in args.parts:
         result["latency"] = latency(spark, args.rounds, on_error=args.on_error)
-    if "throughput" in parts:
+    if "throughput" in args.parts:
         result["throughput"] = throughput(spark, args.rows, args.throughput_rounds)
     print(json.dumps(result, indent=2))
     spark.stop()

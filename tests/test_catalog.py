@@ -230,14 +230,17 @@ def test_a_held_look_at_the_newest_statement_sees_each_one_committed_since(catal
     before, as a look on a fresh connection does."""
     engine = Engine(catalog_url, home=home, issuer="test")
     watch = Catalog(catalog_url).commands.watch()
-    seen = [watch.last()]
-    for statement in ["CREATE STREAM s (id INT KEY, v DOUBLE);", "CREATE STREAM t AS SELECT * FROM s;", "PAUSE ALL;"]:
-        engine.execute(statement)
-        seen.append(watch.last())
-    assert seen[0] == 0
-    assert seen[1] < seen[2] < seen[3] == engine.catalog.commands.last()
-    watch.close()
-    engine.close()
+    try:
+        seen = [watch.last()]
+        for statement in ["CREATE STREAM s (id INT KEY, v DOUBLE);", "CREATE STREAM t AS SELECT * FROM s;", "PAUSE ALL;"]:
+            engine.execute(statement)
+            seen.append(watch.last())
+            assert not watch._conn.in_transaction()  # neither a WAL snapshot kept nor a session idle in one
+        assert seen[0] == 0
+        assert seen[1] < seen[2] < seen[3] == engine.catalog.commands.last()
+    finally:
+        watch.close()
+        engine.close()
 
 
 def test_a_held_look_whose_session_was_ended_fails_once_then_opens_another(postgres_server):
@@ -247,17 +250,19 @@ def test_a_held_look_whose_session_was_ended_fails_once_then_opens_another(postg
 
     catalog = Catalog(_new_pg_database(postgres_server))
     watch = catalog.commands.watch()
-    assert watch.last() == 0
-    held = watch._conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
-    watch._conn.rollback()
-    with catalog.engine.connect() as conn:
-        assert conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": held}).scalar()
-    with pytest.raises(DBAPIError):
-        watch.last()
-    assert watch.last() == 0
-    assert watch._conn.exec_driver_sql("SELECT pg_backend_pid()").scalar() != held
-    watch.close()
-    catalog.close()
+    try:
+        assert watch.last() == 0
+        held = watch._conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
+        watch._conn.rollback()
+        with catalog.engine.connect() as conn:  # waits until the session has ended
+            assert conn.execute(text("SELECT pg_terminate_backend(:pid, 10000)"), {"pid": held}).scalar()
+        with pytest.raises(DBAPIError):
+            watch.last()
+        assert watch.last() == 0
+        assert watch._conn.exec_driver_sql("SELECT pg_backend_pid()").scalar() != held
+    finally:
+        watch.close()
+        catalog.close()
 
 
 def test_the_catalog_holds_its_parts_over_one_database(sqlite_url):

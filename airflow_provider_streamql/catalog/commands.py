@@ -14,8 +14,12 @@ from . import schema as s
 from .connections import reading
 from .model import HOLD_ISSUER
 
-#: the newest statement's number
-LAST = select(func.max(s.commands.c.seq))
+_NEWEST = select(func.max(s.commands.c.seq))  # built once: a runtime reads it every few ms
+
+
+def newest(conn: Connection) -> int:
+    """The newest statement's number on ``conn`` (0 if none)."""
+    return conn.execute(_NEWEST).scalar() or 0
 
 
 class CommandLog:
@@ -40,13 +44,13 @@ class CommandLog:
 
     def last(self) -> int:
         """The number of the newest statement logged (0 if none): it changes whenever a
-        statement changes desired state, which a runtime watches to act at once."""
+        statement changes desired state."""
         with reading(self.engine, None) as conn:
-            return conn.execute(LAST).scalar() or 0
+            return newest(conn)
 
     def watch(self) -> LastCommandWatch:
         """:meth:`last`, for a caller that asks every few milliseconds (a runtime between
-        its passes): see :class:`LastCommandWatch`."""
+        its passes, to act on a statement at once): see :class:`LastCommandWatch`."""
         return LastCommandWatch(self.engine)
 
     def last_hold(self, query_id: str) -> int | None:
@@ -62,10 +66,11 @@ class LastCommandWatch:
     """The newest statement's number, read on one connection held between reads instead of
     one taken from the pool for each: a runtime looks for a new statement every few
     milliseconds while it waits for its next pass, and on SQLite a read this way takes
-    about 25 µs against 80 µs. Each read ends its transaction, so the next one sees every
+    about 25 µs against 60-80 µs. Each read ends its transaction, so the next one sees every
     statement committed meanwhile (a read transaction left open would keep SQLite's WAL
     snapshot, and PostgreSQL's session idle in it). A read that fails lets the connection
-    go; the next opens another. Used by one thread."""
+    go; the next opens another. Used by one thread of the process that made it (the held
+    connection is not the pool's to hand to a forked child)."""
 
     def __init__(self, engine: Engine):
         self.engine = engine
@@ -75,7 +80,7 @@ class LastCommandWatch:
         if self._conn is None:
             self._conn = self.engine.connect()
         try:
-            number = self._conn.execute(LAST).scalar() or 0
+            number = newest(self._conn)
             self._conn.rollback()
         except Exception:
             self.close()

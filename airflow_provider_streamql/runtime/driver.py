@@ -112,7 +112,7 @@ class Runtime:
         self.observer = Observer(self.queries, self.leases, self.rollout, self.holds, self.schedule)
         self.reconciler = Reconciler(self.queries, self.leases, self.status, self.rollout, self.holds)
         self.stopping = threading.Event()
-        self.commands = catalog.commands.watch()  # the newest statement, looked at between passes
+        self.newest_statement = catalog.commands.watch()  # looked at between passes
         self.wake_poll = WAKE_POLLS.get(catalog.engine.dialect.name, WAKE_POLL)
         self.workers = ThreadPoolExecutor(workers, thread_name_prefix=f"streamql-{pipeline}")
         context = spark.sparkContext  # recorded with the first heartbeat, for links to it
@@ -151,19 +151,23 @@ class Runtime:
 
     def _wait_for_next_pass(self, started: float, seen: int | None) -> None:
         """Sleep out the interval, but start the next pass as soon as a statement is logged
-        after the last pass began (checked every :data:`WAKE_POLLS` s, one small read): a
-        PAUSE, RESUME or CREATE is acted on within that, not within a whole interval."""
+        after the last pass began (looked for every ``wake_poll`` s, one small read, see
+        :data:`WAKE_POLLS`): a PAUSE, RESUME or CREATE is acted on within that, not within a
+        whole interval. After a look that failed, the next waits :data:`WAKE_POLL` (a catalog
+        that cannot be reached is not asked 200 times a second)."""
+        poll = self.wake_poll
         while not self.stopping.is_set():
             left = self.interval - (time.monotonic() - started)
-            if left <= 0 or self.stopping.wait(min(self.wake_poll, left)):
+            if left <= 0 or self.stopping.wait(min(poll, left)):
                 return
             last = self._last_command()
             if last is not None and last != seen:
                 return
+            poll = self.wake_poll if last is not None else max(self.wake_poll, WAKE_POLL)
 
     def _last_command(self) -> int | None:
         try:
-            return self.commands.last()
+            return self.newest_statement.last()
         except Exception:  # the catalog is unreachable: the pass will say so
             return None
 
@@ -199,7 +203,7 @@ class Runtime:
         checkpoints are kept; the next runtime resumes them) and release all leases."""
         self._each("stopping", self._unassign, list(self.active))
         self.workers.shutdown()
-        self.commands.close()
+        self.newest_statement.close()
         self.catalog.runtimes.stopped(self.id)
         if self.metrics is not None:
             self.metrics.close()
