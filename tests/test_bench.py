@@ -26,9 +26,9 @@ SCRIPTS = sorted(p for p in BENCH.rglob("*.py") if p.name not in NOT_LOADED)
 LOAD_EACH = """
 import importlib.util, json, sys, traceback
 failures = {}
+saved = list(sys.path)
 for path in sys.argv[1:]:
-    folder = path.rsplit("/", 1)[0]
-    sys.path[:0] = [folder, %(bench)r]
+    sys.path[:0] = [path.rsplit("/", 1)[0], %(bench)r]
     spec = importlib.util.spec_from_file_location("bench_under_test" + path.replace("/", "_").replace(".", "_"), path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # a dataclass looks its module up while it is made
@@ -36,7 +36,7 @@ for path in sys.argv[1:]:
         spec.loader.exec_module(module)
     except BaseException:
         failures[path] = traceback.format_exc(limit=3)
-    del sys.path[:2]
+    sys.path[:] = saved  # as it was, whatever the script added (peers/flink.py adds bench/)
 print(json.dumps(failures))
 """
 
