@@ -1,10 +1,11 @@
 """Control-plane latency and runtime throughput (issue 2's performance targets).
 
     .venv/bin/python bench/pause_resume.py [--rounds 10] [--rows 2000000] [--parts latency]
-        [--on-error FAIL]
+        [--on-error FAIL] [--catalog-url postgresql+psycopg://.../empty_database]
     .venv/bin/python bench/pause_resume.py --kafka [--rounds 10]
 
-Measures, with a real runtime on a local SparkSession and a SQLite catalog:
+Measures, with a real runtime on a local SparkSession and a SQLite catalog (or, for the
+latency rounds, the empty database ``--catalog-url`` names):
   * PAUSE issued -> PAUSED observed, on an idle query (target < 1 s);
   * RESUME issued -> first batch committed (target < 1.5 s);
   * throughput of a file-to-file filter query run by the runtime vs the same query
@@ -80,9 +81,11 @@ def on_kafka(broker) -> Pipeline:
     )
 
 
-def latency(spark, rounds: int, pipeline: Pipeline = FILES, *, on_error: str | None = None) -> dict:
+def latency(
+    spark, rounds: int, pipeline: Pipeline = FILES, *, on_error: str | None = None, catalog_url: str | None = None
+) -> dict:
     home = tempfile.mkdtemp(prefix="bench-latency-")
-    engine = Engine(f"sqlite:///{home}/catalog.db", home=home)
+    engine = Engine(catalog_url or f"sqlite:///{home}/catalog.db", home=home)
     engine.execute(pipeline.statements)
     runtime = Runtime(Catalog(engine.catalog.url), "default", spark, interval=0.5, on_error=on_error)
     thread = threading.Thread(target=runtime.run, daemon=True)
@@ -243,6 +246,10 @@ def main() -> None:
         help=f"comma-separated, of {', '.join(PARTS)} (not with --kafka)",
     )
     parser.add_argument(
+        "--catalog-url",
+        help="the latency rounds' catalog: an empty database (e.g. PostgreSQL's); default a new SQLite file",
+    )
+    parser.add_argument(
         "--on-error",
         type=str.upper,
         choices=[policy.value for policy in ERROR_POLICIES],
@@ -261,7 +268,7 @@ def main() -> None:
         return
     result = {}
     if "latency" in args.parts:
-        result["latency"] = latency(spark, args.rounds, on_error=args.on_error)
+        result["latency"] = latency(spark, args.rounds, on_error=args.on_error, catalog_url=args.catalog_url)
     if "throughput" in args.parts:
         result["throughput"] = throughput(spark, args.rows, args.throughput_rounds)
     print(json.dumps(result, indent=2))

@@ -233,7 +233,9 @@ def test_a_held_look_at_the_newest_statement_sees_each_one_committed_since(catal
     try:
         seen = [watch.last()]
         for statement in ["CREATE STREAM s (id INT KEY, v DOUBLE);", "CREATE STREAM t AS SELECT * FROM s;", "PAUSE ALL;"]:
+            assert not watch.newer_than(seen[-1])
             engine.execute(statement)
+            wait_until(lambda: watch.newer_than(seen[-1]), 30, f"a look to see {statement!r}")  # noqa: B023
             seen.append(watch.last())
             assert not watch._conn.in_transaction()  # neither a WAL snapshot kept nor a session idle in one
         assert seen[0] == 0
@@ -243,9 +245,34 @@ def test_a_held_look_at_the_newest_statement_sees_each_one_committed_since(catal
         engine.close()
 
 
+def test_on_postgresql_a_look_reads_only_once_a_statement_was_announced(postgres_server, home):
+    """A runtime waiting for its next pass looks every 5 ms: on PostgreSQL each logged
+    statement is announced (NOTIFY at its commit), so a look asks the held session whether
+    one was, without a round trip; it reads once one was."""
+    url = _new_pg_database(postgres_server)
+    engine, catalog = Engine(url, home=home, issuer="test"), Catalog(url)
+    watch = catalog.commands.watch(reread=3600)  # no read but after an announcement
+    sent: list[str] = []
+    event.listen(catalog.engine, "before_cursor_execute", lambda _c, _r, statement, *_: sent.append(statement))
+    try:
+        seen = watch.last()
+        sent.clear()
+        assert not any(watch.newer_than(seen) for _ in range(200))
+        assert sent == []
+        engine.execute("CREATE STREAM s (id INT KEY, v DOUBLE);")
+        wait_until(lambda: watch.newer_than(seen), 30, "the statement announced")
+        assert watch.last() == engine.catalog.commands.last() > seen
+        assert len(sent) == 2  # the read of newer_than, and the last() above
+    finally:
+        watch.close()
+        catalog.close()
+        engine.close()
+
+
 def test_a_held_look_whose_session_was_ended_fails_once_then_opens_another(postgres_server):
     """The server ended the look's session (a restart, an administrator): that look fails,
     as any catalog read would, and the next one reads on a new session."""
+    import psycopg
     from sqlalchemy import text
 
     catalog = Catalog(_new_pg_database(postgres_server))
@@ -259,6 +286,20 @@ def test_a_held_look_whose_session_was_ended_fails_once_then_opens_another(postg
         with pytest.raises(DBAPIError):
             watch.last()
         assert watch.last() == 0
+        assert watch._conn.exec_driver_sql("SELECT pg_backend_pid()").scalar() != held
+        # a look that only asks whether a statement was announced finds the session ended too
+        watch.close()
+        watch = catalog.commands.watch(reread=3600)  # it does not read after a while instead
+        watch.last()
+        held = watch._conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
+        watch._conn.rollback()
+        with catalog.engine.connect() as conn:
+            assert conn.execute(text("SELECT pg_terminate_backend(:pid, 10000)"), {"pid": held}).scalar()
+        with pytest.raises(psycopg.OperationalError, match="server closed the connection"):
+            for _ in range(100):  # psycopg finds the end at the look after the session ended
+                watch.newer_than(0)
+                time.sleep(0.01)
+        assert watch.newer_than(0) is False  # read on a new session: no statement yet
         assert watch._conn.exec_driver_sql("SELECT pg_backend_pid()").scalar() != held
     finally:
         watch.close()

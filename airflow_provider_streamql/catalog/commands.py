@@ -1,20 +1,27 @@
 """The command log: every statement that changed desired state, in order, with the pipeline
 and who issued it (the role ksqlDB gives its command topic). A runtime watches its newest
-number to act at once; a runtime's own pause of a query at a bad record is logged as a PAUSE
-it issued (:data:`~.model.HOLD_ISSUER`)."""
+number to act at once (on PostgreSQL each statement is also announced with NOTIFY, so a
+runtime need not read to know); a runtime's own pause of a query at a bad record is logged as
+a PAUSE it issued (:data:`~.model.HOLD_ISSUER`)."""
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
-from sqlalchemy import Connection, Engine, func, insert, select
+from sqlalchemy import Connection, Engine, func, insert, select, text
 
 from . import schema as s
 from .connections import reading
 from .model import HOLD_ISSUER
 
 _NEWEST = select(func.max(s.commands.c.seq))  # built once: a runtime reads it every few ms
+#: PostgreSQL: the channel each logged statement is announced on (NOTIFY, delivered at commit)
+CHANNEL = "streamql_statements"
+_LISTEN = text(f"LISTEN {CHANNEL}")  # a constant: no user text reaches it
+#: PostgreSQL: seconds a held look trusts the absence of an announcement before reading anyway
+REREAD = 1.0
 
 
 def newest(conn: Connection) -> int:
@@ -35,6 +42,8 @@ class CommandLog:
         )
         key = result.inserted_primary_key
         assert key is not None  # one row inserted: its key
+        if conn.dialect.name == "postgresql":  # told to listening runtimes if, and when, it commits
+            conn.execute(select(func.pg_notify(CHANNEL, "")))
         return key[0]
 
     def all(self, conn: Connection | None = None) -> list[dict[str, Any]]:
@@ -48,10 +57,10 @@ class CommandLog:
         with reading(self.engine, None) as conn:
             return newest(conn)
 
-    def watch(self) -> LastCommandWatch:
+    def watch(self, *, reread: float = REREAD) -> LastCommandWatch:
         """:meth:`last`, for a caller that asks every few milliseconds (a runtime between
         its passes, to act on a statement at once): see :class:`LastCommandWatch`."""
-        return LastCommandWatch(self.engine)
+        return LastCommandWatch(self.engine, reread=reread)
 
     def last_hold(self, query_id: str) -> int | None:
         """The number of the runtime's last PAUSE of ``query_id`` at a bad record (policy
@@ -70,22 +79,54 @@ class LastCommandWatch:
     statement committed meanwhile (a read transaction left open would keep SQLite's WAL
     snapshot, and PostgreSQL's session idle in it). A read that fails lets the connection
     go; the next opens another. Used by one thread of the process that made it (the held
-    connection is not the pool's to hand to a forked child)."""
+    connection is not the pool's to hand to a forked child).
 
-    def __init__(self, engine: Engine):
+    On PostgreSQL the connection also LISTENs on :data:`CHANNEL`, where every logged
+    statement is announced at its commit: :meth:`newer_than` then reads only after an
+    announcement, or once ``reread`` seconds passed since the last read (a connection can
+    be lost without a word, and a statement announced meanwhile is told to nobody), instead
+    of a round trip to the server at every look."""
+
+    def __init__(self, engine: Engine, *, reread: float = REREAD):
         self.engine = engine
+        self.announced = engine.dialect.name == "postgresql"
+        self.reread = reread
         self._conn: Connection | None = None
+        self._read_at = -math.inf
 
     def last(self) -> int:
-        if self._conn is None:
-            self._conn = self.engine.connect()
+        """The newest statement's number, read now. On PostgreSQL the first read of a
+        connection begins listening before it reads: nothing committed after the read goes
+        unannounced."""
         try:
+            if self._conn is None:
+                self._conn = self.engine.connect()
+                if self.announced:
+                    self._conn.execute(_LISTEN)
+                    self._conn.commit()  # LISTEN takes effect at commit
             number = newest(self._conn)
             self._conn.rollback()
         except Exception:
             self.close()
             raise
+        self._read_at = time.monotonic()
         return number
+
+    def newer_than(self, seen: int) -> bool:
+        """Whether a statement was logged after statement number ``seen`` (a :meth:`last`):
+        a read, except on PostgreSQL while nothing was announced since the last read (no
+        more than ``reread`` seconds ago)."""
+        if self.announced and self._conn is not None and time.monotonic() - self._read_at < self.reread:
+            try:
+                listening = self._conn.connection.driver_connection  # psycopg's own connection
+                assert listening is not None  # a connection held open has its driver's
+                announced = bool(list(listening.notifies(timeout=0)))
+            except Exception:
+                self.close()
+                raise
+            if not announced:
+                return False
+        return self.last() != seen
 
     def close(self) -> None:
         conn, self._conn = self._conn, None
