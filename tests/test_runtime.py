@@ -31,7 +31,9 @@ def caught_up(engine, *query_ids):
 def test_a_statement_is_acted_on_at_once_not_at_the_next_pass(engine, runtimes):
     """Both backends: a runtime whose passes are an hour apart still pauses and resumes a
     query at once: between passes it looks for a new statement every 5 ms (a read on
-    SQLite; on PostgreSQL a look for the statement's announcement, then a read)."""
+    SQLite; on PostgreSQL a look for the statement's announcement, then a read; that it is
+    the announcement that wakes it, and not the read once a second, is
+    test_catalog.py's test_on_postgresql_a_look_reads_only_once_a_statement_was_announced)."""
     engine.execute("CREATE STREAM purchases (id INT KEY, cost DOUBLE); CREATE STREAM valid AS SELECT * FROM purchases;")
     runtime = runtimes.start(engine, interval=3600)
     wait_until(lambda: "CSAS_VALID_1" in runtime.active, 60, "the query started by the first pass")

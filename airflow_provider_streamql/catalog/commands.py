@@ -81,29 +81,39 @@ class LastCommandWatch:
     go; the next opens another. Used by one thread of the process that made it (the held
     connection is not the pool's to hand to a forked child).
 
-    On PostgreSQL the connection also LISTENs on :data:`CHANNEL`, where every logged
-    statement is announced at its commit: :meth:`newer_than` then reads only after an
-    announcement, or once ``reread`` seconds passed since the last read (a connection can
-    be lost without a word, and a statement announced meanwhile is told to nobody), instead
-    of a round trip to the server at every look."""
+    On PostgreSQL through psycopg the connection also LISTENs on :data:`CHANNEL`, where every
+    logged statement is announced at its commit: :meth:`newer_than` then asks the connection
+    whether an announcement came, without a round trip, and reads only once one came or
+    ``reread`` seconds after the last read. The read after a while covers statements nobody
+    announced: written by an older streamql during an upgrade, through a pooler in
+    transaction mode (PgBouncer's has no LISTEN), or by hand. The connection is detached
+    from the pool: one that listens is never handed to anything else, and closing it ends
+    its session."""
 
     def __init__(self, engine: Engine, *, reread: float = REREAD):
         self.engine = engine
-        self.announced = engine.dialect.name == "postgresql"
+        dialect = engine.dialect
+        #: statements are announced to this look's connection (psycopg's notifies())
+        self.listens = dialect.name == "postgresql" and dialect.driver == "psycopg"
+        #: a look costs no round trip to a server: a read of a local file, or a look for an announcement
+        self.local = self.listens or dialect.name == "sqlite"
         self.reread = reread
         self._conn: Connection | None = None
         self._read_at = -math.inf
 
     def last(self) -> int:
-        """The newest statement's number, read now. On PostgreSQL the first read of a
-        connection begins listening before it reads: nothing committed after the read goes
-        unannounced."""
+        """The newest statement's number, read now. A listening connection begins listening
+        before its first read (nothing committed after the read goes unannounced), and
+        takes what was announced before each read (the read sees it)."""
         try:
             if self._conn is None:
                 self._conn = self.engine.connect()
-                if self.announced:
+                self._conn.detach()
+                if self.listens:
                     self._conn.execute(_LISTEN)
                     self._conn.commit()  # LISTEN takes effect at commit
+            elif self.listens:
+                self._announcements()
             number = newest(self._conn)
             self._conn.rollback()
         except Exception:
@@ -114,19 +124,25 @@ class LastCommandWatch:
 
     def newer_than(self, seen: int) -> bool:
         """Whether a statement was logged after statement number ``seen`` (a :meth:`last`):
-        a read, except on PostgreSQL while nothing was announced since the last read (no
-        more than ``reread`` seconds ago)."""
-        if self.announced and self._conn is not None and time.monotonic() - self._read_at < self.reread:
+        a read, except on a listening connection while nothing was announced since the
+        last read (no more than ``reread`` seconds ago). A session the server ended raises
+        the driver's error (psycopg's ``OperationalError``); the next look opens another."""
+        if self.listens and self._conn is not None and time.monotonic() - self._read_at < self.reread:
             try:
-                listening = self._conn.connection.driver_connection  # psycopg's own connection
-                assert listening is not None  # a connection held open has its driver's
-                announced = bool(list(listening.notifies(timeout=0)))
+                told = self._announcements()
             except Exception:
                 self.close()
                 raise
-            if not announced:
+            if not told:
                 return False
         return self.last() != seen
+
+    def _announcements(self) -> int:
+        """How many announcements came since the last look, taken off the connection."""
+        assert self._conn is not None
+        listening = self._conn.connection.dbapi_connection  # psycopg's own (detached: no pool record)
+        assert listening is not None  # a connection held open has its driver's
+        return len(list(listening.notifies(timeout=0)))
 
     def close(self) -> None:
         conn, self._conn = self._conn, None

@@ -48,12 +48,13 @@ from .status import Status
 
 log = logging.getLogger("streamql.runtime")
 
-#: seconds between looks for a new statement while a runtime waits for its next pass, by
-#: catalog backend: on SQLite a look is a read of a local file (about 25 µs, see
-#: LastCommandWatch); on PostgreSQL it asks the held connection whether a statement was
-#: announced (NOTIFY), without a round trip; either way a statement is acted on within 5 ms.
-#: On another database server each look is a round trip, so 50 ms (20 a second per idle runtime).
-WAKE_POLLS = {"sqlite": 0.005, "postgresql": 0.005}
+#: seconds between looks for a new statement while a runtime waits for its next pass, when a
+#: look costs no round trip to a server (LastCommandWatch.local): on SQLite it reads a local
+#: file (about 25 µs); on PostgreSQL through psycopg it asks the held connection whether a
+#: statement was announced (NOTIFY). A statement is then acted on within 5 ms.
+WAKE_POLL_LOCAL = 0.005
+#: ... and when each look is a round trip (another database or driver): 20 a second per idle
+#: runtime; also the wait after a look that failed, whatever the catalog
 WAKE_POLL = 0.05
 
 
@@ -114,7 +115,7 @@ class Runtime:
         self.reconciler = Reconciler(self.queries, self.leases, self.status, self.rollout, self.holds)
         self.stopping = threading.Event()
         self.newest_statement = catalog.commands.watch()  # looked at between passes
-        self.wake_poll = WAKE_POLLS.get(catalog.engine.dialect.name, WAKE_POLL)
+        self.wake_poll = WAKE_POLL_LOCAL if self.newest_statement.local else WAKE_POLL
         self.workers = ThreadPoolExecutor(workers, thread_name_prefix=f"streamql-{pipeline}")
         context = spark.sparkContext  # recorded with the first heartbeat, for links to it
         self.spark_info = {
@@ -153,10 +154,10 @@ class Runtime:
     def _wait_for_next_pass(self, started: float, seen: int | None) -> None:
         """Sleep out the interval, but start the next pass as soon as a statement is logged
         after the last pass began (looked for every ``wake_poll`` s: one small read or, on
-        PostgreSQL, a look for its announcement, see :data:`WAKE_POLLS`): a PAUSE, RESUME or
-        CREATE is acted on within that, not within a whole interval. After a look that
-        failed, the next waits :data:`WAKE_POLL` (a catalog that cannot be reached is not
-        asked 200 times a second)."""
+        PostgreSQL, a look for its announcement, see :data:`WAKE_POLL_LOCAL`): a PAUSE,
+        RESUME or CREATE is acted on within that, not within a whole interval. After a look
+        that failed, the next waits :data:`WAKE_POLL` (a catalog that cannot be reached is
+        not asked 200 times a second)."""
         poll = self.wake_poll
         while not self.stopping.is_set():
             left = self.interval - (time.monotonic() - started)
