@@ -262,7 +262,11 @@ def main() -> None:
 
         with kafka_broker() as broker:
             on_broker(spark, broker)
-            result = {"latency_kafka": latency(spark, args.rounds, on_kafka(broker), on_error=args.on_error)}
+            result = {
+                "latency_kafka": latency(
+                    spark, args.rounds, on_kafka(broker), on_error=args.on_error, catalog_url=args.catalog_url
+                )
+            }
             spark.stop()  # before the broker: Spark's cached Kafka producers would retry it
         print(json.dumps(result, indent=2))
         return

@@ -127,22 +127,22 @@ class LastCommandWatch:
         a read, except on a listening connection while nothing was announced since the
         last read (no more than ``reread`` seconds ago). A session the server ended raises
         the driver's error (psycopg's ``OperationalError``); the next look opens another."""
-        if self.listens and self._conn is not None and time.monotonic() - self._read_at < self.reread:
-            try:
-                told = self._announcements()
-            except Exception:
-                self.close()
-                raise
-            if not told:
-                return False
+        fresh = time.monotonic() - self._read_at < self.reread
+        if self.listens and self._conn is not None and fresh and not self._announcements():
+            return False
         return self.last() != seen
 
     def _announcements(self) -> int:
-        """How many announcements came since the last look, taken off the connection."""
+        """How many announcements came since the last look, taken off the connection (which
+        is let go if that fails, as after a failed read)."""
         assert self._conn is not None
-        listening = self._conn.connection.dbapi_connection  # psycopg's own (detached: no pool record)
-        assert listening is not None  # a connection held open has its driver's
-        return len(list(listening.notifies(timeout=0)))
+        try:
+            listening = self._conn.connection.dbapi_connection  # psycopg's own (detached: no pool record)
+            assert listening is not None  # a connection held open has its driver's
+            return len(list(listening.notifies(timeout=0)))
+        except Exception:
+            self.close()
+            raise
 
     def close(self) -> None:
         conn, self._conn = self._conn, None
