@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 
 import pytest
 
 from airflow_provider_streamql.errors import StateError, ValidationError
+from airflow_provider_streamql.runtime.badrecords import BAD_COUNT
+from airflow_provider_streamql.runtime.file_dead_letters import bad_count
+from airflow_provider_streamql.storage.checkpoints import last_committed_batch
 
-from .support import reconcile_passes, stream_rows, wait_until
+from .support import reconcile_passes, spark_streams, stream_rows, wait_until
 
 PAYMENTS = "CREATE STREAM payments (id INT KEY, user STRING, amount INT);"
 
@@ -128,6 +132,9 @@ def test_log_and_continue_sends_bad_records_to_the_dead_letter_stream(sqlite_eng
     engine = sqlite_engine
     engine.execute(PAYMENTS + "CREATE STREAM copy WITH (on_error='LOG_AND_CONTINUE') AS SELECT * FROM payments;")
     start(engine, runtimes, "CSAS_COPY_1")
+    # one Spark query reads the files: the dead letters are found after their batch, not by
+    # a companion query reading everything again
+    assert [q.name for q in spark_streams(runtimes.spark, "CSAS_COPY_1")] == ["CSAS_COPY_1"]
     path = produce(engine, "payments", [good(1), "not json at all", good(2),
                                         json.dumps({"user": "nobody", "amount": 5}),
                                         json.dumps({"id": 3, "user": "x", "amount": "12.5"}), good(4)], "a.json")
@@ -146,8 +153,8 @@ def test_log_and_continue_sends_bad_records_to_the_dead_letter_stream(sqlite_eng
                             [5, path, '{"id": 3, "user": "x", "amount": "12.5"}']]
     shown = engine.execute("SHOW QUERIES EXTENDED")[0]
     assert shown.rows[0][shown.columns.index("bad_records")] == 2
-    # resumed, the companion starts again on the frame the runtime built for it, and goes on
-    # from its checkpoint: the next bad record is logged, none of the first two again
+    # resumed, it goes on from the last batch whose dead letters were sent: the next bad
+    # record is logged, none of the first two again
     engine.execute("PAUSE CSAS_COPY_1")
     engine.wait_for_state("CSAS_COPY_1", "PAUSED", timeout=60)
     engine.execute("RESUME CSAS_COPY_1")
@@ -157,6 +164,48 @@ def test_log_and_continue_sends_bad_records_to_the_dead_letter_stream(sqlite_eng
     dead = engine.execute("SELECT line, file, raw FROM CSAS_COPY_1_DLQ")[0].rows
     assert sorted(dead) == sorted([[2, path, "not json at all"], [2, later, "still not json"],
                                    [5, path, '{"id": 3, "user": "x", "amount": "12.5"}']])
+
+
+def test_dead_letters_of_a_batch_committed_just_before_a_crash_are_sent_at_the_restart(sqlite_engine, processes,
+                                                                                        runtimes):
+    """LOG_AND_CONTINUE sends a batch's dead letters after it commits: a runtime killed in
+    between (here: one that runs no pass after its first, interval 600 s) leaves them unsent,
+    and the runtime that takes the query over sends them, once."""
+    engine = sqlite_engine
+    engine.execute(PAYMENTS + "CREATE STREAM copy WITH (on_error='LOG_AND_CONTINUE') AS SELECT * FROM payments;")
+    killed = processes("default", "--interval", "600", lease_ttl=3)
+    engine.wait_for_state("CSAS_COPY_1", "RUNNING", timeout=120)
+    path = produce(engine, "payments", [good(1), "not json at all", good(2)], "a.json")
+    checkpoint = engine.query("CSAS_COPY_1").checkpoint
+    wait_until(lambda: last_committed_batch(checkpoint) >= 0, 60, "the batch with the bad record committed")
+    os.killpg(killed.pid, signal.SIGKILL)
+    killed.wait()
+    assert engine.bad_records("CSAS_COPY_1") == []  # committed, its dead letters not sent
+    runtimes.start(engine)  # takes the query once the killed runtime's lease expired
+    wait_until(lambda: len(engine.bad_records("CSAS_COPY_1")) == 1, 90, "the bad record logged after the restart")
+    later = produce(engine, "payments", [good(3), "still not json"], "b.json")
+    wait_until(lambda: len(engine.bad_records("CSAS_COPY_1")) == 2, 60, "the next bad record logged")
+    reconcile_passes(engine, runtimes.started[-1][0].id, passes=3)  # nothing sent twice since
+    dead = engine.execute("SELECT line, file, raw FROM CSAS_COPY_1_DLQ")[0].rows
+    assert sorted(dead) == [[2, path, "not json at all"], [2, later, "still not json"]]
+    assert ids(engine, "copy") == [1, 2, 3]
+
+
+#: a batch's observed metrics as its progress JSON holds them -> the bad records counted
+BAD_COUNTS = [
+    (None, None),  # no observed metrics: not counted, so not known
+    ({}, None),
+    ({"other": {"n": 4}}, None),  # another metric only
+    ({f"{BAD_COUNT}PAYMENTS": {"records": 0}}, 0),
+    ({f"{BAD_COUNT}PAYMENTS": {"records": 2}}, 2),
+    ({f"{BAD_COUNT}PAYMENTS": [3]}, 3),  # as pyspark's Row turns it into JSON
+    ({f"{BAD_COUNT}A": {"records": 1}, f"{BAD_COUNT}B": {"records": 2}, "other": {"n": 9}}, 3),  # two sources
+]
+
+
+@pytest.mark.parametrize("metrics, count", BAD_COUNTS)
+def test_the_bad_records_a_batch_left_out_are_read_from_its_progress(metrics, count):
+    assert bad_count(metrics) == count
 
 
 def test_only_a_table_record_needs_its_key(spark, tmp_path):

@@ -12,6 +12,7 @@ import re
 
 import pytest
 
+from airflow_provider_streamql.catalog.states import QueryState
 from airflow_provider_streamql.engine import Engine
 from airflow_provider_streamql.errors import ValidationError
 from airflow_provider_streamql.storage.checkpoints import last_committed_batch
@@ -20,6 +21,7 @@ from airflow_provider_streamql.storage.layout import dead_letter_checkpoint
 
 from .support import wait_until
 from .test_kafka_lifecycle import MALFORMED, WRONG_TYPE, good, orders
+from .test_storage_faults import garble
 
 COPY = "CREATE STREAM copy WITH (kafka_topic='copy'{props}) AS SELECT * FROM {source} PARTITION BY id"
 
@@ -130,6 +132,54 @@ def test_log_and_continue_sends_bad_records_to_the_dead_letter_topic_once(kafka_
     assert letters(kafka_topics, dlq) == seen
     assert letters(kafka_topics, dlq, "read_uncommitted") == seen  # not even an aborted copy
     assert len(engine.bad_records("CSAS_COPY_1")) == 2
+
+    # a crash damaged the companion's checkpoint: named beside the query's, with no RESTORE
+    # (snapshots hold the query's checkpoint alone); not started, so nothing is read again
+    engine.execute("PAUSE CSAS_COPY_1")
+    engine.wait_for_state("CSAS_COPY_1", "PAUSED", timeout=60)
+    garble(os.path.join(checkpoint, "commits", "0"))
+    engine.execute("RESUME CSAS_COPY_1")
+    wait_until(lambda: engine.query("CSAS_COPY_1").observed_state == QueryState.ERROR, 60, "ERROR on the damage")
+    failed = engine.query("CSAS_COPY_1")
+    assert "dead-letter checkpoint" in failed.error and "'CSAS_COPY_1.dead_letters/commits/0'" in failed.error
+    assert "RESTORE" not in failed.error and failed.retry_at is None
+    assert letters(kafka_topics, dlq) == seen
+
+
+def test_a_dead_letter_frame_is_built_again_only_when_what_it_reads_changed(kafka_spark, kafka_topics, sqlite_engine):
+    """RESUME restarts the companion of a LOG_AND_CONTINUE query reading a Kafka topic on the
+    frame it ran (runtime/connectors.py Frames) unless its sources, its starting offsets or its
+    version changed. A query reading files has none (its dead letters are found after its
+    batches)."""
+    from airflow_provider_streamql.runtime.companion import dead_letter_frame
+    from airflow_provider_streamql.runtime.connectors import Frames
+    from airflow_provider_streamql.runtime.evolution import source_evolution
+    spark, engine = kafka_spark, sqlite_engine
+    engine.execute(orders(kafka_topics.new("orders")) + "CREATE STREAM o AS SELECT * FROM orders WHERE qty > 0;"
+                   "CREATE STREAM f (id INT, v DOUBLE); CREATE STREAM g AS SELECT * FROM f WHERE v > 0")
+    query, frames = engine.query("CSAS_O_1"), Frames()
+
+    def frame(going_on=None, query=query, source="ORDERS"):
+        with source_evolution(spark, bool(query.plan.source_names)):  # as a start builds it
+            return frames.reused(dead_letter_frame, spark, query, query.plan, {source: engine.catalog.source(source)},
+                                 going_on or {})
+
+    assert frame(query=engine.query("CSAS_G_2"), source="F") is None  # files: no companion
+    first = frame()
+    assert first is not None and frame() is first  # a plain RESUME
+    with source_evolution(spark, bool(query.plan.source_names)):
+        assert frames.frame(spark, query, query.plan, {"ORDERS": engine.catalog.source("ORDERS")}, None)[0] is not first
+    assert frame() is first  # the query's own frame is kept apart
+    assert frame({"t": {"0": 7}}) is not first  # a new companion of a query that has read a topic
+    kept = frame()
+    assert kept is not first and frame() is kept  # its checkpoint made, it starts from that
+    engine.execute("ALTER STREAM orders ADD COLUMN w INT")  # the source read now has another column
+    before = frame()
+    assert before is not kept and frame() is before
+    frames.forget(query.id)  # TERMINATE: it will not run again as it was
+    assert frame() is not before
+    engine.execute("CREATE OR REPLACE STREAM o AS SELECT * FROM orders WHERE qty > 1")
+    assert frame(query=engine.query("CSAS_O_1")) is not before  # version 2
 
 
 def test_skip_bad_records_on_a_held_query_sends_the_record_to_the_dead_letter_topic(

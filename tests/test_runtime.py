@@ -219,36 +219,6 @@ def test_a_query_frame_is_built_again_only_when_what_it_runs_changed(spark, sqli
     assert frame(RecordGuard(query.id, "FAIL"), engine.query("CSAS_O_1")) is not before  # version 2
 
 
-def test_a_dead_letter_frame_is_built_again_only_when_what_it_reads_changed(spark, sqlite_engine):
-    """RESUME restarts the companion of a LOG_AND_CONTINUE query on the frame it ran (runtime/
-    connectors.py Frames) unless its sources, its starting offsets or its version changed."""
-    from airflow_provider_streamql.runtime.connectors import Frames
-    from airflow_provider_streamql.runtime.evolution import source_evolution
-    engine = sqlite_engine
-    engine.execute("CREATE STREAM s (id INT, v DOUBLE); CREATE STREAM o AS SELECT * FROM s WHERE v > 0")
-    query, frames = engine.query("CSAS_O_1"), Frames()
-
-    def frame(going_on=None, query=query):
-        with source_evolution(spark, bool(query.plan.source_names)):  # as a start builds it
-            return frames.dead_letters(spark, query, query.plan, {"S": engine.catalog.source("S")}, going_on or {})
-
-    first = frame()
-    assert frame() is first  # a plain RESUME
-    with source_evolution(spark, bool(query.plan.source_names)):
-        assert frames.frame(spark, query, query.plan, {"S": engine.catalog.source("S")}, None)[0] is not first
-    assert frame() is first  # the query's own frame is kept apart
-    assert frame({"t": {"0": 7}}) is not first  # a new companion of a query that has read a topic
-    kept = frame()
-    assert kept is not first and frame() is kept  # its checkpoint made, it starts from that
-    engine.execute("ALTER STREAM s ADD COLUMN w INT")  # the source read now has another column
-    before = frame()
-    assert before is not kept and frame() is before
-    frames.forget(query.id)  # TERMINATE: it will not run again as it was
-    assert frame() is not before
-    engine.execute("CREATE OR REPLACE STREAM o AS SELECT * FROM s WHERE v > 1")
-    assert frame(query=engine.query("CSAS_O_1")) is not before  # version 2
-
-
 def test_a_source_folder_replaced_by_a_link_while_paused_is_refused_at_resume(sqlite_engine, runtimes, tmp_path):
     """RESUME starts a query on the frame it ran before, built when the source's folder was
     checked; the folder is checked again at every start, so one replaced by a link to a

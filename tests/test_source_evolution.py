@@ -101,7 +101,7 @@ def test_an_aggregation_gains_a_stream_in_place_and_its_state_carries_on(engine,
 
 @pytest.mark.spark
 def test_a_stream_gains_a_union_branch_and_each_record_is_written_once(sqlite_engine, runtimes):
-    """Its dead-letter companion (LOG_AND_CONTINUE) names its streams too, so it follows."""
+    """Its dead letters (LOG_AND_CONTINUE) follow too: the added stream's bad record is logged."""
     engine = sqlite_engine
     engine.execute(
         SOURCES + "CREATE STREAM big WITH (on_error='LOG_AND_CONTINUE') AS "

@@ -22,7 +22,6 @@ from airflow_provider_streamql.runtime.spark_queries import (
 from airflow_provider_streamql.storage import topics
 from airflow_provider_streamql.storage.checkpoints import INTERRUPTED_WRITE, last_committed_batch
 from airflow_provider_streamql.storage.faults import Damage, damage_report, dead_letter_damage_report
-from airflow_provider_streamql.storage.layout import dead_letter_checkpoint
 
 from .support import CLI, insert, stream_rows, table, wait_until
 
@@ -179,19 +178,16 @@ def newest(folder: str, suffix: str = "") -> str:
     return os.path.join(folder, max(names, key=lambda n: int(n.removesuffix(suffix))))
 
 
-#: (in the dead-letter companion's checkpoint, the file a crash damaged, how): one line per
-#: kind of file Spark reads at a start; the companion (LOG_AND_CONTINUE, the default) keeps
-#: logs and no state
+#: (the file a crash damaged, how): one line per kind of file Spark reads at a start (a
+#: Kafka query's dead-letter companion: tests/test_kafka_dead_letters.py)
 DAMAGED = [
-    (False, lambda c: newest(os.path.join(c, "offsets")), truncate),
-    (False, lambda c: newest(os.path.join(c, "offsets")), garble),
-    (False, lambda c: newest(os.path.join(c, "offsets")), remove),
-    (False, lambda c: newest(os.path.join(c, "commits")), truncate),
-    (False, lambda c: newest(os.path.join(c, "state", "0", "0"), ".delta"), truncate),
-    (False, lambda c: newest(os.path.join(c, "state", "0", "1"), ".delta"), garble),
-    (False, lambda c: os.path.join(c, "metadata"), truncate),
-    (True, lambda c: newest(os.path.join(c, "offsets")), truncate),
-    (True, lambda c: newest(os.path.join(c, "commits")), garble),
+    (lambda c: newest(os.path.join(c, "offsets")), truncate),
+    (lambda c: newest(os.path.join(c, "offsets")), garble),
+    (lambda c: newest(os.path.join(c, "offsets")), remove),
+    (lambda c: newest(os.path.join(c, "commits")), truncate),
+    (lambda c: newest(os.path.join(c, "state", "0", "0"), ".delta"), truncate),
+    (lambda c: newest(os.path.join(c, "state", "0", "1"), ".delta"), garble),
+    (lambda c: os.path.join(c, "metadata"), truncate),
 ]
 
 PIPELINE = "CREATE STREAM src (id INT, v INT); CREATE TABLE totals AS SELECT id % 2 AS k, COUNT(*) AS n FROM src GROUP BY id % 2;"
@@ -213,22 +209,17 @@ def test_a_damaged_checkpoint_file_is_named_with_its_remedy_and_nothing_is_read_
     committed, before = last_committed_batch(checkpoint), table(engine, "totals")
     assert before == {0: (1,), 1: (2,)}
 
-    for companion, where, damage in DAMAGED:
-        path = where(dead_letter_checkpoint(checkpoint) if companion else checkpoint)
+    for where, damage in DAMAGED:
+        path = where(checkpoint)
         with open(path, "rb") as f:
             whole = f.read()
         damage(path)
         engine.execute(f"RESUME {QUERY}")
         wait_until(lambda: engine.query(QUERY).observed_state == QueryState.ERROR, 60, f"ERROR on {path}")
         failed = engine.query(QUERY)
-        # named beside the query's checkpoint; snapshots hold the query's checkpoint alone
-        named = os.path.relpath(path, os.path.dirname(checkpoint) if companion else checkpoint)
-        remedy = (
-            "dead-letter checkpoint" in failed.error and "RESTORE" not in failed.error
-            if companion
-            else f"RESTORE {QUERY} TO SNAPSHOT 1" in failed.error
-        )
-        assert QUERY in failed.error and repr(named) in failed.error and remedy, failed.error
+        named = os.path.relpath(path, checkpoint)
+        assert QUERY in failed.error and repr(named) in failed.error, failed.error
+        assert f"RESTORE {QUERY} TO SNAPSHOT 1" in failed.error, failed.error
         assert failed.retry_at is None  # not retried: a retry would meet the same file
         # not started on it: nothing read again, nothing committed
         assert (last_committed_batch(checkpoint), table(engine, "totals")) == (committed, before)
@@ -238,7 +229,7 @@ def test_a_damaged_checkpoint_file_is_named_with_its_remedy_and_nothing_is_read_
             f.write(whole)
 
     # the remedy it names: the snapshot, then the later batch read again, each record once
-    garble(DAMAGED[0][1](checkpoint))
+    garble(DAMAGED[0][0](checkpoint))
     engine.execute(f"RESTORE {QUERY} TO SNAPSHOT 1")
     engine.execute(f"RESUME {QUERY}")
     engine.wait_for_state(QUERY, "RUNNING", timeout=60)

@@ -14,8 +14,11 @@ error policy:
   unchecked read; a TABLE's missing key and a Kafka record fail it with a message starting
   with :data:`MARKER`. Records skipped by ``RESUME ... SKIP BAD RECORDS`` must be told apart
   from the others, so a query that skips some reads PERMISSIVE as under LOG_AND_CONTINUE.
-- ``LOG_AND_CONTINUE``: bad records are left out; a companion query (:func:`dead_letters`)
-  sends them to the dead-letter stream (a Kafka topic for a query reading Kafka topics).
+- ``LOG_AND_CONTINUE``: bad records are left out and sent to the dead-letter stream (a
+  Kafka topic for a query reading Kafka topics only). Those of a file source are counted as
+  the query reads them (:data:`BAD_COUNT`), and a batch that left some out has its files
+  read again once it committed (:mod:`.file_dead_letters`); those of a Kafka topic are sent
+  by a companion query (:func:`dead_letters`).
 
 Records skipped by ``RESUME ... SKIP BAD RECORDS`` are left out by their ``record_id``: a
 hash of the file and the record's text, computed by the same Spark expression wherever it is
@@ -51,6 +54,9 @@ MARKER = "STREAMQL_BAD_RECORD"
 #: the error class of a record Spark could not parse in FAILFAST mode (in the error's causes)
 PARSE_FAILURE = "[MALFORMED_RECORD_IN_PARSING"
 RAW_LIMIT = 2000  # characters of a bad record kept in the catalog and the dead-letter stream
+#: prefix of the observed metric counting the bad records a query's read of a file source
+#: left out under LOG_AND_CONTINUE (one per source, named after it), in each batch's progress
+BAD_COUNT = "streamql_bad_records:"
 
 
 def _text(src: SourceInfo, df: DataFrame | None = None) -> SparkColumn:
@@ -99,7 +105,8 @@ class RecordGuard:
 
     @property
     def sends_dead_letters(self) -> bool:
-        """Whether a companion query sends the bad records to the dead-letter stream."""
+        """Whether bad records are sent to the dead-letter stream (those of files after their
+        batch, those of Kafka topics by a companion query)."""
         return self.policy == "LOG_AND_CONTINUE"
 
     def apply(self, df: DataFrame, src: SourceInfo) -> DataFrame:
@@ -121,6 +128,8 @@ def guard(df: DataFrame, src: SourceInfo, query_id: str, policy: str, skipped: I
         return df.select(*_declared(src))
     skipped = sorted(skipped)
     if policy not in ("FAIL", "PAUSE"):
+        if not src.kafka_topic:  # counted as read: the batch's files are read again only if any
+            df = df.observe(f"{BAD_COUNT}{src.name}", F.count(F.when(_bad(src), 1)).alias("records"))
         return df.where(~_bad(src)).select(*_declared(src))
     left_out = F.lit(False)
     if skipped:  # a skipped record is known by its position: read it for every record
@@ -349,9 +358,9 @@ def records_in_error(error: str, query_id: str, batch_id: int, status: BadRecord
 
 
 class DeadLetterWriter:
-    """foreachBatch of the LOG_AND_CONTINUE companion query: each batch's bad records go
-    to the query's dead-letter stream and the catalog, once per batch: a Kafka topic when
-    the query reads only Kafka topics (:mod:`.kafka_dead_letters`), else one file per batch."""
+    """The query's bad records to its dead-letter stream and the catalog, once per batch: a
+    Kafka topic when the query reads only Kafka topics (:mod:`.kafka_dead_letters`), else one
+    file per batch. Called, it is the foreachBatch of the LOG_AND_CONTINUE companion query."""
 
     def __init__(self, catalog, query, sources: dict[str, SourceInfo]):
         self.catalog, self.query, self.sources = catalog, query, sources
@@ -364,7 +373,11 @@ class DeadLetterWriter:
         if not rows:
             return
         records = describe(rows, self.sources, query_id=self.query.id, batch_id=batch_id, status=BadRecordStatus.LOGGED)
-        self.send(df.sparkSession, records, batch_id, f"logged-b{batch_id:012d}")
+        self.log(df.sparkSession, records, batch_id, f"logged-b{batch_id:012d}")
+
+    def log(self, spark: SparkSession, records: list[BadRecord], batch_id: int, name: str) -> None:
+        """``records`` (left out by batch ``batch_id``) to the dead-letter stream, then the catalog."""
+        self.send(spark, records, batch_id, name)
         self.catalog.bad_records.record(records)
 
     def send(self, spark: SparkSession, records: list[BadRecord], batch_id: int, name: str) -> None:

@@ -21,11 +21,10 @@ from ..language.pseudocolumns import EVENT_TIME
 from ..language.rates import NO_LIMITS, RateLimits
 from ..language.starting import Starting
 from ..language.streaming import StreamingPlan
-from ..storage.checkpoints import kafka_positions
-from ..storage.layout import Part, dead_letter_checkpoint
+from ..storage.layout import Part
 from ..storage.topics import FORMATS
 from . import kafka, kafka_connector, kafka_exactly_once, kafka_formats
-from .badrecords import RecordGuard, dead_letters
+from .badrecords import RecordGuard
 from .batch_writer import BatchWriter
 from .evolution import source_evolution
 from .expectations import ExpectationCheck
@@ -33,7 +32,6 @@ from .schemas import (
     CHECKED_FORMATS,
     CORRUPT,
     FILE,
-    checked,
     ddl_schema,
     event_time,
     format_options,
@@ -150,7 +148,7 @@ class Frames:
     def __init__(self) -> None:
         self._built: dict[tuple[str, str], tuple[str, object]] = {}
 
-    def _reused(
+    def reused(
         self,
         build: Callable,
         spark: SparkSession,
@@ -184,18 +182,7 @@ class Frames:
         record_guard: RecordGuard | None,
     ) -> tuple[DataFrame, Callable | None]:
         """:func:`streaming_frame` of ``query``, built again only when what it depends on changed."""
-        return self._reused(streaming_frame, spark, query, plan, sources, record_guard)
-
-    def dead_letters(
-        self,
-        spark: SparkSession,
-        query: QueryInfo,
-        plan: StreamingPlan,
-        sources: dict[str, SourceInfo],
-        going_on: dict[str, dict[str, int]],
-    ) -> DataFrame | None:
-        """:func:`dead_letter_frame` of ``query``, built again only when what it depends on changed."""
-        return self._reused(dead_letter_frame, spark, query, plan, sources, going_on)
+        return self.reused(streaming_frame, spark, query, plan, sources, record_guard)
 
 
 def start_query(
@@ -248,82 +235,6 @@ def start_query(
             )
             return writer.queryName(query.id).option("checkpointLocation", query.checkpoint).start()
         return sink_writer(df, query, plan, sink, before_commit, check).start()
-
-
-def start_dead_letter_query(
-    spark: SparkSession,
-    query: QueryInfo,
-    plan: StreamingPlan,
-    sources: dict[str, SourceInfo],
-    on_batch: Callable[[DataFrame, int], None],
-    frames: Frames,
-    going_on: dict[str, dict[str, int]],
-) -> StreamingQuery | None:
-    """For policy LOG_AND_CONTINUE: a companion query reading the query's streams, with a
-    checkpoint of its own, that hands each batch of bad records to ``on_batch`` (its frame
-    built by ``frames``, or taken from them; None: no stream of the query is checked). Made for
-    a query that has read before (its policy changed to LOG_AND_CONTINUE), it starts each
-    Kafka topic at ``going_on`` (:func:`dead_letter_offsets`), so the record that stopped the
-    query is not passed by."""
-    checkpoint = dead_letter_checkpoint(query.checkpoint)
-    with source_evolution(spark, bool(plan.source_names)):
-        df = frames.dead_letters(spark, query, plan, sources, going_on)
-        if df is None:
-            return None
-        return (
-            df.writeStream.queryName(f"{query.id}__dead_letters")
-            .foreachBatch(on_batch)
-            .option("checkpointLocation", checkpoint)
-            .start()
-        )
-
-
-def dead_letter_offsets(query: QueryInfo) -> dict[str, dict[str, int]]:
-    """Where a new companion of ``query`` starts each Kafka topic: where the query goes on
-    (read before the query starts, which may commit the batch that stopped it). Empty when the
-    companion has a checkpoint, which says where it goes on."""
-    if os.path.isdir(dead_letter_checkpoint(query.checkpoint)):
-        return {}
-    return kafka_positions(query.checkpoint)
-
-
-def dead_letter_frame(
-    spark: SparkSession,
-    query: QueryInfo,
-    plan: StreamingPlan,
-    sources: dict[str, SourceInfo],
-    going_on: dict[str, dict[str, int]],
-) -> DataFrame | None:
-    """The bad records of the query's checked streams, read as the query reads them, its
-    streams named as the query's are (so the companion follows a version that adds or drops
-    one); a Kafka topic in ``going_on`` starts at the offsets given there. None: no stream of
-    the query is checked (a changelog has no dead letters)."""
-    starting, rates = Starting.of(query.settings), RateLimits.of(query.settings)
-
-    def start(src: SourceInfo) -> kafka.Start:
-        topic = src.kafka_topic
-        return kafka.Offsets(topic, going_on[topic]) if topic in going_on else starting
-
-    read = [
-        n
-        for n in query.sources
-        if n not in plan.static_tables and checked(sources[n]) and not plan.table_query  # changelogs: no dead letters
-    ]
-    if not read:
-        return None
-    frames = [
-        dead_letters(
-            source_stream(
-                spark, sources[n], checked=True, starting=start(sources[n]), name=plan.source_names.get(n), rates=rates
-            ),
-            sources[n],
-        )
-        for n in read
-    ]
-    df = frames[0]
-    for other in frames[1:]:
-        df = df.unionByName(other)
-    return df
 
 
 def sink_writer(

@@ -185,11 +185,12 @@ class Runtime:
     def tick(self) -> None:
         """One reconcile pass over the pipeline's queries: heartbeat and renew every lease
         held (one write each), then observe and reconcile the queries, up to ``workers`` at
-        once."""
+        once, and send the dead letters of the batches whose file reads left records out."""
         self.catalog.runtimes.heartbeat(self.id, self.pipeline, self.host, self.pid, **self.spark_info)
         self.leases.renew()  # a lease found lost is acted on at its query's look
         self.queries.new_pass()
         self._each("reconciling", self._reconcile_one, self.catalog.queries(self.pipeline))
+        self._each("sending the dead letters of", self.queries.send_dead_letters_of, self.queries.dead_letters_due())
 
     def _reconcile_one(self, query: QueryInfo) -> None:
         if self.stopping.is_set():
@@ -210,6 +211,7 @@ class Runtime:
         """Stop every query after its in-flight batch, mark running ones UNASSIGNED (their
         checkpoints are kept; the next runtime resumes them) and release all leases."""
         self._each("stopping", self._unassign, list(self.active))
+        self._each("sending the dead letters of", self.queries.send_dead_letters_of, self.queries.dead_letters_due())
         self.workers.shutdown()
         self.newest_statement.close()
         self.catalog.runtimes.stopped(self.id)

@@ -34,7 +34,8 @@ from ..language.streaming import StreamingPlan
 from ..storage.checkpoints import batch_files, last_committed_batch, last_planned_batch
 from ..storage.deadletter import dead_letter_name
 from .badrecords import MARKER, DeadLetterWriter, RecordGuard, parse_failed, records_in_error, scan_files
-from .connectors import Frames, start_dead_letter_query
+from .companion import start_dead_letter_query
+from .connectors import Frames
 from .expectations import MARKER as EXPECTATION_MARKER
 from .expectations import ExpectationCheck, Violations
 from .kafka_dead_letters import send_skipped

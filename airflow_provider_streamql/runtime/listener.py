@@ -12,6 +12,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 
 from ..catalog import Catalog, Progress
 from .expectations import Violations
+from .file_dead_letters import BadCounts
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,8 @@ class ProgressListener(StreamingQueryListener):
         self.latest: dict[str, dict[str, float]] = {}
         #: the rows each query's expectation found violating, by batch (its batch writer's count)
         self.violations = Violations()
+        #: the bad records each batch's file reads left out (LOG_AND_CONTINUE), by query and batch
+        self.bad_counts = BadCounts()
 
     @property
     def _jlistener(self):
@@ -63,6 +66,7 @@ class ProgressListener(StreamingQueryListener):
         of this runtime."""
         if not p.get("name") or not self.owns(p["name"]):
             return
+        self.bad_counts.report(p["name"], p["batchId"], p.get("observedMetrics"))
         self.latest[p["name"]] = {  # Spark leaves a NaN or infinite rate out of the JSON
             "inputRowsPerSecond": p.get("inputRowsPerSecond", 0.0),
             "processedRowsPerSecond": p.get("processedRowsPerSecond", 0.0),

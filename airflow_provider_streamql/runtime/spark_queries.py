@@ -20,11 +20,13 @@ from pyspark.sql.streaming import StreamingQuery
 
 from ..catalog import Catalog, QueryInfo, SourceInfo
 from ..errors import CheckpointDamaged, StateError
-from ..storage.checkpoints import last_planned_batch, remove_interrupted_writes
+from ..storage.checkpoints import last_committed_batch, last_planned_batch, remove_interrupted_writes
 from ..storage.faults import damage_report, dead_letter_damage_report, find_damage, newest_whole_snapshot
 from ..storage.layout import dead_letter_checkpoint
 from . import kafka
-from .connectors import Frames, dead_letter_offsets, ready_folders, start_query
+from .companion import companion_reads, dead_letter_offsets
+from .connectors import Frames, ready_folders, start_query
+from .file_dead_letters import FileDeadLetters
 from .holds import Holds
 from .leases import Leases
 from .listener import ProgressListener
@@ -63,6 +65,8 @@ class SparkQueries:
         #: query id -> the Spark query this runtime runs for it
         self.active: dict[str, Running] = {}
         self.frames = Frames()  # each query's built streaming frame, reused when it restarts
+        #: the dead letters of queries' file reads, sent after their batches
+        self.file_dead_letters = FileDeadLetters(catalog, spark, listener.bad_counts)
         self._pass_sources: dict[str, SourceInfo] | None = None  # see _sources()
         self._sources_lock = threading.Lock()
 
@@ -94,14 +98,17 @@ class SparkQueries:
         replays = last_planned_batch(query.checkpoint)
         guard = self.holds.guard(query)
         going_on: dict[str, dict[str, int]] = {}
-        if guard.sends_dead_letters:  # checked before either query starts: Spark fails it at every retry
+        if guard.sends_dead_letters and companion_reads(query, plan, sources):
+            # its companion's checkpoint is checked before either query starts: Spark fails it at every retry
             damage = find_damage(dead_letter_checkpoint(query.checkpoint))
             if damage is not None:
                 raise CheckpointDamaged(dead_letter_damage_report(query.id, damage, query.checkpoint))
             going_on = dead_letter_offsets(query)
         check = self.holds.expectation_check(query, sources)
         ready_folders(src for name, src in sources.items() if name not in plan.static_tables)  # reused frames too
+        committed = last_committed_batch(query.checkpoint) if guard.sends_dead_letters else -1
         stream = start_query(self.spark, query, plan, sources, sink, fence, guard, self.frames, check)
+        self.file_dead_letters.follow(query, plan, sources, guard, committed)
         dead_letters = self.holds.dead_letter_query(query, plan, sources, guard, self.frames, going_on)
         running = self.active[query.id] = Running(stream, epoch, query.version, dead_letters, replays)
         return running
@@ -122,6 +129,7 @@ class SparkQueries:
         if running is None:
             return None
         stop_after_batch(running.stream)
+        self.file_dead_letters.stopped(query_id, running.stream)
         if running.dead_letters is not None:
             stop_after_batch(running.dead_letters)
         del self.active[query_id]
@@ -130,8 +138,18 @@ class SparkQueries:
 
     def forget(self, query_id: str) -> None:
         """A query will not run here again as it was (terminated, or its lease lost): its built
-        frames are let go."""
+        frames, and what was known of its batches' dead letters, are let go."""
         self.frames.forget(query_id)
+        self.file_dead_letters.forget(query_id)
+
+    def dead_letters_due(self) -> list[str]:
+        """The queries whose batches since the last sent are to be looked at for dead letters
+        of their file reads (:meth:`send_dead_letters_of`)."""
+        return self.file_dead_letters.due(lambda query_id: query_id in self.active)
+
+    def send_dead_letters_of(self, query_id: str) -> None:
+        """Send the dead letters of the query's batches committed since the last sent."""
+        self.file_dead_letters.send(query_id, running=query_id in self.active)
 
 
 #: seconds a stop waits for the in-flight batch to end before it interrupts it (a batch

@@ -48,6 +48,32 @@ def last_committed_batch(checkpoint: str) -> int:
     return max(ids, default=-1)
 
 
+#: the file in a checkpoint holding the last batch whose dead letters (of its file reads,
+#: under LOG_AND_CONTINUE) were sent: ``runtime/file_dead_letters.py``
+DEAD_LETTERS_SENT = "dead_letters_sent"
+
+
+def dead_letters_sent(checkpoint: str) -> int | None:
+    """The last batch of the query whose file reads' dead letters were sent (None: never
+    recorded, or unreadable)."""
+    path = Part(checkpoint).resolve(os.path.join(checkpoint, DEAD_LETTERS_SENT))
+    try:
+        with open(path, encoding="utf-8") as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def record_dead_letters_sent(checkpoint: str, batch_id: int) -> None:
+    """Record that the dead letters of every batch up to ``batch_id`` were sent (written
+    aside and renamed in: a crash leaves the old value or the new one)."""
+    path = Part(checkpoint).resolve(os.path.join(checkpoint, DEAD_LETTERS_SENT))
+    os.makedirs(os.path.dirname(path), exist_ok=True)  # a new query's, as Spark makes it
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        f.write(f"{batch_id}\n")
+    os.replace(path + ".tmp", path)
+
+
 def last_planned_batch(checkpoint: str) -> int:
     """Highest batch id in ``offsets/`` (-1 before any): a batch is planned before it runs."""
     offsets = Part(checkpoint).resolve(os.path.join(checkpoint, "offsets"))

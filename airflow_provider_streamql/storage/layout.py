@@ -5,7 +5,7 @@ One home directory (``$STREAMQL_HOME``) holds everything::
     <home>/catalog.db                             the embedded SQLite catalog
     <home>/topics/<NAME>/                         file topics (streams and tables)
     <home>/checkpoints/<QUERY_ID>/                a query's Spark checkpoint
-    <home>/checkpoints/<QUERY_ID>.dead_letters/   its dead-letter companion's checkpoint
+    <home>/checkpoints/<QUERY_ID>.dead_letters/   its dead-letter companion's checkpoint (Kafka reads)
     <home>/checkpoints/<QUERY_ID>.snapshots/vNNNN/  snapshots taken before in-place upgrades
     <home>/checkpoints/<QUERY_ID>.snapshots/sNNNN/  snapshots taken by SNAPSHOT and RESTORE
     <home>/runtimes/<pipeline>-<time>.log         drivers started by SubmitRuntimeOperator
