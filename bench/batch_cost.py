@@ -1,7 +1,7 @@
 """Where a one-record micro-batch's time goes (issue 33): a filter and a GROUP BY table in one
 runtime (in this process, `local[1]`), fed one record a round; each round waits until both
-have committed it. Prints the round's latency and, per streaming query (each query's
-dead-letter companion is one of its own), the median of Spark's ``durationMs`` phases.
+have committed it. Prints the round's latency and, per streaming query (before 2026-11-28 each
+query's dead-letter companion was one of its own), the median of Spark's ``durationMs`` phases.
 
     PYTHONPATH=$PWD .venv/bin/python bench/batch_cost.py [--rounds 12] [--count-chmod]
 

@@ -11,8 +11,9 @@ latency rounds, the empty database ``--catalog-url`` names):
   * throughput of a file-to-file filter query run by the runtime vs the same query
     hand-written in PySpark in the same session (target ratio >= 0.95).
 The runtime reconciles every 0.5 s (the default), as `streamql runtime` does, under the
-default error policy (LOG_AND_CONTINUE: each query with its dead-letter companion) unless
-``--on-error`` names another. ``--parts latency`` runs the latency rounds alone.
+default error policy (LOG_AND_CONTINUE: on files, one Spark query; on Kafka topics, each
+query with its dead-letter companion) unless ``--on-error`` names another. ``--parts latency``
+runs the latency rounds alone.
 
 ``--kafka`` (issue 30): the latency rounds on a query from one Kafka topic to another, on the
 tests' broker (``bench/broker.py``), a record produced to the input topic while paused; the

@@ -5,9 +5,9 @@
 Each size N runs in a fresh child process (its own JVM and SparkSession, ``local[2]``,
 a SQLite catalog, files): one source stream ``src`` and N file-to-file filter queries
 ``CREATE STREAM o<i> AS SELECT * FROM src WHERE id % N = i`` in one runtime reconciling
-every 0.5 s (the default), under ``--on-error`` (default: the runtime's, LOG_AND_CONTINUE, where
-each query has a dead-letter companion: two Spark queries a query; ``streams`` says how many
-ran). The child measures, in this order:
+every 0.5 s (the default), under ``--on-error`` (default: the runtime's, LOG_AND_CONTINUE; a
+query reading files has no dead-letter companion since 2026-11-28, so one Spark query a query
+under every policy; ``streams`` says how many ran). The child measures, in this order:
 
   * create: the N CREATE STREAM ... AS statements executed as one script -> all RUNNING;
   * idle CPU: CPU seconds per wall second of the whole process tree (Python + JVM) over
@@ -97,7 +97,7 @@ def child(n: int, idle: float, through: bool, rounds: int, on_error: str | None 
     engine.wait(QueriesInState(ids, ["RUNNING"]), timeout=1800, poll=POLL)
     create_s = time.monotonic() - t0
     time.sleep(2.0)  # first (empty) batches done
-    streams = len(spark.streams.active)  # Spark's streaming queries: with dead-letter companions, 2N
+    streams = len(spark.streams.active)  # Spark's streaming queries (2N before 2026-11-28: companions)
 
     c0, w0 = tree_cpu(me), time.monotonic()
     time.sleep(idle)
@@ -291,8 +291,8 @@ def main() -> None:
         "--on-error",
         type=str.upper,  # as `streamql runtime --on-error` takes it
         choices=[policy.value for policy in ERROR_POLICIES],
-        help="the runtime's policy for the queries (default: the runtime's, LOG_AND_CONTINUE, which runs a "
-        "dead-letter companion beside each query; the others run one Spark query each, as Spark's floor does)",
+        help="the runtime's policy for the queries (default: the runtime's, LOG_AND_CONTINUE; every policy "
+        "runs one Spark query a file query, as Spark's floor does)",
     )
     args = parser.parse_args()
     if args.child:

@@ -166,11 +166,14 @@ def test_log_and_continue_sends_bad_records_to_the_dead_letter_stream(sqlite_eng
                                    [5, path, '{"id": 3, "user": "x", "amount": "12.5"}']])
 
 
+@pytest.mark.parametrize("commit_lost", [False, True])
 def test_dead_letters_of_a_batch_committed_just_before_a_crash_are_sent_at_the_restart(sqlite_engine, processes,
-                                                                                        runtimes):
+                                                                                        runtimes, commit_lost):
     """LOG_AND_CONTINUE sends a batch's dead letters after it commits: a runtime killed in
     between (here: one that runs no pass after its first, interval 600 s) leaves them unsent,
-    and the runtime that takes the query over sends them, once."""
+    and the runtime that takes the query over sends them, once. Also when the crash came
+    before Spark wrote the batch's commit (``commit_lost``): the batch runs again, its sink
+    skips the output already written, and it counts no bad record."""
     engine = sqlite_engine
     engine.execute(PAYMENTS + "CREATE STREAM copy WITH (on_error='LOG_AND_CONTINUE') AS SELECT * FROM payments;")
     killed = processes("default", "--interval", "600", lease_ttl=3)
@@ -181,6 +184,8 @@ def test_dead_letters_of_a_batch_committed_just_before_a_crash_are_sent_at_the_r
     os.killpg(killed.pid, signal.SIGKILL)
     killed.wait()
     assert engine.bad_records("CSAS_COPY_1") == []  # committed, its dead letters not sent
+    if commit_lost:
+        os.remove(os.path.join(checkpoint, "commits", str(last_committed_batch(checkpoint))))
     runtimes.start(engine)  # takes the query once the killed runtime's lease expired
     wait_until(lambda: len(engine.bad_records("CSAS_COPY_1")) == 1, 90, "the bad record logged after the restart")
     later = produce(engine, "payments", [good(3), "still not json"], "b.json")
@@ -189,6 +194,24 @@ def test_dead_letters_of_a_batch_committed_just_before_a_crash_are_sent_at_the_r
     dead = engine.execute("SELECT line, file, raw FROM CSAS_COPY_1_DLQ")[0].rows
     assert sorted(dead) == [[2, path, "not json at all"], [2, later, "still not json"]]
     assert ids(engine, "copy") == [1, 2, 3]
+
+
+def test_a_query_switched_from_log_and_continue_in_place_still_sends_its_last_batches(sqlite_engine, runtimes):
+    """CREATE OR REPLACE ... WITH (on_error='FAIL') of a LOG_AND_CONTINUE query swaps it in
+    place; the bad record of a batch committed since the runtime's last pass (interval 600 s:
+    only a statement wakes it) is sent all the same, and the query no longer records what it sent."""
+    engine = sqlite_engine
+    engine.execute(PAYMENTS + "CREATE STREAM copy WITH (on_error='LOG_AND_CONTINUE') AS SELECT * FROM payments;")
+    start(engine, runtimes, "CSAS_COPY_1", interval=600)
+    checkpoint = engine.query("CSAS_COPY_1").checkpoint
+    path = produce(engine, "payments", [good(1), "not json at all", good(2)], "a.json")
+    wait_until(lambda: last_committed_batch(checkpoint) >= 0, 60, "the batch with the bad record committed")
+    assert engine.bad_records("CSAS_COPY_1") == []  # no pass since
+    engine.execute("CREATE OR REPLACE STREAM copy WITH (on_error='FAIL') AS SELECT * FROM payments")
+    wait_until(lambda: engine.bad_records("CSAS_COPY_1"), 60, "the bad record logged at the swap's pass")
+    dead = engine.execute("SELECT line, file, raw, status FROM CSAS_COPY_1_DLQ")[0].rows
+    assert dead == [[2, path, "not json at all", "LOGGED"]]
+    assert not os.path.exists(os.path.join(checkpoint, "dead_letters_sent"))  # FAIL: none to send
 
 
 #: a batch's observed metrics as its progress JSON holds them -> the bad records counted

@@ -71,9 +71,12 @@ def checked_streams(query: QueryInfo, plan: StreamingPlan, sources: dict[str, So
 
 
 def companion_reads(query: QueryInfo, plan: StreamingPlan, sources: dict[str, SourceInfo]) -> list[str]:
-    """The checked streams whose dead letters a companion query sends: the Kafka topics (a
-    file's are found after its batch, :mod:`.file_dead_letters`)."""
-    return [n for n in checked_streams(query, plan, sources) if sources[n].kafka_topic]
+    """The checked streams whose dead letters a companion query sends: all of them when one is
+    a Kafka topic (a query reading files and topics keeps the companion it had, whose
+    checkpoint may know its streams by position only), none for files alone (theirs are found
+    after their batch, :mod:`.file_dead_letters`)."""
+    read = checked_streams(query, plan, sources)
+    return read if any(sources[n].kafka_topic for n in read) else []
 
 
 def dead_letter_frame(

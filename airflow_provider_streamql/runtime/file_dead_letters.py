@@ -4,23 +4,28 @@ The query leaves its bad records out and counts those of each file source as it 
 (an observed metric, :data:`.badrecords.BAD_COUNT`); the count reaches the runtime with the
 batch's progress (:class:`BadCounts`). A batch that left records out has its input files read
 again once it committed (the checkpoint lists them, :func:`.badrecords.scan_files`), and its bad
-records go to the query's dead-letter stream and the catalog. A batch that left none out costs
-nothing more, so a query reading files runs one Spark query and reads its input once (a
-companion query, reading everything again, sends the dead letters of Kafka topics only).
+records go to the query's dead-letter stream and the catalog at the runtime's next pass. A
+batch that left none out costs nothing more, so a query reading files runs one Spark query and
+reads its input once. (A query reading a Kafka topic keeps its companion query, which reads
+everything again: :mod:`.companion`.)
 
 At least once: the checkpoint records the last batch whose dead letters were sent
-(:func:`~..storage.checkpoints.dead_letters_sent`). A batch committed after it whose count the
-runtime never saw (it stopped first, or Spark's listener bus dropped the event) is read again.
-Sending a batch's twice changes nothing: its dead-letter file is named after the batch and
-written once, and the catalog keeps one row per record and batch.
+(:func:`~..storage.checkpoints.dead_letters_sent`), after each batch that had some. A batch
+committed after it whose count the runtime never saw (it stopped first, Spark's listener bus
+dropped the event), and a batch run again at a start (its output may have been written
+before a crash, so the sink skips it and counts nothing), are read again. Sending a batch's
+dead letters twice changes nothing: the dead-letter file is named after the batch and its
+files, and written once; the catalog keeps one row per record and batch.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -28,10 +33,19 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from ..catalog import BadRecordStatus, Catalog, QueryInfo, SourceInfo
+from ..language.starting import Starting
 from ..language.streaming import StreamingPlan
-from ..storage.checkpoints import batch_files, dead_letters_sent, last_committed_batch, record_dead_letters_sent
+from ..storage.checkpoints import (
+    batch_files,
+    dead_letters_sent,
+    has_offsets,
+    last_committed_batch,
+    processed_files,
+    record_dead_letters_sent,
+)
+from ..storage.layout import dead_letter_checkpoint
 from .badrecords import BAD_COUNT, DeadLetterWriter, RecordGuard, scan_files
-from .companion import checked_streams
+from .companion import checked_streams, companion_reads
 
 log = logging.getLogger("streamql.runtime")
 
@@ -56,9 +70,13 @@ class BadCounts:
         self._lock = threading.Lock()
         self._counts: dict[str, dict[int, int]] = {}
 
-    def report(self, query_id: str, batch_id: int, metrics: object) -> None:
-        """A batch's progress (its observed ``metrics``); one without a count is left out."""
+    def report(self, query_id: str, batch_id: int, metrics: object, rows: object = None) -> None:
+        """A batch's progress: its observed ``metrics`` and how many ``rows`` it read (a batch
+        that read none, such as one only moving the watermark on, left none out); one without
+        either is left out."""
         count = bad_count(metrics)
+        if count is None and rows == 0:
+            count = 0
         if count is not None:
             with self._lock:
                 self._counts.setdefault(query_id, {})[batch_id] = count
@@ -88,7 +106,20 @@ class _Followed:
     files: list[SourceInfo]  # the checked file sources it streams
     writer: DeadLetterWriter
     sent: int  # the last batch whose dead letters were sent
-    before_start: int  # the last batch committed before this start: their counts were never seen here
+    #: the last batch committed before this start (its count was never seen here), and the
+    #: last planned (run again first: a count of it may be of a batch the sink skipped)
+    before_start: int
+    replayed: int
+    #: the version that no longer sends them stopped after this batch: sent up to it, then no more
+    final: int | None = None
+    #: files of the first batches a companion query had read already (a query that had one)
+    already: frozenset[str] = frozenset()
+    failures: int = 0
+    retry_at: float = 0.0
+
+
+#: seconds before a batch whose dead letters could not be sent is tried again, at most
+RETRY_MAX = 60.0
 
 
 class FileDeadLetters:
@@ -106,35 +137,56 @@ class FileDeadLetters:
         sources: dict[str, SourceInfo],
         guard: RecordGuard,
         committed: int,
+        replays: int,
     ) -> None:
-        """The query started, its checkpoint's last committed batch ``committed`` before (read
-        before the start: its first batch may commit at once): follow its batches if it sends
-        dead letters and streams checked files. A checkpoint that never recorded a sent batch
-        (a new query, a policy that became LOG_AND_CONTINUE) starts from ``committed``: the
-        batches before it were read under another policy, or had a companion query."""
-        files = [sources[n] for n in checked_streams(query, plan, sources) if not sources[n].kafka_topic]
-        self.forget(query.id)  # counts of an earlier run may be of another checkpoint's batches
-        if not guard.sends_dead_letters or not files:
-            return
-        sent = dead_letters_sent(query.checkpoint)
-        if sent is None or sent > committed:  # none recorded, or a RESTORE rewound the checkpoint
-            sent = committed
-            record_dead_letters_sent(query.checkpoint, sent)
+        """The query is about to start on its checkpoint, whose last committed batch is
+        ``committed`` and last planned ``replays``: follow its batches if it sends dead letters
+        and streams checked files only (:func:`.companion.companion_reads`). A version that
+        no longer does still has the batches of the one before sent, up to ``committed``.
+
+        A checkpoint that never recorded a sent batch (a new query, a policy that became
+        LOG_AND_CONTINUE) starts from ``committed``, or from the last batch whose files a
+        companion query it had read already."""
+        files = [sources[n] for n in checked_streams(query, plan, sources)]
         with self._lock:
-            self._followed[query.id] = _Followed(
-                query, files, DeadLetterWriter(self.catalog, query, sources), sent, committed
-            )
+            before = self._followed.get(query.id)
+        if not guard.sends_dead_letters or not files or companion_reads(query, plan, sources):
+            if before is not None and before.final is None:
+                before.final = committed
+            elif before is None:
+                record_dead_letters_sent(query.checkpoint, None)  # a later LOG_AND_CONTINUE starts afresh
+            return
+        self.forget(query.id)  # counts of an earlier run may be of another checkpoint's batches
+        already: frozenset[str] = frozenset()
+        try:
+            sent = dead_letters_sent(query.checkpoint)
+        except ValueError as e:  # damaged: the batches since the last known are not known
+            log.warning("%s: %s; dead letters are sent from batch %d on", query.id, e, committed + 1)
+            sent = committed
+        if sent is None:
+            sent, already = companion_read_upto(query.checkpoint, committed)
+        sent = min(sent, committed)  # a RESTORE rewound the checkpoint
+        record_dead_letters_sent(query.checkpoint, sent)
+        writer = DeadLetterWriter(self.catalog, query, sources)
+        with self._lock:
+            self._followed[query.id] = _Followed(query, files, writer, sent, committed, replays, already=already)
 
     def due(self, running: Callable[[str], bool]) -> list[str]:
         """The followed queries with batches to look at: a batch reported (or committed before
-        the start) after the last sent, or a query no longer ``running``. An idle query's
-        pass costs nothing here."""
+        the start) after the last sent, or a query no longer ``running``; not one waiting to
+        try a batch again. An idle query's pass costs nothing here."""
+        now = time.monotonic()
         with self._lock:
             followed = list(self._followed.values())
         return [
             f.query.id
             for f in followed
-            if not running(f.query.id) or max(self.counts.newest(f.query.id), f.before_start) > f.sent
+            if f.retry_at <= now
+            and (
+                f.final is not None
+                or not running(f.query.id)
+                or max(self.counts.newest(f.query.id), f.before_start) > f.sent
+            )
         ]
 
     def forget(self, query_id: str) -> None:
@@ -152,15 +204,18 @@ class FileDeadLetters:
             last = stream._jsq.lastProgress()
             if last is not None:
                 progress = json.loads(last.json())
-                self.counts.report(query_id, progress["batchId"], progress.get("observedMetrics"))
+                self.counts.report(
+                    query_id, progress["batchId"], progress.get("observedMetrics"), progress.get("numInputRows")
+                )
         except Exception as e:  # not known, so that batch is read again
             log.warning("%s: the last progress of its stopped query: %s", query_id, e)
 
     def send(self, query_id: str, *, running: bool) -> None:
         """Send the dead letters of the query's batches committed since the last sent: read
-        again those whose count was not zero, or never came. While it runs, up to the last
-        batch whose progress came; once it stopped, up to its last committed batch, and it is
-        no longer followed."""
+        again those whose count was not zero, or never came, or that ran again at the start.
+        While it runs, up to the last batch whose progress came; once it stopped (or its new
+        version sends none), up to its last committed batch, and it is no longer followed. A
+        batch that fails is tried again later (up to :data:`RETRY_MAX` s apart)."""
         with self._lock:
             followed = self._followed.get(query_id)
         if followed is None:
@@ -168,22 +223,55 @@ class FileDeadLetters:
         checkpoint = followed.query.checkpoint
         counts = self.counts.of(query_id)
         committed = last_committed_batch(checkpoint)
-        upto = min(max(max(counts, default=-1), followed.before_start), committed) if running else committed
+        if followed.final is not None:
+            upto, running = min(followed.final, committed), False
+        elif running:
+            upto = min(max(max(counts, default=-1), followed.before_start), committed)
+        else:
+            upto = committed
         for batch in range(followed.sent + 1, upto + 1):
-            if counts.get(batch) != 0:  # records left out, or a count never seen
-                self._send_batch(followed, batch, counts.get(batch))
-        if upto > followed.sent:
-            record_dead_letters_sent(checkpoint, upto)
-            followed.sent = upto
-            self.counts.drop(query_id, upto)
+            count = None if batch <= followed.replayed else counts.get(batch)
+            if count == 0:
+                continue
+            try:
+                self._send_batch(followed, batch, count)
+            except Exception as e:
+                followed.failures += 1
+                followed.retry_at = time.monotonic() + min(RETRY_MAX, 2.0**followed.failures)
+                log.warning(
+                    "%s: the dead letters of batch %d could not be sent (tried again later): %s", query_id, batch, e
+                )
+                return
+            followed.failures = 0
+            self._sent(followed, batch)  # a later failure does not read it again
+        self._sent(followed, upto)
         if not running:
             self.forget(query_id)
+            if followed.final is not None:
+                record_dead_letters_sent(checkpoint, None)
+
+    def _sent(self, followed: _Followed, batch: int) -> None:
+        if batch > followed.sent:
+            record_dead_letters_sent(followed.query.checkpoint, batch)
+            followed.sent = batch
+            self.counts.drop(followed.query.id, batch)
 
     def _send_batch(self, followed: _Followed, batch: int, counted: int | None) -> None:
         """Read the files of ``batch`` again and send their bad records (``counted``: how many
         the batch left out, None: not known)."""
         query = followed.query
-        files = batch_files(query.checkpoint, batch)
+        checkpoint = query.checkpoint
+        if not has_offsets(checkpoint, batch) or (batch > 0 and not has_offsets(checkpoint, batch - 1)):
+            log.warning(
+                "%s: batch %d is no longer in its checkpoint's offset log: its dead letters cannot be found again",
+                query.id,
+                batch,
+            )
+            return
+        files = batch_files(checkpoint, batch) - followed.already
+        since = Starting.of(query.settings).timestamp_ms
+        if since is not None:  # as the query reads them: files committed at or after the time
+            files = {f for f in files if os.path.exists(f) and os.stat(f).st_mtime * 1000 >= since}
         records = []
         for src in followed.files:
             mine = {f for f in files if f.startswith(os.path.realpath(src.path) + os.sep)}
@@ -199,7 +287,23 @@ class FileDeadLetters:
                 len(records),
             )
         if records:
-            followed.writer.log(self.spark, records, batch, f"read-b{batch:012d}")
+            digest = hashlib.sha256("\n".join(sorted(files)).encode()).hexdigest()[:12]
+            followed.writer.log(self.spark, records, batch, f"read-b{batch:012d}-{digest}")
             log.info(
                 "%s: batch %d left out %d bad record(s); sent to its dead-letter stream", query.id, batch, len(records)
             )
+
+
+def companion_read_upto(checkpoint: str, committed: int) -> tuple[int, frozenset[str]]:
+    """Where a query that had a dead-letter companion query goes on (none: ``committed``): the
+    last batch all of whose files the companion had read (it reads in the same order), and the
+    files of the batches after it that it had read too (their dead letters are sent)."""
+    companion = dead_letter_checkpoint(checkpoint)
+    if committed < 0 or not os.path.isdir(companion):
+        return committed, frozenset()
+    read = processed_files(companion)
+    batch = committed
+    while batch >= 0 and has_offsets(checkpoint, batch) and not batch_files(checkpoint, batch) <= read:
+        batch -= 1
+    later = set().union(*(batch_files(checkpoint, b) for b in range(batch + 1, committed + 1)))
+    return batch, frozenset(later & read)

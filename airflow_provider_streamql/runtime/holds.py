@@ -5,9 +5,10 @@ runtime does about them:
 
 - before a start, the query's :class:`~.badrecords.RecordGuard`: its policy (its own
   ``on_error``, else the pipeline's) and the records ``RESUME ... SKIP BAD RECORDS`` left
-  out of the batches not committed yet; under LOG_AND_CONTINUE, the companion query that
-  sends bad records to the dead-letter stream; skipped records bound for a dead-letter topic
-  on Kafka are sent to it;
+  out of the batches not committed yet; under LOG_AND_CONTINUE, for a query reading a Kafka
+  topic, the companion query that sends bad records to the dead-letter stream (a query
+  reading files has them found after each batch, :mod:`.file_dead_letters`); skipped
+  records bound for a dead-letter topic on Kafka are sent to it;
 - when a batch fails on the guard's error, every bad record of that batch is found and
   recorded; under PAUSE the query is *held*: paused, with a reason saying how to go on;
 - once a batch retried by RESUME commits, its bad records are resolved.
@@ -127,9 +128,10 @@ class Holds:
         frames: Frames,
         going_on: dict[str, dict[str, int]],
     ) -> StreamingQuery | None:
-        """Under LOG_AND_CONTINUE: start the companion query sending the query's bad records
-        to its dead-letter stream, its frame built by ``frames`` or taken from them, a new one
-        starting Kafka topics at ``going_on`` (None otherwise, or when no source is checked)."""
+        """Under LOG_AND_CONTINUE, for a query reading a Kafka topic: start the companion query
+        sending the query's bad records to its dead-letter stream, its frame built by
+        ``frames`` or taken from them, a new one starting Kafka topics at ``going_on`` (None
+        otherwise: another policy, files only, or no source checked)."""
         if not guard.sends_dead_letters:
             return None
         writer = DeadLetterWriter(self.catalog, query, sources)

@@ -66,7 +66,10 @@ class ProgressListener(StreamingQueryListener):
         of this runtime."""
         if not p.get("name") or not self.owns(p["name"]):
             return
-        self.bad_counts.report(p["name"], p["batchId"], p.get("observedMetrics"))
+        try:
+            self.bad_counts.report(p["name"], p["batchId"], p.get("observedMetrics"), p.get("numInputRows"))
+        except Exception:  # a listener must never kill Spark's listener bus
+            log.exception("could not read the bad-record count of %s", p["name"])
         self.latest[p["name"]] = {  # Spark leaves a NaN or infinite rate out of the JSON
             "inputRowsPerSecond": p.get("inputRowsPerSecond", 0.0),
             "processedRowsPerSecond": p.get("processedRowsPerSecond", 0.0),

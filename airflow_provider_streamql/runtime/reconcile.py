@@ -120,7 +120,7 @@ class Reconciler:
         epoch = seen.epoch
         assert epoch is not None, "every step from here acts under the lease held"
         if step in (Step.FIND_BAD_RECORDS, Step.ROLL_BACK, Step.BACK_OFF):
-            self.queries.stop(query.id)  # both of its streaming queries
+            self.queries.stop(query.id)  # and its dead-letter companion, if it has one
             return self._failed(query, desired, seen, step, epoch)
         if step is Step.WAIT:
             return BackOff(seen.failures, seen.retry_in)

@@ -41,7 +41,8 @@ class Running:
     stream: StreamingQuery
     epoch: int
     version: int
-    #: LOG_AND_CONTINUE: the companion query sending bad records to the dead-letter stream
+    #: LOG_AND_CONTINUE on a Kafka topic: the companion query sending bad records to the
+    #: dead-letter stream (a query reading files has none: :mod:`.file_dead_letters`)
     dead_letters: StreamingQuery | None = None
     #: the last batch its checkpoint had planned when it started (-1: none): the batch it
     #: runs again first, when it had failed in it
@@ -106,9 +107,9 @@ class SparkQueries:
             going_on = dead_letter_offsets(query)
         check = self.holds.expectation_check(query, sources)
         ready_folders(src for name, src in sources.items() if name not in plan.static_tables)  # reused frames too
-        committed = last_committed_batch(query.checkpoint) if guard.sends_dead_letters else -1
+        # before the start: its first batch may commit at once
+        self.file_dead_letters.follow(query, plan, sources, guard, last_committed_batch(query.checkpoint), replays)
         stream = start_query(self.spark, query, plan, sources, sink, fence, guard, self.frames, check)
-        self.file_dead_letters.follow(query, plan, sources, guard, committed)
         dead_letters = self.holds.dead_letter_query(query, plan, sources, guard, self.frames, going_on)
         running = self.active[query.id] = Running(stream, epoch, query.version, dead_letters, replays)
         return running

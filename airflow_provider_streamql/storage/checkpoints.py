@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import uuid
 
 from .layout import Part
 from .logs import read_log, uri_path
@@ -54,24 +55,41 @@ DEAD_LETTERS_SENT = "dead_letters_sent"
 
 
 def dead_letters_sent(checkpoint: str) -> int | None:
-    """The last batch of the query whose file reads' dead letters were sent (None: never
-    recorded, or unreadable)."""
+    """The last batch of the query whose file reads' dead letters were sent (None: not
+    recorded; :class:`ValueError` naming the file when it holds no batch number)."""
     path = Part(checkpoint).resolve(os.path.join(checkpoint, DEAD_LETTERS_SENT))
     try:
         with open(path, encoding="utf-8") as f:
-            return int(f.read().strip())
-    except (OSError, ValueError):
+            text = f.read().strip()
+    except FileNotFoundError:
         return None
+    if not text.lstrip("-").isdigit():
+        raise ValueError(f"{path!r} holds {text[:40]!r}, not the number of a batch")
+    return int(text)
 
 
-def record_dead_letters_sent(checkpoint: str, batch_id: int) -> None:
-    """Record that the dead letters of every batch up to ``batch_id`` were sent (written
-    aside and renamed in: a crash leaves the old value or the new one)."""
+def record_dead_letters_sent(checkpoint: str, batch_id: int | None) -> None:
+    """Record that the dead letters of every batch up to ``batch_id`` were sent (None: the
+    query no longer sends them; the record is removed). Written to a new file of its own and
+    renamed in: a crash leaves the old value or the new one, and a link at either name is
+    replaced, never followed."""
     path = Part(checkpoint).resolve(os.path.join(checkpoint, DEAD_LETTERS_SENT))
+    if batch_id is None:
+        if os.path.lexists(path):
+            os.remove(path)
+        return
     os.makedirs(os.path.dirname(path), exist_ok=True)  # a new query's, as Spark makes it
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
+    aside = f"{path}.{uuid.uuid4().hex}.tmp"
+    fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(f"{batch_id}\n")
-    os.replace(path + ".tmp", path)
+    os.replace(aside, path)
+
+
+def has_offsets(checkpoint: str, batch_id: int) -> bool:
+    """Whether the offset log still holds micro-batch ``batch_id`` (Spark keeps the last
+    ``spark.sql.streaming.minBatchesToRetain``, 100 by default)."""
+    return os.path.isfile(Part(checkpoint).resolve(os.path.join(checkpoint, "offsets", str(batch_id))))
 
 
 def last_planned_batch(checkpoint: str) -> int:
