@@ -311,3 +311,25 @@ def test_a_full_disk_fails_the_batch_naming_it_and_resume_loses_nothing(sqlite_e
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(60)
+
+
+def test_the_record_of_sent_dead_letters_replaces_a_link_at_its_name_and_names_a_damaged_one(tmp_path):
+    """``<checkpoint>/dead_letters_sent`` (runtime/file_dead_letters.py): a link planted at its
+    name is replaced, never written through or removed through; a damaged one is named."""
+    from airflow_provider_streamql.storage.checkpoints import dead_letters_sent, record_dead_letters_sent
+    checkpoint = tmp_path / "CSAS_X_1"
+    (checkpoint / "commits").mkdir(parents=True)
+    commit = checkpoint / "commits" / "5"
+    commit.write_text("v1\n{}\n")
+    (checkpoint / "dead_letters_sent").symlink_to(commit)
+    record_dead_letters_sent(str(checkpoint), 7)
+    assert commit.read_text() == "v1\n{}\n" and not (checkpoint / "dead_letters_sent").is_symlink()
+    assert dead_letters_sent(str(checkpoint)) == 7
+    (checkpoint / "dead_letters_sent").unlink()
+    (checkpoint / "dead_letters_sent").symlink_to(commit)
+    record_dead_letters_sent(str(checkpoint), None)
+    assert commit.read_text() == "v1\n{}\n" and not os.path.lexists(checkpoint / "dead_letters_sent")
+    assert dead_letters_sent(str(checkpoint)) is None
+    (checkpoint / "dead_letters_sent").write_text("\x00garbled")
+    with pytest.raises(ValueError, match="dead_letters_sent' holds .*not the number of a batch"):
+        dead_letters_sent(str(checkpoint))

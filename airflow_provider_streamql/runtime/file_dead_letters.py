@@ -38,6 +38,7 @@ from ..language.streaming import StreamingPlan
 from ..storage.checkpoints import (
     batch_files,
     dead_letters_sent,
+    first_planned_batch,
     has_offsets,
     last_committed_batch,
     processed_files,
@@ -68,7 +69,12 @@ class BadCounts:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._counts: dict[str, dict[int, int]] = {}
+        self._counts: dict[str, dict[int, int]] = {}  # only of the queries followed
+
+    def follow(self, query_id: str) -> None:
+        """Keep the counts of the query's batches from now on (none of another is kept)."""
+        with self._lock:
+            self._counts.setdefault(query_id, {})
 
     def report(self, query_id: str, batch_id: int, metrics: object, rows: object = None) -> None:
         """A batch's progress: its observed ``metrics`` and how many ``rows`` it read (a batch
@@ -79,7 +85,8 @@ class BadCounts:
             count = 0
         if count is not None:
             with self._lock:
-                self._counts.setdefault(query_id, {})[batch_id] = count
+                if query_id in self._counts:
+                    self._counts[query_id][batch_id] = count
 
     def newest(self, query_id: str) -> int:
         """The newest batch of the query with a count (-1: none)."""
@@ -91,10 +98,14 @@ class BadCounts:
             return dict(self._counts.get(query_id, {}))
 
     def drop(self, query_id: str, upto: int | None = None) -> None:
-        """Let go of the counts of a query's batches up to ``upto`` (None: all)."""
+        """Let go of the counts of a query's batches up to ``upto`` (None: all, and the query
+        is no longer followed)."""
         with self._lock:
+            if upto is None:
+                self._counts.pop(query_id, None)
+                return
             counts = self._counts.get(query_id, {})
-            for batch in [b for b in counts if upto is None or b <= upto]:
+            for batch in [b for b in counts if b <= upto]:
                 del counts[batch]
 
 
@@ -160,14 +171,15 @@ class FileDeadLetters:
         already: frozenset[str] = frozenset()
         try:
             sent = dead_letters_sent(query.checkpoint)
-        except ValueError as e:  # damaged: the batches since the last known are not known
-            log.warning("%s: %s; dead letters are sent from batch %d on", query.id, e, committed + 1)
-            sent = committed
+        except ValueError as e:  # damaged: every batch still in the offset log is read again
+            sent = min(committed, first_planned_batch(query.checkpoint) - 1)
+            log.warning("%s: %s; the dead letters of batches %d on are sent again", query.id, e, sent + 1)
         if sent is None:
             sent, already = companion_read_upto(query.checkpoint, committed)
         sent = min(sent, committed)  # a RESTORE rewound the checkpoint
         record_dead_letters_sent(query.checkpoint, sent)
         writer = DeadLetterWriter(self.catalog, query, sources)
+        self.counts.follow(query.id)
         with self._lock:
             self._followed[query.id] = _Followed(query, files, writer, sent, committed, replays, already=already)
 
@@ -237,7 +249,7 @@ class FileDeadLetters:
                 self._send_batch(followed, batch, count)
             except Exception as e:
                 followed.failures += 1
-                followed.retry_at = time.monotonic() + min(RETRY_MAX, 2.0**followed.failures)
+                followed.retry_at = time.monotonic() + min(RETRY_MAX, 2.0 ** min(followed.failures, 6))
                 log.warning(
                     "%s: the dead letters of batch %d could not be sent (tried again later): %s", query_id, batch, e
                 )
@@ -271,7 +283,7 @@ class FileDeadLetters:
         files = batch_files(checkpoint, batch) - followed.already
         since = Starting.of(query.settings).timestamp_ms
         if since is not None:  # as the query reads them: files committed at or after the time
-            files = {f for f in files if os.path.exists(f) and os.stat(f).st_mtime * 1000 >= since}
+            files = {f for f in files if os.path.exists(f) and os.stat(f).st_mtime_ns // 1_000_000 >= since}
         records = []
         for src in followed.files:
             mine = {f for f in files if f.startswith(os.path.realpath(src.path) + os.sep)}
@@ -303,7 +315,10 @@ def companion_read_upto(checkpoint: str, committed: int) -> tuple[int, frozenset
         return committed, frozenset()
     read = processed_files(companion)
     batch = committed
-    while batch >= 0 and has_offsets(checkpoint, batch) and not batch_files(checkpoint, batch) <= read:
+    while batch >= 0 and has_offsets(checkpoint, batch):
+        files = batch_files(checkpoint, batch)
+        if files and files <= read:  # a batch of no file (the watermark moved on) says nothing
+            break
         batch -= 1
     later = set().union(*(batch_files(checkpoint, b) for b in range(batch + 1, committed + 1)))
     return batch, frozenset(later & read)

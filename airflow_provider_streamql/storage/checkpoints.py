@@ -73,7 +73,7 @@ def record_dead_letters_sent(checkpoint: str, batch_id: int | None) -> None:
     query no longer sends them; the record is removed). Written to a new file of its own and
     renamed in: a crash leaves the old value or the new one, and a link at either name is
     replaced, never followed."""
-    path = Part(checkpoint).resolve(os.path.join(checkpoint, DEAD_LETTERS_SENT))
+    path = os.path.join(Part(checkpoint).resolve(checkpoint), DEAD_LETTERS_SENT)  # the name itself not followed
     if batch_id is None:
         if os.path.lexists(path):
             os.remove(path)
@@ -84,6 +84,13 @@ def record_dead_letters_sent(checkpoint: str, batch_id: int | None) -> None:
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(f"{batch_id}\n")
     os.replace(aside, path)
+
+
+def first_planned_batch(checkpoint: str) -> int:
+    """Lowest batch id still in ``offsets/`` (0 before any: Spark drops the oldest)."""
+    offsets = Part(checkpoint).resolve(os.path.join(checkpoint, "offsets"))
+    ids = [int(n) for n in os.listdir(offsets) if n.isdigit()] if os.path.isdir(offsets) else []
+    return min(ids, default=0)
 
 
 def has_offsets(checkpoint: str, batch_id: int) -> bool:
