@@ -46,7 +46,7 @@ from ..storage.checkpoints import (
 )
 from ..storage.layout import dead_letter_checkpoint
 from .badrecords import BAD_COUNT, DeadLetterWriter, RecordGuard, scan_files
-from .companion import checked_streams, companion_reads
+from .companion import checked_streams
 
 log = logging.getLogger("streamql.runtime")
 
@@ -161,7 +161,7 @@ class FileDeadLetters:
         files = [sources[n] for n in checked_streams(query, plan, sources)]
         with self._lock:
             before = self._followed.get(query.id)
-        if not guard.sends_dead_letters or not files or companion_reads(query, plan, sources):
+        if not guard.sends_dead_letters or not files or any(src.kafka_topic for src in files):  # companion_reads
             if before is not None and before.final is None:
                 before.final = committed
             elif before is None:
@@ -286,7 +286,8 @@ class FileDeadLetters:
             files = {f for f in files if os.path.exists(f) and os.stat(f).st_mtime_ns // 1_000_000 >= since}
         records = []
         for src in followed.files:
-            mine = {f for f in files if f.startswith(os.path.realpath(src.path) + os.sep)}
+            folder = os.path.realpath(src.path) + os.sep  # once per source, not per file
+            mine = {f for f in files if f.startswith(folder)}
             records += scan_files(
                 self.spark, src, mine, query_id=query.id, batch_id=batch, status=BadRecordStatus.LOGGED
             )
