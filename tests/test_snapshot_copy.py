@@ -1,12 +1,16 @@
 """Copying a checkpoint as of its last committed batch (storage/snapshots.py), on checkpoint
 folders laid out as Spark 4.3 writes them: what a running query wrote for a later batch is
-left out, and a copy that cannot hold a batch's source log fails instead of lying."""
+left out, and a copy that cannot hold a batch's source log fails instead of lying. And the
+snapshot an in-place upgrade keeps (runtime/rollout.py): hard links that hold the checkpoint
+as the old version left it while the new one writes on."""
+import errno
 import json
 import os
 
 import pytest
 
 from airflow_provider_streamql.errors import StateError
+from airflow_provider_streamql.runtime.rollout import restore_snapshot, take_snapshot
 from airflow_provider_streamql.storage.snapshots import copy_committed, later_output
 
 
@@ -74,3 +78,50 @@ def test_later_output_is_the_query_s_own_files_of_later_batches(tmp_path):
         write(str(sink / n), "{}")
     assert [os.path.basename(p) for p in later_output(str(sink), "Q_1", table=False, batch=1)] == \
         ["Q_1-v0001-b000000000002.json", "Q_1-v0002-b000000000003-p00001.json"]
+
+
+def replace_by_rename(path, text):
+    """How Spark writes a checkpoint file: whole, under another name, renamed in."""
+    write(path + ".tmp", text)
+    os.replace(path + ".tmp", path)
+
+
+def contents(root):
+    return {p: open(os.path.join(root, p)).read() for p in listing(root)}
+
+
+# what Spark does to the checkpoint once the new version runs -> the path it touches
+AFTER_THE_SWAP = [
+    (lambda cp: replace_by_rename(f"{cp}/offsets/2", "v1\nrewritten"), "a batch's offsets written again"),
+    (lambda cp: replace_by_rename(f"{cp}/state/0/0/2.delta", "y"), "a state version written again"),
+    (lambda cp: os.remove(f"{cp}/offsets/0"), "an old batch purged"),
+    (lambda cp: write(f"{cp}/commits/3", "v1\n{}"), "a new batch committed"),
+    (lambda cp: replace_by_rename(f"{cp}/sources/0/3.compact", "v1\n[]"), "the source log compacted"),
+]
+
+
+@pytest.mark.parametrize("change, what", AFTER_THE_SWAP, ids=[w for _, w in AFTER_THE_SWAP])
+def test_an_upgrade_s_snapshot_keeps_the_checkpoint_as_the_old_version_left_it(tmp_path, change, what):
+    live = str(tmp_path / "checkpoints" / "Q_1")
+    checkpoint(live, planned=2, committed=2, file_log=range(3), state_versions=2)
+    before = contents(live)
+    snapshot = take_snapshot(live, 1)
+    change(live)
+    assert contents(snapshot) == before
+    restore_snapshot(live, snapshot)  # a rollback puts it back byte for byte
+    assert contents(live) == before
+
+
+def test_an_upgrade_s_snapshot_shares_the_checkpoint_s_files_where_it_can(tmp_path, monkeypatch):
+    live = str(tmp_path / "checkpoints" / "Q_1")
+    checkpoint(live, planned=2, committed=2, file_log=range(3), state_versions=2)
+    snapshot = take_snapshot(live, 1)  # a week's source log takes no second copy's time or space
+    assert all(os.path.samefile(f"{live}/{p}", f"{snapshot}/{p}") for p in listing(live))
+
+    def refused(source, target):
+        raise OSError(errno.EXDEV, "Invalid cross-device link")  # a file system without links here
+
+    monkeypatch.setattr(os, "link", refused)
+    copied = take_snapshot(live, 2)
+    assert contents(copied) == contents(live)
+    assert not any(os.path.samefile(f"{live}/{p}", f"{copied}/{p}") for p in listing(live))

@@ -4,12 +4,12 @@ kept output put back), undone whole if anything fails."""
 
 from __future__ import annotations
 
-import errno
 import os
 import shutil
 
 from ..catalog import QueryInfo
 from ..errors import StateError
+from ..storage.hardlinks import link_tree
 from ..storage.layout import Part
 from ..storage.snapshots import later_output
 
@@ -42,7 +42,8 @@ class OutputSwap:
                     if os.path.lexists(target):
                         raise StateError(f"{target!r} exists: the sink changed since the snapshot was taken")
                     self.returned.append(target)
-                    _link_tree(kept, kept.resolve(os.path.join(bring_back, name)), target)
+                    # linked: the kept copy stays for another restore of the same snapshot
+                    link_tree(kept, kept.resolve(os.path.join(bring_back, name)), target)
         except BaseException:
             self.undo()
             raise
@@ -56,21 +57,3 @@ class OutputSwap:
         for path, aside in reversed(self.taken):
             shutil.move(aside, path)
         shutil.rmtree(self.keep, ignore_errors=True)
-
-
-def _link_tree(part: Part, source: str, target: str) -> None:
-    """``source`` (a file or a changelog entry folder of ``part``) at ``target``, hard-linked
-    where the file system allows (the kept copy stays for another restore of the same snapshot)."""
-    if os.path.isdir(source):
-        shutil.copytree(source, target, copy_function=_link_or_copy, ignore=part.guard)
-    else:
-        _link_or_copy(source, target)
-
-
-def _link_or_copy(source: str, target: str) -> None:
-    try:
-        os.link(source, target)
-    except OSError as e:
-        if e.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
-            raise
-        shutil.copy2(source, target)

