@@ -15,6 +15,7 @@ import pytest
 from airflow_provider_streamql.catalog.states import QueryState
 from airflow_provider_streamql.engine import Engine
 from airflow_provider_streamql.errors import ValidationError
+from airflow_provider_streamql.runtime.evolution import source_evolution
 from airflow_provider_streamql.storage.checkpoints import last_committed_batch
 from airflow_provider_streamql.storage.deadletter import dead_letter_topic
 from airflow_provider_streamql.storage.layout import dead_letter_checkpoint
@@ -237,3 +238,29 @@ def test_a_query_stopped_under_fail_then_set_to_log_and_continue_sends_the_recor
     wait_until(lambda: len(engine.execute("SELECT * FROM copy")[0].rows) == 2, 120, "the query past the record")
     wait_until(lambda: kafka_topics.read_to_end(dlq), 120, "the record in the dead-letter topic")
     assert [(key, letter["raw"]) for key, letter in letters(kafka_topics, dlq)] == [(f"kafka:{source}/0@1", MALFORMED)]
+
+
+def test_a_query_whose_companion_cannot_start_is_not_left_running(kafka_spark, kafka_topics, sqlite_engine, runtimes):
+    """Under LOG_AND_CONTINUE a query reading a topic starts with its dead-letter companion or
+    not at all: when Spark refuses the companion (here its name is taken in the session), the
+    start fails as a whole, with the reason, and the query is not left running where no
+    PAUSE, TERMINATE or upgrade of the runtime reaches it. The retry starts both."""
+    engine = sqlite_engine
+    source, sink = kafka_topics.new("orders"), kafka_topics.new("copy")
+    engine.execute(orders(source) + "SET 'auto.offset.reset' = 'earliest';"
+                   f"CREATE STREAM copy WITH (kafka_topic='{sink}') AS SELECT * FROM orders PARTITION BY id")
+    with source_evolution(kafka_spark, False):  # as the runtime starts its queries: one setting at a time
+        squatter = (kafka_spark.readStream.format("rate").load().writeStream.format("noop")
+                    .queryName("CSAS_COPY_1__dead_letters").start())
+    try:
+        runtimes.start(engine)
+        wait_until(lambda: "CSAS_COPY_1__dead_letters" in (engine.query("CSAS_COPY_1").error or ""), 120,
+                   "the start refused")
+        assert engine.query("CSAS_COPY_1").observed_state == QueryState.ERROR
+        assert "CSAS_COPY_1" not in [q.name for q in kafka_spark.streams.active]
+    finally:
+        squatter.stop()
+    kafka_topics.produce(source, [good(1), ("2", MALFORMED)])
+    assert [(k, json.loads(v)) for k, v, _, _ in kafka_topics.consume(sink, 1, timeout=120)] == [good(1)]
+    wait_until(lambda: len(engine.bad_records("CSAS_COPY_1")) == 1, 120, "the bad record logged by the companion")
+    assert engine.state("CSAS_COPY_1") == "RUNNING"

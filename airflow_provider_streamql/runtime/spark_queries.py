@@ -110,7 +110,11 @@ class SparkQueries:
         # before the start: its first batch may commit at once
         self.file_dead_letters.follow(query, plan, sources, guard, last_committed_batch(query.checkpoint), replays)
         stream = start_query(self.spark, query, plan, sources, sink, fence, guard, self.frames, check)
-        dead_letters = self.holds.dead_letter_query(query, plan, sources, guard, self.frames, going_on)
+        try:
+            dead_letters = self.holds.dead_letter_query(query, plan, sources, guard, self.frames, going_on)
+        except BaseException:
+            stop_after_batch(stream)  # the start failed as a whole: no query runs that no one tracks
+            raise
         running = self.active[query.id] = Running(stream, epoch, query.version, dead_letters, replays)
         return running
 

@@ -1,0 +1,169 @@
+"""Where an in-place upgrade's gap goes (issue 33): each part of the swap timed in a warm
+runtime, and Spark's own floor beside it.
+
+    PYTHONPATH=$PWD .venv/bin/python bench/upgrade_parts.py [--rounds 8] [--records 15]
+
+* Upgrade: as ``bench/upgrade.py`` (one record every 0.1 s, ``CREATE OR REPLACE`` alternating
+  two filters); per round, the gap, and the runtime's parts of the swap timed where they run
+  (stopping the old version after its batch, the checkpoint's snapshot, starting the new
+  version, the whole reconcile), relative to the old version's last commit, and the new
+  version's first batch as Spark reports it (its trigger's start, ``durationMs``).
+* Spark's floor: a one-record micro-batch of the same filter, hand-written in PySpark (Spark's
+  file sink) and run by streamql (its batch writer), ``--records`` records one at a time 0.6 s
+  apart; medians of Spark's ``durationMs`` phases.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import functools
+import json
+import os
+import statistics
+import tempfile
+import threading
+import time
+
+from upgrade import SETUP, VERSIONS, Feeder, commit_times
+
+from airflow_provider_streamql.catalog import Catalog
+from airflow_provider_streamql.engine import Engine
+from airflow_provider_streamql.runtime import Runtime, build_session, reconcile, rollout, spark_queries
+
+#: (owner, attribute) of each part of a swap that is timed
+PARTS = {
+    "reconcile": (reconcile.Reconciler, "reconcile"),
+    "stop": (spark_queries, "stop_after_batch"),
+    "snapshot": (rollout, "take_snapshot"),
+    "start": (spark_queries.SparkQueries, "start"),
+}
+PHASES = ("triggerExecution", "addBatch", "queryPlanning", "latestOffset", "getBatch", "walCommit", "commitOffsets")
+
+
+class Timeline:
+    """Wraps each of :data:`PARTS` to record its (start, end) wall-clock times."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[float, float, str]] = []
+        for name, (owner, attribute) in PARTS.items():
+            setattr(owner, attribute, self._timed(name, getattr(owner, attribute)))
+
+    def _timed(self, name, function):
+        @functools.wraps(function)
+        def timed(*args, **kwargs):
+            began = time.time()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self.events.append((began, time.time(), name))
+
+        return timed
+
+    def around(self, start: float, end: float, origin: float) -> dict[str, list[float]]:
+        """Each part that began in [start, end): [began, ended] relative to ``origin``."""
+        return {n: [round(a - origin, 3), round(b - origin, 3)] for a, b, n in sorted(self.events) if start <= a < end}
+
+
+def progress_time(progress: dict) -> float:
+    return datetime.datetime.fromisoformat(progress["timestamp"].replace("Z", "+00:00")).timestamp()
+
+
+def upgrades(spark, rounds: int, timeline: Timeline) -> list[dict]:
+    home = tempfile.mkdtemp(prefix="bench-upgrade-parts-")
+    engine = Engine(f"sqlite:///{home}/c.db", home=home)
+    engine.execute(SETUP)
+    runtime = Runtime(Catalog(engine.catalog.url), "default", spark, interval=0.5)
+    thread = threading.Thread(target=runtime.run, daemon=True)
+    thread.start()
+    engine.wait_for_state("CSAS_F_1", "RUNNING", timeout=120)
+    feeder = Feeder(engine)
+    feeder.start()
+    checkpoint, found = engine.query("CSAS_F_1").checkpoint, []
+    for r in range(rounds):
+        time.sleep(3)
+        asked = time.time()
+        engine.wait_for_results(engine.execute(VERSIONS[r % 2]), timeout=60)
+        time.sleep(2)
+        started = engine.catalog.versions("CSAS_F_1")[-1]["started_at"]
+        commits = commit_times(checkpoint).values()
+        last, first = max(t for t in commits if t <= started), min(t for t in commits if t > started)
+        stream = next(q for q in spark.streams.active if q.name == "CSAS_F_1")
+        batch = next(p for p in stream.recentProgress if p["numInputRows"] > 0)  # the new version's first
+        found.append(
+            {
+                "gap_s": round(first - last, 3),
+                "asked_at": round(asked - last, 3),
+                "parts": timeline.around(asked - 0.5, first, last),
+                "first_batch_triggered_at": round(progress_time(batch) - last, 3),
+                "first_batch_ms": {k: batch["durationMs"].get(k, 0) for k in PHASES},
+            }
+        )
+    feeder.stopping.set()
+    runtime.stop()
+    thread.join()
+    return found
+
+
+def write_record(folder: str, i: int) -> None:
+    aside = os.path.join(folder, f".r{i}.json")
+    with open(aside, "w") as f:
+        f.write(json.dumps({"id": i, "v": 1.0}) + "\n")
+    os.rename(aside, os.path.join(folder, f"r{i}.json"))
+
+
+def medians(progress: list[dict]) -> dict[str, float]:
+    batches = [p for p in progress if p["numInputRows"] > 0][2:]  # the first two warm the plan
+    phases = {k: statistics.median(p["durationMs"].get(k, 0) for p in batches) for k in PHASES}
+    return {"batches": len(batches), **phases}
+
+
+def one_record_batches(spark, records: int) -> dict:
+    base = tempfile.mkdtemp(prefix="bench-one-record-")
+    source = os.path.join(base, "in")
+    os.makedirs(source)
+    hand = (
+        spark.readStream.schema("id INT, v DOUBLE")
+        .json(source)
+        .where("v > 0")
+        .writeStream.format("json")
+        .option("path", os.path.join(base, "out"))
+        .option("checkpointLocation", os.path.join(base, "checkpoint"))
+        .start()
+    )
+    for i in range(records):
+        write_record(source, i)
+        time.sleep(0.6)
+    hand.stop()
+    engine = Engine(f"sqlite:///{base}/c.db", home=base)
+    engine.execute(SETUP)
+    runtime = Runtime(Catalog(engine.catalog.url), "default", spark, interval=0.5)
+    thread = threading.Thread(target=runtime.run, daemon=True)
+    thread.start()
+    engine.wait_for_state("CSAS_F_1", "RUNNING", timeout=120)
+    for i in range(records):
+        engine.execute(f"INSERT INTO s VALUES ({i}, 1.0)")
+        time.sleep(0.6)
+    ours = next(q for q in spark.streams.active if q.name == "CSAS_F_1").recentProgress
+    runtime.stop()
+    thread.join()
+    return {"hand_written_ms": medians(hand.recentProgress), "streamql_ms": medians(ours)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--records", type=int, default=15)
+    args = parser.parse_args()
+    timeline = Timeline()
+    spark = build_session("local[2]", "bench-upgrade-parts", {"spark.ui.enabled": "false"})
+    result = {
+        "upgrades": upgrades(spark, args.rounds, timeline),
+        "one_record_batch": one_record_batches(spark, args.records),
+    }
+    spark.stop()
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
