@@ -169,15 +169,17 @@ class FileDeadLetters:
             return
         self.forget(query.id)  # counts of an earlier run may be of another checkpoint's batches
         already: frozenset[str] = frozenset()
+        recorded: int | None = None
         try:
-            sent = dead_letters_sent(query.checkpoint)
+            sent = recorded = dead_letters_sent(query.checkpoint)
         except ValueError as e:  # damaged: every batch still in the offset log is read again
             sent = min(committed, first_planned_batch(query.checkpoint) - 1)
             log.warning("%s: %s; the dead letters of batches %d on are sent again", query.id, e, sent + 1)
         if sent is None:
             sent, already = companion_read_upto(query.checkpoint, committed)
         sent = min(sent, committed)  # a RESTORE rewound the checkpoint
-        record_dead_letters_sent(query.checkpoint, sent)
+        if sent != recorded:  # a RESUME of a query with nothing unsent writes nothing
+            record_dead_letters_sent(query.checkpoint, sent)
         writer = DeadLetterWriter(self.catalog, query, sources)
         self.counts.follow(query.id)
         with self._lock:
