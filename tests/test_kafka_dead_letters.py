@@ -240,15 +240,18 @@ def test_a_query_stopped_under_fail_then_set_to_log_and_continue_sends_the_recor
     assert [(key, letter["raw"]) for key, letter in letters(kafka_topics, dlq)] == [(f"kafka:{source}/0@1", MALFORMED)]
 
 
-def test_a_query_whose_companion_cannot_start_is_not_left_running(kafka_spark, kafka_topics, sqlite_engine, runtimes):
+def test_a_query_whose_companion_cannot_start_does_not_run(kafka_spark, kafka_topics, sqlite_engine, runtimes):
     """Under LOG_AND_CONTINUE a query reading a topic starts with its dead-letter companion or
     not at all: when Spark refuses the companion (here its name is taken in the session), the
-    start fails as a whole, with the reason, and the query is not left running where no
-    PAUSE, TERMINATE or upgrade of the runtime reaches it. The retry starts both."""
+    start fails as a whole, with the reason, and the query reads nothing meanwhile (a batch it
+    read alone would pass its bad records with no one to send them). The retry starts both,
+    and the bad record waiting in the topic is sent."""
     engine = sqlite_engine
-    source, sink = kafka_topics.new("orders"), kafka_topics.new("copy")
+    source, sink, dlq = kafka_topics.new("orders"), kafka_topics.new("copy"), kafka_topics.new("dlq")
     engine.execute(orders(source) + "SET 'auto.offset.reset' = 'earliest';"
-                   f"CREATE STREAM copy WITH (kafka_topic='{sink}') AS SELECT * FROM orders PARTITION BY id")
+                   f"CREATE STREAM copy WITH (kafka_topic='{sink}', dead_letter_topic='{dlq}') AS "
+                   "SELECT * FROM orders PARTITION BY id")
+    kafka_topics.produce(source, [good(1), ("2", MALFORMED)])
     with source_evolution(kafka_spark, False):  # as the runtime starts its queries: one setting at a time
         squatter = (kafka_spark.readStream.format("rate").load().writeStream.format("noop")
                     .queryName("CSAS_COPY_1__dead_letters").start())
@@ -258,9 +261,10 @@ def test_a_query_whose_companion_cannot_start_is_not_left_running(kafka_spark, k
                    "the start refused")
         assert engine.query("CSAS_COPY_1").observed_state == QueryState.ERROR
         assert "CSAS_COPY_1" not in [q.name for q in kafka_spark.streams.active]
+        assert kafka_topics.read_to_end(sink) == []
     finally:
         squatter.stop()
-    kafka_topics.produce(source, [good(1), ("2", MALFORMED)])
     assert [(k, json.loads(v)) for k, v, _, _ in kafka_topics.consume(sink, 1, timeout=120)] == [good(1)]
-    wait_until(lambda: len(engine.bad_records("CSAS_COPY_1")) == 1, 120, "the bad record logged by the companion")
+    wait_until(lambda: len(kafka_topics.read_to_end(dlq)) == 1, 120, "the dead letter")
+    assert [(k, v["raw"]) for k, v in letters(kafka_topics, dlq)] == [(f"kafka:{source}/0@1", MALFORMED)]
     assert engine.state("CSAS_COPY_1") == "RUNNING"

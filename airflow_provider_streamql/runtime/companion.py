@@ -16,7 +16,7 @@ from ..catalog import QueryInfo, SourceInfo
 from ..language.rates import RateLimits
 from ..language.starting import Starting
 from ..language.streaming import StreamingPlan
-from ..storage.checkpoints import kafka_positions
+from ..storage.checkpoints import kafka_positions, last_planned_batch
 from ..storage.layout import dead_letter_checkpoint
 from . import kafka
 from .badrecords import dead_letters
@@ -56,8 +56,10 @@ def start_dead_letter_query(
 def dead_letter_offsets(query: QueryInfo) -> dict[str, dict[str, int]]:
     """Where a new companion of ``query`` starts each Kafka topic: where the query goes on
     (read before the query starts, which may commit the batch that stopped it). Empty when the
-    companion has a checkpoint, which says where it goes on."""
-    if os.path.isdir(dead_letter_checkpoint(query.checkpoint)):
+    companion's checkpoint says where it goes on: it planned a batch, or recorded where its
+    topics start (a start Spark refused leaves a checkpoint with neither)."""
+    companion = dead_letter_checkpoint(query.checkpoint)
+    if os.path.isdir(companion) and (last_planned_batch(companion) >= 0 or kafka_positions(companion)):
         return {}
     return kafka_positions(query.checkpoint)
 

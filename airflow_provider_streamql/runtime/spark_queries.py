@@ -109,11 +109,13 @@ class SparkQueries:
         ready_folders(src for name, src in sources.items() if name not in plan.static_tables)  # reused frames too
         # before the start: its first batch may commit at once
         self.file_dead_letters.follow(query, plan, sources, guard, last_committed_batch(query.checkpoint), replays)
-        stream = start_query(self.spark, query, plan, sources, sink, fence, guard, self.frames, check)
+        # the companion first: the query never runs a batch whose bad records no one sends
+        dead_letters = self.holds.dead_letter_query(query, plan, sources, guard, self.frames, going_on)
         try:
-            dead_letters = self.holds.dead_letter_query(query, plan, sources, guard, self.frames, going_on)
+            stream = start_query(self.spark, query, plan, sources, sink, fence, guard, self.frames, check)
         except BaseException:
-            stop_after_batch(stream)  # the start failed as a whole: no query runs that no one tracks
+            if dead_letters is not None:  # the start failed as a whole: no query runs that no one tracks
+                stop_after_batch(dead_letters)
             raise
         running = self.active[query.id] = Running(stream, epoch, query.version, dead_letters, replays)
         return running
