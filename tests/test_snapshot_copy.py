@@ -118,10 +118,25 @@ def test_an_upgrade_s_snapshot_shares_the_checkpoint_s_files_where_it_can(tmp_pa
     snapshot = take_snapshot(live, 1)  # a week's source log takes no second copy's time or space
     assert all(os.path.samefile(f"{live}/{p}", f"{snapshot}/{p}") for p in listing(live))
 
-    def refused(source, target):
+    def refused(source, target, **how):
         raise OSError(errno.EXDEV, "Invalid cross-device link")  # a file system without links here
 
     monkeypatch.setattr(os, "link", refused)
     copied = take_snapshot(live, 2)
     assert contents(copied) == contents(live)
     assert not any(os.path.samefile(f"{live}/{p}", f"{copied}/{p}") for p in listing(live))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user takes root")
+def test_a_file_of_another_user_in_the_checkpoint_is_copied_not_linked(tmp_path):
+    """Someone who could write into the checkpoint cannot change the kept snapshot later
+    through a file of theirs: it is copied as it was when the snapshot was taken."""
+    live = str(tmp_path / "checkpoints" / "Q_1")
+    checkpoint(live, planned=2, committed=2, file_log=range(3), state_versions=2)
+    planted = f"{live}/state/0/0/2.delta"
+    os.chown(planted, 12345, 12345)
+    snapshot = take_snapshot(live, 1)
+    with open(planted, "w") as f:  # its owner writes it in place
+        f.write("changed")
+    assert open(f"{snapshot}/state/0/0/2.delta").read() == "x"
+    assert os.path.samefile(f"{live}/offsets/2", f"{snapshot}/offsets/2")  # the runtime's own: linked

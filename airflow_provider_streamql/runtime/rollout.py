@@ -176,10 +176,11 @@ def take_snapshot(checkpoint: str, version: int) -> str:
 
 
 def restore_snapshot(checkpoint: str, snapshot: str) -> None:
-    """Put the checkpoint back exactly as the snapshot holds it."""
+    """Put the checkpoint back exactly as the snapshot holds it, linked as it was taken (no
+    space needed: a disk the new version filled does not stop the rollback halfway)."""
     source = Part(snapshot)
     shutil.rmtree(Part(checkpoint).folder, ignore_errors=True)
-    shutil.copytree(snapshot, checkpoint, ignore=source.guard)
+    link_tree(source, snapshot, checkpoint)
 
 
 def discard_output(sink_path: str, query_id: str, version: int) -> None:

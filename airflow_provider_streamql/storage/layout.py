@@ -69,7 +69,7 @@ def snapshots_of(checkpoint: str) -> str:
 
 
 def snapshot_path(checkpoint: str, version: int) -> str:
-    """Where the checkpoint is copied as ``version`` left it, before an in-place upgrade."""
+    """Where the checkpoint is kept as ``version`` left it, before an in-place upgrade."""
     return os.path.join(snapshots_of(checkpoint), f"v{version:04d}")
 
 
