@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import functools
 import json
 import os
 import statistics
@@ -25,6 +24,7 @@ import tempfile
 import threading
 import time
 
+from timeline import Timeline
 from upgrade import SETUP, VERSIONS, Feeder, commit_times
 
 from airflow_provider_streamql.catalog import Catalog
@@ -40,35 +40,6 @@ PARTS = {
     "start": (spark_queries.SparkQueries, "start"),
 }
 PHASES = ("triggerExecution", "addBatch", "queryPlanning", "latestOffset", "getBatch", "walCommit", "commitOffsets")
-
-
-class Timeline:
-    """Wraps each of :data:`PARTS` to record its (start, end) wall-clock times."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[float, float, str]] = []
-        for name, (owner, attribute) in PARTS.items():
-            setattr(owner, attribute, self._timed(name, getattr(owner, attribute)))
-
-    def _timed(self, name, function):
-        @functools.wraps(function)
-        def timed(*args, **kwargs):
-            began = time.time()
-            try:
-                return function(*args, **kwargs)
-            finally:
-                self.events.append((began, time.time(), name))
-
-        return timed
-
-    def first_after(self, start: float, origin: float) -> dict[str, list[float]]:
-        """Each part's first run that began at ``start`` or later: [began, ended] relative to
-        ``origin`` (a reconcile pass of another query, or an idle one, may come later)."""
-        found: dict[str, list[float]] = {}
-        for began, ended, name in sorted(self.events):
-            if began >= start and name not in found:
-                found[name] = [round(began - origin, 3), round(ended - origin, 3)]
-        return found
 
 
 def progress_time(progress: dict) -> float:
@@ -163,7 +134,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--records", type=int, default=15)
     args = parser.parse_args()
-    timeline = Timeline()
+    timeline = Timeline(PARTS)
     spark = build_session("local[2]", "bench-upgrade-parts", {"spark.ui.enabled": "false"})
     result = {
         "upgrades": upgrades(spark, args.rounds, timeline),
