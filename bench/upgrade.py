@@ -58,14 +58,20 @@ def gap_around(checkpoint: str, started_at: float) -> float:
     return min(t for t in times if t > started_at) - max(t for t in times if t <= started_at)
 
 
-def in_place(spark, rounds: int) -> list[float]:
-    home = tempfile.mkdtemp(prefix="bench-upgrade-")
+def warm_runtime(spark, home: str) -> tuple[Engine, Runtime, threading.Thread]:
+    """A runtime on its own thread of this process, running the filter of :data:`SETUP` in a
+    new catalog in ``home``."""
     engine = Engine(f"sqlite:///{home}/c.db", home=home)
     engine.execute(SETUP)
     runtime = Runtime(Catalog(engine.catalog.url), "default", spark, interval=0.5)
     thread = threading.Thread(target=runtime.run, daemon=True)
     thread.start()
     engine.wait_for_state("CSAS_F_1", "RUNNING", timeout=120)
+    return engine, runtime, thread
+
+
+def in_place(spark, rounds: int) -> list[float]:
+    engine, runtime, thread = warm_runtime(spark, tempfile.mkdtemp(prefix="bench-upgrade-"))
     feeder = Feeder(engine)
     feeder.start()
     checkpoint, gaps = engine.query("CSAS_F_1").checkpoint, []

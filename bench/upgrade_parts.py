@@ -21,15 +21,12 @@ import json
 import os
 import statistics
 import tempfile
-import threading
 import time
 
 from timeline import Timeline
-from upgrade import SETUP, VERSIONS, Feeder, commit_times
+from upgrade import VERSIONS, Feeder, commit_times, warm_runtime
 
-from airflow_provider_streamql.catalog import Catalog
-from airflow_provider_streamql.engine import Engine
-from airflow_provider_streamql.runtime import Runtime, build_session, reconcile, rollout, spark_queries
+from airflow_provider_streamql.runtime import build_session, reconcile, rollout, spark_queries
 from airflow_provider_streamql.runtime.evolution import source_evolution
 
 #: (owner, attribute) of each part of a swap that is timed
@@ -47,13 +44,7 @@ def progress_time(progress: dict) -> float:
 
 
 def upgrades(spark, rounds: int, timeline: Timeline) -> list[dict]:
-    home = tempfile.mkdtemp(prefix="bench-upgrade-parts-")
-    engine = Engine(f"sqlite:///{home}/c.db", home=home)
-    engine.execute(SETUP)
-    runtime = Runtime(Catalog(engine.catalog.url), "default", spark, interval=0.5)
-    thread = threading.Thread(target=runtime.run, daemon=True)
-    thread.start()
-    engine.wait_for_state("CSAS_F_1", "RUNNING", timeout=120)
+    engine, runtime, thread = warm_runtime(spark, tempfile.mkdtemp(prefix="bench-upgrade-parts-"))
     feeder = Feeder(engine)
     feeder.start()
     checkpoint, found = engine.query("CSAS_F_1").checkpoint, []
@@ -114,12 +105,7 @@ def one_record_batches(spark, records: int) -> dict:
         write_record(source, i)
         time.sleep(0.6)
     hand.stop()
-    engine = Engine(f"sqlite:///{base}/c.db", home=base)
-    engine.execute(SETUP)
-    runtime = Runtime(Catalog(engine.catalog.url), "default", spark, interval=0.5)
-    thread = threading.Thread(target=runtime.run, daemon=True)
-    thread.start()
-    engine.wait_for_state("CSAS_F_1", "RUNNING", timeout=120)
+    engine, runtime, thread = warm_runtime(spark, base)
     for i in range(records):
         engine.execute(f"INSERT INTO s VALUES ({i}, 1.0)")
         time.sleep(0.6)
