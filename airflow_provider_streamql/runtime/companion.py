@@ -78,7 +78,13 @@ def companion_reads(query: QueryInfo, plan: StreamingPlan, sources: dict[str, So
     checkpoint may know its streams by position only), none for files alone (theirs are found
     after their batch, :mod:`.file_dead_letters`)."""
     read = checked_streams(query, plan, sources)
-    return read if any(sources[n].kafka_topic for n in read) else []
+    return read if has_companion([sources[n] for n in read]) else []
+
+
+def has_companion(checked: list[SourceInfo]) -> bool:
+    """Whether a query whose checked streams are ``checked`` has a companion query under
+    LOG_AND_CONTINUE: when one of them is a Kafka topic (:func:`companion_reads`)."""
+    return any(src.kafka_topic for src in checked)
 
 
 def dead_letter_frame(

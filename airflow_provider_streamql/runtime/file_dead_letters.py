@@ -46,7 +46,7 @@ from ..storage.checkpoints import (
 )
 from ..storage.layout import dead_letter_checkpoint
 from .badrecords import BAD_COUNT, DeadLetterWriter, RecordGuard, scan_files
-from .companion import checked_streams
+from .companion import checked_streams, has_companion
 
 log = logging.getLogger("streamql.runtime")
 
@@ -161,7 +161,7 @@ class FileDeadLetters:
         files = [sources[n] for n in checked_streams(query, plan, sources)]
         with self._lock:
             before = self._followed.get(query.id)
-        if not guard.sends_dead_letters or not files or any(src.kafka_topic for src in files):  # companion_reads
+        if not guard.sends_dead_letters or not files or has_companion(files):
             if before is not None and before.final is None:
                 before.final = committed
             elif before is None:

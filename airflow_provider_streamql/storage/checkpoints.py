@@ -42,11 +42,14 @@ def remove_interrupted_writes(checkpoint: str) -> list[str]:
 
 def last_committed_batch(checkpoint: str) -> int:
     """Highest batch id in ``commits/`` (-1 when none has committed)."""
-    commits = Part(checkpoint).resolve(os.path.join(checkpoint, "commits"))
-    if not os.path.isdir(commits):
-        return -1
-    ids = [int(n) for n in os.listdir(commits) if n.isdigit()]
-    return max(ids, default=-1)
+    return max(_batch_ids(checkpoint, "commits"), default=-1)
+
+
+def _batch_ids(checkpoint: str, log: str) -> list[int]:
+    """The batch ids the checkpoint's ``log`` holds: ``offsets`` (Spark plans a batch there
+    before it runs it) or ``commits``."""
+    folder = Part(checkpoint).resolve(os.path.join(checkpoint, log))
+    return [int(n) for n in os.listdir(folder) if n.isdigit()] if os.path.isdir(folder) else []
 
 
 #: the file in a checkpoint holding the last batch whose dead letters (of its file reads,
@@ -88,9 +91,7 @@ def record_dead_letters_sent(checkpoint: str, batch_id: int | None) -> None:
 
 def first_planned_batch(checkpoint: str) -> int:
     """Lowest batch id still in ``offsets/`` (0 before any: Spark drops the oldest)."""
-    offsets = Part(checkpoint).resolve(os.path.join(checkpoint, "offsets"))
-    ids = [int(n) for n in os.listdir(offsets) if n.isdigit()] if os.path.isdir(offsets) else []
-    return min(ids, default=0)
+    return min(_batch_ids(checkpoint, "offsets"), default=0)
 
 
 def has_offsets(checkpoint: str, batch_id: int) -> bool:
@@ -101,9 +102,7 @@ def has_offsets(checkpoint: str, batch_id: int) -> bool:
 
 def last_planned_batch(checkpoint: str) -> int:
     """Highest batch id in ``offsets/`` (-1 before any): a batch is planned before it runs."""
-    offsets = Part(checkpoint).resolve(os.path.join(checkpoint, "offsets"))
-    ids = [int(n) for n in os.listdir(offsets) if n.isdigit()] if os.path.isdir(offsets) else []
-    return max(ids, default=-1)
+    return max(_batch_ids(checkpoint, "offsets"), default=-1)
 
 
 def source_positions(checkpoint: str, batch_id: int) -> dict[str, object]:
